@@ -1,0 +1,206 @@
+//! The core's knobs. Every bound has a default taken from the as-built daemon (ch. 9).
+
+use crate::time::Duration;
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+/// Knobs of the delivery core. Grace bounds count status *samples* (polls), as the Java
+/// injector did, so they scale with `poll_interval`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CoreConfig {
+    /// How often each active target's status is sampled.
+    pub poll_interval_ms: u64,
+    /// Injectable samples after an inject with no WORKING seen before the turn is taken to have
+    /// run between two polls (a missed fast turn). Java `PICKUP_GRACE_POLLS`.
+    pub pickup_grace_polls: u32,
+    /// Consecutive UNKNOWN samples inside a turn before it is declared wedged (CB-109).
+    /// Java `TURN_STALL_GRACE_POLLS`.
+    pub stall_grace_polls: u32,
+    /// Samples a queued message waits for a not-yet-ready member before it fails.
+    /// Java `READINESS_GRACE_POLLS`.
+    pub readiness_grace_polls: u32,
+    /// Optional quiet time after a turn completes before the next delivery.
+    pub post_turn_settle_ms: u64,
+    /// Bound on the driver answering an inject or a completion scrape.
+    pub io_timeout_ms: u64,
+    /// Blocking-send timeout when the caller names none.
+    pub send_timeout_ms: u64,
+    /// Largest timeout a caller may ask for.
+    pub send_timeout_max_ms: u64,
+    /// How long a member's `fleet_ask` waits for its answer.
+    pub ask_timeout_ms: u64,
+    /// A finished async ticket is kept this long **after it completed** (issue #197).
+    pub ticket_ttl_ms: u64,
+    /// Held replies per target before new ones are refused (the worker is told, nothing lost).
+    pub inbox_cap_per_target: usize,
+    /// Reminders typed into a lead's pane about items waiting for it.
+    pub nudge_max_reminders: u32,
+    /// Gap between two reminders.
+    pub nudge_interval_ms: u64,
+    /// Regexes over a turn's new pane text that mean the backend refused on a usage limit.
+    pub usage_limit_patterns: Vec<String>,
+    /// Regexes over pane text that mean an UNKNOWN agent is really working.
+    pub refine_working_patterns: Vec<String>,
+    /// Regexes over the last non-blank pane line that mean an UNKNOWN agent is at its prompt.
+    pub refine_idle_patterns: Vec<String>,
+}
+
+impl Default for CoreConfig {
+    fn default() -> Self {
+        CoreConfig {
+            poll_interval_ms: 500,
+            pickup_grace_polls: 8,
+            stall_grace_polls: 120,
+            readiness_grace_polls: 240,
+            post_turn_settle_ms: 0,
+            io_timeout_ms: 15_000,
+            send_timeout_ms: 30 * 60_000,
+            send_timeout_max_ms: 4 * 3_600_000,
+            ask_timeout_ms: 30 * 60_000,
+            ticket_ttl_ms: 10 * 60_000,
+            inbox_cap_per_target: 256,
+            nudge_max_reminders: 3,
+            nudge_interval_ms: 60_000,
+            usage_limit_patterns: vec![
+                r"(?i)usage limit (reached|exceeded)".into(),
+                r"(?i)\b5-hour limit reached\b".into(),
+                r"(?i)rate limit (reached|exceeded)".into(),
+                r"(?i)you('ve| have) (hit|reached) your (usage )?limit".into(),
+                r"(?i)\bquota exceeded\b".into(),
+            ],
+            refine_working_patterns: vec![
+                r"(?i)esc to interrupt".into(),
+                r"(?i)\besc interrupt\b".into(),
+                r"[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏✻✽✢]\s+\w+…".into(),
+            ],
+            refine_idle_patterns: vec![r"^\s*[>❯›]\s*$".into(), r"^\s*\$\s*$".into()],
+        }
+    }
+}
+
+/// A config value the core cannot run with, named by its key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{key} must be greater than zero")]
+    Zero { key: &'static str },
+    #[error("{key}[{index}] is not a valid regex: {reason}")]
+    BadPattern {
+        key: &'static str,
+        index: usize,
+        reason: String,
+    },
+    #[error("send_timeout_ms ({default}) exceeds send_timeout_max_ms ({max})")]
+    TimeoutAboveMax { default: u64, max: u64 },
+}
+
+impl CoreConfig {
+    pub fn poll_interval(&self) -> Duration {
+        Duration::from_millis(self.poll_interval_ms)
+    }
+
+    /// Checks every knob and compiles the patterns once.
+    pub fn validate(&self) -> Result<Compiled, ConfigError> {
+        for (key, v) in [
+            ("poll_interval_ms", self.poll_interval_ms),
+            ("pickup_grace_polls", u64::from(self.pickup_grace_polls)),
+            ("stall_grace_polls", u64::from(self.stall_grace_polls)),
+            (
+                "readiness_grace_polls",
+                u64::from(self.readiness_grace_polls),
+            ),
+            ("io_timeout_ms", self.io_timeout_ms),
+            ("send_timeout_ms", self.send_timeout_ms),
+            ("send_timeout_max_ms", self.send_timeout_max_ms),
+            ("ask_timeout_ms", self.ask_timeout_ms),
+            ("ticket_ttl_ms", self.ticket_ttl_ms),
+            ("inbox_cap_per_target", self.inbox_cap_per_target as u64),
+            ("nudge_interval_ms", self.nudge_interval_ms),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::Zero { key });
+            }
+        }
+        if self.send_timeout_ms > self.send_timeout_max_ms {
+            return Err(ConfigError::TimeoutAboveMax {
+                default: self.send_timeout_ms,
+                max: self.send_timeout_max_ms,
+            });
+        }
+        Ok(Compiled {
+            usage_limit: compile("usage_limit_patterns", &self.usage_limit_patterns)?,
+            refine_working: compile("refine_working_patterns", &self.refine_working_patterns)?,
+            refine_idle: compile("refine_idle_patterns", &self.refine_idle_patterns)?,
+        })
+    }
+}
+
+fn compile(key: &'static str, patterns: &[String]) -> Result<Vec<Regex>, ConfigError> {
+    patterns
+        .iter()
+        .enumerate()
+        .map(|(index, p)| {
+            Regex::new(p).map_err(|e| ConfigError::BadPattern {
+                key,
+                index,
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The compiled form of the pattern knobs.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    pub usage_limit: Vec<Regex>,
+    pub refine_working: Vec<Regex>,
+    pub refine_idle: Vec<Regex>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_valid_and_match_the_java_bounds() {
+        let c = CoreConfig::default();
+        assert!(c.validate().is_ok());
+        assert_eq!(
+            (
+                c.pickup_grace_polls,
+                c.stall_grace_polls,
+                c.readiness_grace_polls
+            ),
+            (8, 120, 240)
+        );
+        assert_eq!(c.ticket_ttl_ms, 600_000);
+    }
+
+    #[test]
+    fn a_zero_bound_is_refused_by_name() {
+        let c = CoreConfig {
+            stall_grace_polls: 0,
+            ..CoreConfig::default()
+        };
+        assert_eq!(
+            c.validate().unwrap_err(),
+            ConfigError::Zero {
+                key: "stall_grace_polls"
+            }
+        );
+    }
+
+    #[test]
+    fn a_broken_pattern_is_refused_with_its_index() {
+        let c = CoreConfig {
+            usage_limit_patterns: vec!["ok".into(), "(unclosed".into()],
+            ..CoreConfig::default()
+        };
+        match c.validate() {
+            Err(ConfigError::BadPattern { key, index, .. }) => {
+                assert_eq!((key, index), ("usage_limit_patterns", 1))
+            }
+            other => panic!("expected BadPattern, got {other:?}"),
+        }
+    }
+}

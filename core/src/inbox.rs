@@ -1,0 +1,149 @@
+//! `ReplyInbox`: replies that arrived when no waiter was open are held per target until the
+//! lead collects them (peek, ack, drain). Nothing is dropped silently: a full inbox refuses
+//! the reply and the member is told.
+
+use crate::ids::{ReplyId, SessionId};
+use crate::time::Instant;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+/// A reply waiting for its lead.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldReply {
+    pub id: ReplyId,
+    /// The member that replied.
+    pub target: SessionId,
+    /// The lead pane that last delegated to `target`, if known: the one to nudge.
+    pub lead: Option<SessionId>,
+    pub content: String,
+    pub at: Instant,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the reply inbox for this session is full ({cap} held); collect replies first")]
+pub struct InboxFull {
+    pub cap: usize,
+}
+
+#[derive(Debug)]
+pub struct ReplyInbox {
+    held: BTreeMap<SessionId, VecDeque<HeldReply>>,
+    cap_per_target: usize,
+    total: usize,
+}
+
+impl ReplyInbox {
+    pub fn new(cap_per_target: usize) -> Self {
+        ReplyInbox {
+            held: BTreeMap::new(),
+            cap_per_target,
+            total: 0,
+        }
+    }
+
+    pub fn push(&mut self, reply: HeldReply) -> Result<(), InboxFull> {
+        let q = self.held.entry(reply.target.clone()).or_default();
+        if q.len() >= self.cap_per_target {
+            if q.is_empty() {
+                self.held.remove(&reply.target);
+            }
+            return Err(InboxFull {
+                cap: self.cap_per_target,
+            });
+        }
+        q.push_back(reply);
+        self.total += 1;
+        Ok(())
+    }
+
+    /// The held replies of `target`, oldest first, without removing them.
+    pub fn peek(&self, target: &SessionId) -> Vec<HeldReply> {
+        self.held
+            .get(target)
+            .map(|q| q.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Removes the named replies of `target`; returns the ones that were held.
+    pub fn ack(&mut self, target: &SessionId, ids: &[ReplyId]) -> Vec<HeldReply> {
+        let Some(q) = self.held.get_mut(target) else {
+            return Vec::new();
+        };
+        let mut acked = Vec::new();
+        q.retain(|r| {
+            if ids.contains(&r.id) {
+                acked.push(r.clone());
+                false
+            } else {
+                true
+            }
+        });
+        if q.is_empty() {
+            self.held.remove(target);
+        }
+        self.total -= acked.len();
+        acked
+    }
+
+    /// Peek and ack in one step.
+    pub fn drain(&mut self, target: &SessionId) -> Vec<HeldReply> {
+        let drained: Vec<HeldReply> = self.held.remove(target).map(Vec::from).unwrap_or_default();
+        self.total -= drained.len();
+        drained
+    }
+
+    pub fn depth(&self, target: &SessionId) -> usize {
+        self.held.get(target).map_or(0, VecDeque::len)
+    }
+
+    /// All held replies: the `fleet_inbox_depth` gauge.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::IdMint;
+
+    fn reply(m: &mut IdMint, target: &str, content: &str) -> HeldReply {
+        HeldReply {
+            id: m.reply(),
+            target: SessionId::new(target),
+            lead: None,
+            content: content.into(),
+            at: Instant::ZERO,
+        }
+    }
+
+    #[test]
+    fn peek_keeps_ack_removes_and_drain_empties_one_target_only() {
+        let mut m = IdMint::from_seed(1);
+        let mut inbox = ReplyInbox::new(8);
+        let a = reply(&mut m, "w1", "one");
+        let b = reply(&mut m, "w1", "two");
+        inbox.push(a.clone()).unwrap();
+        inbox.push(b.clone()).unwrap();
+        inbox.push(reply(&mut m, "w2", "other")).unwrap();
+        assert_eq!(inbox.peek(&"w1".into()), vec![a.clone(), b.clone()]);
+        assert_eq!(inbox.total(), 3);
+        assert_eq!(inbox.ack(&"w1".into(), &[a.id]), vec![a]);
+        assert_eq!(inbox.drain(&"w1".into()), vec![b]);
+        assert_eq!(inbox.depth(&"w1".into()), 0);
+        assert_eq!(inbox.depth(&"w2".into()), 1);
+        assert_eq!(inbox.total(), 1);
+    }
+
+    #[test]
+    fn a_full_inbox_refuses_instead_of_dropping() {
+        let mut m = IdMint::from_seed(1);
+        let mut inbox = ReplyInbox::new(1);
+        inbox.push(reply(&mut m, "w1", "kept")).unwrap();
+        assert_eq!(
+            inbox.push(reply(&mut m, "w1", "refused")),
+            Err(InboxFull { cap: 1 })
+        );
+        assert_eq!(inbox.peek(&"w1".into())[0].content, "kept");
+    }
+}

@@ -1,0 +1,582 @@
+//! `Injector`: per-target FIFO queues, at most one message per turn, serialized per target,
+//! status-gated (ch. 9, Figure 6).
+//!
+//! A turn is judged complete only from a confirmed WORKING → injectable boundary. Three grace
+//! bounds, counted in status samples, close the failure paths: pickup (a missed fast turn),
+//! stall (a wedged turn) and readiness (a member that never connected).
+
+use crate::ids::{MsgId, SessionId};
+use crate::status::AgentStatus;
+use crate::time::{Duration, Instant};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+
+/// The injector's bounds, lifted from `CoreConfig`.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    pub pickup_grace_polls: u32,
+    pub stall_grace_polls: u32,
+    pub readiness_grace_polls: u32,
+    pub post_turn_settle: Duration,
+    pub io_timeout: Duration,
+}
+
+/// Why a message or a turn ended without completing.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// `stall_grace_polls` consecutive UNKNOWN samples inside the turn (CB-109).
+    Stalled,
+    /// The member never became ready within `readiness_grace_polls` samples.
+    NeverReady,
+    /// The driver could not type the message into the pane.
+    InjectFailed(String),
+    /// The driver never reported the inject's result within `io_timeout`.
+    IoTimedOut,
+    /// The pane closed or its process exited.
+    PaneGone,
+    /// The sender gave up before delivery; the message is withdrawn, never typed late.
+    SenderTimedOut,
+    /// Nothing is left to say (a nudge whose items were all collected).
+    Drained,
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::Stalled => f.write_str("stalled"),
+            Cause::NeverReady => f.write_str("never_ready"),
+            Cause::InjectFailed(why) => write!(f, "inject_failed({why})"),
+            Cause::IoTimedOut => f.write_str("io_timed_out"),
+            Cause::PaneGone => f.write_str("pane_gone"),
+            Cause::SenderTimedOut => f.write_str("sender_timed_out"),
+            Cause::Drained => f.write_str("drained"),
+        }
+    }
+}
+
+/// What the injector tells the gateway. Events are drained after every call, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InjectorEvent {
+    /// Please read the baseline and type `text` into `target`, then report `Injected`.
+    Inject {
+        target: SessionId,
+        msg: MsgId,
+        text: String,
+    },
+    /// The text is in the pane: the turn has begun (Java `onDelivered`).
+    Delivered { target: SessionId, msg: MsgId },
+    /// A WORKING → injectable boundary, or a missed fast turn (`onTurnComplete`).
+    TurnComplete {
+        target: SessionId,
+        msg: MsgId,
+        missed_fast_turn: bool,
+    },
+    /// A delivered turn failed (`onTurnFailed`).
+    TurnFailed {
+        target: SessionId,
+        msg: MsgId,
+        cause: Cause,
+    },
+    /// A message that was never delivered ended with `cause`.
+    Dropped {
+        target: SessionId,
+        msg: MsgId,
+        cause: Cause,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Queued {
+    msg: MsgId,
+    text: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Turn {
+    Quiescent,
+    /// `Inject` went out; waiting for the driver's result.
+    Injecting {
+        msg: MsgId,
+        deadline: Instant,
+    },
+    AwaitingPickup {
+        msg: MsgId,
+        injectable_polls: u32,
+        unknown_polls: u32,
+    },
+    AwaitingCompletion {
+        msg: MsgId,
+        unknown_polls: u32,
+    },
+    /// After a completion: no delivery before `ready_at`, nor while a post-turn action holds
+    /// the target (until `hold_until` at the latest).
+    Settling {
+        ready_at: Instant,
+        hold_until: Option<Instant>,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Track {
+    queue: VecDeque<Queued>,
+    turn: Turn,
+    status: Option<AgentStatus>,
+    not_ready_polls: u32,
+    asking: bool,
+}
+
+impl Track {
+    fn new() -> Self {
+        Track {
+            queue: VecDeque::new(),
+            turn: Turn::Quiescent,
+            status: None,
+            not_ready_polls: 0,
+            asking: false,
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.queue.is_empty() && self.turn == Turn::Quiescent && !self.asking
+    }
+}
+
+/// A read-only view of one target for `fleet_status`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetView {
+    pub status: Option<AgentStatus>,
+    pub ready: bool,
+    pub queued: usize,
+    pub in_turn: bool,
+}
+
+#[derive(Debug)]
+pub struct Injector {
+    bounds: Bounds,
+    tracks: BTreeMap<SessionId, Track>,
+    /// Readiness-gated targets (members): `false` until the member connects.
+    gates: BTreeMap<SessionId, bool>,
+    /// Injecting and settling deadlines; stale entries are skipped when they fire.
+    deadlines: BTreeSet<(Instant, SessionId)>,
+    events: VecDeque<InjectorEvent>,
+}
+
+impl Injector {
+    pub fn new(bounds: Bounds) -> Self {
+        Injector {
+            bounds,
+            tracks: BTreeMap::new(),
+            gates: BTreeMap::new(),
+            deadlines: BTreeSet::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<InjectorEvent> {
+        self.events.pop_front()
+    }
+
+    /// Queues `text` for `target`. Delivery waits for a fresh injectable sample.
+    pub fn enqueue(&mut self, target: &SessionId, msg: MsgId, text: String) {
+        self.tracks
+            .entry(target.clone())
+            .or_insert_with(Track::new)
+            .queue
+            .push_back(Queued { msg, text });
+    }
+
+    /// Marks `target` as a member that must connect before anything is typed into it.
+    pub fn gate(&mut self, target: &SessionId) {
+        self.gates.insert(target.clone(), false);
+    }
+
+    /// The member connected: deliveries may proceed.
+    pub fn open_gate(&mut self, target: &SessionId) {
+        self.gates.insert(target.clone(), true);
+        if let Some(t) = self.tracks.get_mut(target) {
+            t.not_ready_polls = 0;
+        }
+    }
+
+    pub fn is_ready(&self, target: &SessionId) -> bool {
+        self.gates.get(target).copied().unwrap_or(true)
+    }
+
+    /// While a member is inside `fleet_ask` its turn is paused, not over: injectable samples
+    /// must not end it, and nothing else may be typed into it.
+    pub fn set_asking(&mut self, target: &SessionId, asking: bool) {
+        if let Some(t) = self.tracks.get_mut(target) {
+            t.asking = asking;
+        } else if asking {
+            let mut t = Track::new();
+            t.asking = true;
+            self.tracks.insert(target.clone(), t);
+        }
+        self.forget_if_idle(target);
+    }
+
+    /// The message whose turn is running in `target`, once it is delivered.
+    pub fn current_turn(&self, target: &SessionId) -> Option<MsgId> {
+        match self.tracks.get(target).map(|t| &t.turn) {
+            Some(Turn::AwaitingPickup { msg, .. } | Turn::AwaitingCompletion { msg, .. }) => {
+                Some(*msg)
+            }
+            _ => None,
+        }
+    }
+
+    /// True while `msg` waits in `target`'s queue (not yet handed to the driver).
+    pub fn is_queued(&self, target: &SessionId, msg: MsgId) -> bool {
+        self.tracks
+            .get(target)
+            .is_some_and(|t| t.queue.iter().any(|q| q.msg == msg))
+    }
+
+    pub fn view(&self, target: &SessionId) -> TargetView {
+        let t = self.tracks.get(target);
+        TargetView {
+            status: t.and_then(|t| t.status),
+            ready: self.is_ready(target),
+            queued: t.map_or(0, |t| t.queue.len()),
+            in_turn: t.is_some_and(|t| !matches!(t.turn, Turn::Quiescent | Turn::Settling { .. })),
+        }
+    }
+
+    /// Targets with work in hand: the ones whose status must be sampled.
+    pub fn active_targets(&self) -> impl Iterator<Item = &SessionId> {
+        self.tracks.keys()
+    }
+
+    pub fn has_active(&self) -> bool {
+        !self.tracks.is_empty()
+    }
+
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.first().map(|(at, _)| *at)
+    }
+
+    /// Removes a still-queued message. Returns false if it is not queued (already handed on).
+    pub fn withdraw(&mut self, target: &SessionId, msg: MsgId, cause: Cause) -> bool {
+        let Some(t) = self.tracks.get_mut(target) else {
+            return false;
+        };
+        let Some(pos) = t.queue.iter().position(|q| q.msg == msg) else {
+            return false;
+        };
+        t.queue.remove(pos);
+        self.events.push_back(InjectorEvent::Dropped {
+            target: target.clone(),
+            msg,
+            cause,
+        });
+        self.forget_if_idle(target);
+        true
+    }
+
+    /// The pane is gone: fail the running turn and every queued message.
+    pub fn abort_target(&mut self, target: &SessionId, cause: Cause) {
+        self.gates.remove(target);
+        let Some(mut t) = self.tracks.remove(target) else {
+            return;
+        };
+        match t.turn {
+            Turn::Injecting { msg, .. } => self.events.push_back(InjectorEvent::Dropped {
+                target: target.clone(),
+                msg,
+                cause: cause.clone(),
+            }),
+            Turn::AwaitingPickup { msg, .. } | Turn::AwaitingCompletion { msg, .. } => {
+                self.events.push_back(InjectorEvent::TurnFailed {
+                    target: target.clone(),
+                    msg,
+                    cause: cause.clone(),
+                })
+            }
+            Turn::Quiescent | Turn::Settling { .. } => {}
+        }
+        for q in t.queue.drain(..) {
+            self.events.push_back(InjectorEvent::Dropped {
+                target: target.clone(),
+                msg: q.msg,
+                cause: cause.clone(),
+            });
+        }
+    }
+
+    /// A status sample (one poll). `status` is already refined.
+    pub fn on_sample(&mut self, now: Instant, target: &SessionId, status: AgentStatus) {
+        let ready = self.is_ready(target);
+        let b = self.bounds;
+        let Some(t) = self.tracks.get_mut(target) else {
+            return;
+        };
+        t.status = Some(status);
+        if let Turn::Settling {
+            ready_at,
+            hold_until,
+        } = t.turn
+        {
+            if settled(now, ready_at, hold_until) {
+                t.turn = Turn::Quiescent;
+            }
+        }
+        match t.turn {
+            Turn::Quiescent => {
+                if t.queue.is_empty() || t.asking {
+                    // nothing to deliver, or the pane is mid-ask for another turn
+                } else if !ready {
+                    t.not_ready_polls += 1;
+                    if t.not_ready_polls >= b.readiness_grace_polls {
+                        t.not_ready_polls = 0;
+                        for q in t.queue.drain(..) {
+                            self.events.push_back(InjectorEvent::Dropped {
+                                target: target.clone(),
+                                msg: q.msg,
+                                cause: Cause::NeverReady,
+                            });
+                        }
+                    }
+                } else if status.injectable() {
+                    t.not_ready_polls = 0;
+                    if let Some(q) = t.queue.pop_front() {
+                        let deadline = now + b.io_timeout;
+                        t.turn = Turn::Injecting {
+                            msg: q.msg,
+                            deadline,
+                        };
+                        self.deadlines.insert((deadline, target.clone()));
+                        self.events.push_back(InjectorEvent::Inject {
+                            target: target.clone(),
+                            msg: q.msg,
+                            text: q.text,
+                        });
+                    }
+                }
+            }
+            Turn::Injecting { .. } | Turn::Settling { .. } => {}
+            Turn::AwaitingPickup {
+                msg,
+                injectable_polls,
+                unknown_polls,
+            } => match status {
+                AgentStatus::Working => {
+                    t.turn = Turn::AwaitingCompletion {
+                        msg,
+                        unknown_polls: 0,
+                    }
+                }
+                AgentStatus::Unknown if !t.asking => {
+                    // Deviation from Figure 6: a turn that goes UNKNOWN before pickup would
+                    // otherwise hold the queue forever, so the stall bound applies here too.
+                    let unknown_polls = unknown_polls + 1;
+                    if unknown_polls >= b.stall_grace_polls {
+                        t.turn = Turn::Quiescent;
+                        self.events.push_back(InjectorEvent::TurnFailed {
+                            target: target.clone(),
+                            msg,
+                            cause: Cause::Stalled,
+                        });
+                    } else {
+                        t.turn = Turn::AwaitingPickup {
+                            msg,
+                            injectable_polls,
+                            unknown_polls,
+                        };
+                    }
+                }
+                s if s.injectable() && !t.asking => {
+                    let injectable_polls = injectable_polls + 1;
+                    if injectable_polls >= b.pickup_grace_polls {
+                        Self::complete(
+                            t,
+                            &mut self.events,
+                            &mut self.deadlines,
+                            now,
+                            b,
+                            target,
+                            msg,
+                            true,
+                        );
+                    } else {
+                        t.turn = Turn::AwaitingPickup {
+                            msg,
+                            injectable_polls,
+                            unknown_polls: 0,
+                        };
+                    }
+                }
+                _ => {}
+            },
+            Turn::AwaitingCompletion { msg, unknown_polls } => match status {
+                AgentStatus::Working => {
+                    t.turn = Turn::AwaitingCompletion {
+                        msg,
+                        unknown_polls: 0,
+                    }
+                }
+                AgentStatus::Unknown if !t.asking => {
+                    let unknown_polls = unknown_polls + 1;
+                    if unknown_polls >= b.stall_grace_polls {
+                        t.turn = Turn::Quiescent;
+                        self.events.push_back(InjectorEvent::TurnFailed {
+                            target: target.clone(),
+                            msg,
+                            cause: Cause::Stalled,
+                        });
+                    } else {
+                        t.turn = Turn::AwaitingCompletion { msg, unknown_polls };
+                    }
+                }
+                s if s.injectable() && !t.asking => {
+                    Self::complete(
+                        t,
+                        &mut self.events,
+                        &mut self.deadlines,
+                        now,
+                        b,
+                        target,
+                        msg,
+                        false,
+                    );
+                }
+                _ => {}
+            },
+        }
+        self.forget_if_idle(target);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn complete(
+        t: &mut Track,
+        events: &mut VecDeque<InjectorEvent>,
+        deadlines: &mut BTreeSet<(Instant, SessionId)>,
+        now: Instant,
+        b: Bounds,
+        target: &SessionId,
+        msg: MsgId,
+        missed_fast_turn: bool,
+    ) {
+        let ready_at = now + b.post_turn_settle;
+        t.turn = Turn::Settling {
+            ready_at,
+            hold_until: None,
+        };
+        if ready_at > now {
+            deadlines.insert((ready_at, target.clone()));
+        }
+        events.push_back(InjectorEvent::TurnComplete {
+            target: target.clone(),
+            msg,
+            missed_fast_turn,
+        });
+    }
+
+    /// A post-turn action (the completion scrape) must finish before the next delivery;
+    /// it holds the target until `release` or `io_timeout`, whichever is first.
+    pub fn hold(&mut self, now: Instant, target: &SessionId) {
+        let until = now + self.bounds.io_timeout;
+        if let Some(t) = self.tracks.get_mut(target) {
+            if let Turn::Settling { hold_until, .. } = &mut t.turn {
+                *hold_until = Some(until);
+                self.deadlines.insert((until, target.clone()));
+            }
+        }
+    }
+
+    pub fn release(&mut self, now: Instant, target: &SessionId) {
+        if let Some(t) = self.tracks.get_mut(target) {
+            if let Turn::Settling {
+                ready_at,
+                hold_until,
+            } = &mut t.turn
+            {
+                *hold_until = None;
+                if *ready_at <= now {
+                    t.turn = Turn::Quiescent;
+                }
+            }
+        }
+        self.forget_if_idle(target);
+    }
+
+    /// The driver's answer to `Inject`. Returns false if `msg` is not the one in flight.
+    pub fn on_injected(
+        &mut self,
+        target: &SessionId,
+        msg: MsgId,
+        result: Result<(), String>,
+    ) -> bool {
+        let Some(t) = self.tracks.get_mut(target) else {
+            return false;
+        };
+        match t.turn {
+            Turn::Injecting { msg: m, .. } if m == msg => {}
+            _ => return false,
+        }
+        match result {
+            Ok(()) => {
+                t.turn = Turn::AwaitingPickup {
+                    msg,
+                    injectable_polls: 0,
+                    unknown_polls: 0,
+                };
+                self.events.push_back(InjectorEvent::Delivered {
+                    target: target.clone(),
+                    msg,
+                });
+            }
+            Err(why) => {
+                t.turn = Turn::Quiescent;
+                self.events.push_back(InjectorEvent::Dropped {
+                    target: target.clone(),
+                    msg,
+                    cause: Cause::InjectFailed(why),
+                });
+            }
+        }
+        self.forget_if_idle(target);
+        true
+    }
+
+    /// Fires injecting and settling deadlines that are due.
+    pub fn on_timer(&mut self, now: Instant) {
+        while let Some((at, target)) = self.deadlines.first().cloned() {
+            if at > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            let Some(t) = self.tracks.get_mut(&target) else {
+                continue;
+            };
+            match t.turn {
+                Turn::Injecting { msg, deadline } if deadline <= now => {
+                    t.turn = Turn::Quiescent;
+                    self.events.push_back(InjectorEvent::Dropped {
+                        target: target.clone(),
+                        msg,
+                        cause: Cause::IoTimedOut,
+                    });
+                }
+                Turn::Settling {
+                    ready_at,
+                    hold_until,
+                } if settled(now, ready_at, hold_until) => t.turn = Turn::Quiescent,
+                _ => {}
+            }
+            self.forget_if_idle(&target);
+        }
+    }
+
+    fn forget_if_idle(&mut self, target: &SessionId) {
+        if self.tracks.get(target).is_some_and(Track::idle) {
+            self.tracks.remove(target);
+        }
+    }
+}
+
+fn settled(now: Instant, ready_at: Instant, hold_until: Option<Instant>) -> bool {
+    ready_at <= now && hold_until.is_none_or(|h| h <= now)
+}

@@ -1,0 +1,413 @@
+//! The gateway's vocabulary: what happened (`Input`), what to do (`Output`), what a caller
+//! asked (`Request`) and is told (`Response`), and the trace (`Event`).
+
+use crate::authz::{Action, AuditEvent, Principal};
+use crate::ids::{CallId, MsgId, ReplyId, SessionId, TicketId, TurnId};
+use crate::inbox::HeldReply;
+use crate::injector::{Cause, TargetView};
+use crate::outcome::{AskOutcome, Outcome, Phase};
+use crate::status::AgentStatus;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Something that happened. Fed to `Gateway::handle` with the time it happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A north-face call (MCP or REST) from an already-resolved principal.
+    Call {
+        call: CallId,
+        caller: Principal,
+        request: Request,
+    },
+    /// The answer to `Output::PollStatus`. `screen` is the pane text, which the driver attaches
+    /// when herdr says `unknown` so the core can refine it.
+    StatusSampled {
+        target: SessionId,
+        status: AgentStatus,
+        screen: Option<String>,
+    },
+    /// The answer to `Output::Inject`: the baseline read just before typing, or why it failed.
+    Injected {
+        target: SessionId,
+        msg: MsgId,
+        result: Result<String, String>,
+    },
+    /// The answer to `Output::ReadPane`: the post-turn scrape of turn `msg`.
+    PaneRead {
+        target: SessionId,
+        msg: MsgId,
+        result: Result<String, String>,
+    },
+    /// A member pane was started; nothing is typed into it until `MemberConnected`.
+    MemberStarted { target: SessionId },
+    /// The member connected to this gateway's MCP: the real readiness signal (CB-306).
+    MemberConnected { target: SessionId },
+    /// The pane closed or its process exited.
+    PaneGone { target: SessionId },
+    /// `poll_timeout` was reached.
+    Tick,
+}
+
+/// A caller's request. Identity is the `Principal` beside it, never a field here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// `fleet_send`: delegate `content` to `target`; block until an outcome unless `wait` is false.
+    Send {
+        target: SessionId,
+        content: String,
+        wait: bool,
+        timeout_ms: Option<u64>,
+    },
+    /// `fleet_send` with a `turnId`: answer a member's open question.
+    Answer {
+        turn_id: TurnId,
+        content: String,
+        wait: bool,
+        timeout_ms: Option<u64>,
+    },
+    /// `fleet_reply`: the caller's own session replies to its current turn.
+    Reply { content: String },
+    /// `fleet_ask`: the caller's own session asks the lead waiting on its turn.
+    Ask {
+        question: String,
+        timeout_ms: Option<u64>,
+    },
+    /// `fleet_poll(ticket)`: an async send's phase and, once done, its outcome.
+    Poll { ticket: TicketId },
+    /// Look at held replies without removing them.
+    Peek { target: SessionId },
+    /// Remove held replies after a peek.
+    Ack {
+        target: SessionId,
+        ids: Vec<ReplyId>,
+    },
+    /// `fleet_poll(target)` / `GET /sessions/{id}/replies`: peek + ack.
+    Drain { target: SessionId },
+    /// `fleet_status`.
+    Status { target: SessionId },
+}
+
+impl Request {
+    pub fn action(&self) -> Action {
+        match self {
+            Request::Send { .. } | Request::Answer { .. } | Request::Poll { .. } => Action::Send,
+            Request::Reply { .. } => Action::Reply,
+            Request::Ask { .. } => Action::Ask,
+            Request::Peek { .. } | Request::Ack { .. } | Request::Drain { .. } => Action::Drain,
+            Request::Status { .. } => Action::Read,
+        }
+    }
+}
+
+/// What a call is told. Every call gets exactly one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Response {
+    /// A blocking send or answer ended.
+    Outcome {
+        ticket: Option<TicketId>,
+        outcome: Outcome,
+        body: Option<String>,
+        turn_id: Option<TurnId>,
+    },
+    /// An async ticket's state: the answer to `wait:false` and to `Poll`.
+    Ticket(TicketView),
+    /// A reply reached its waiter, or was held for the lead.
+    ReplyAccepted {
+        held: Option<ReplyId>,
+    },
+    /// A member's ask ended.
+    Ask {
+        outcome: AskOutcome,
+        turn_id: Option<TurnId>,
+        answer: Option<String>,
+    },
+    Replies {
+        replies: Vec<HeldReply>,
+    },
+    Acked {
+        count: usize,
+    },
+    Status {
+        target: SessionId,
+        view: TargetView,
+    },
+    Error(CallError),
+}
+
+/// An async ticket as `fleet_poll` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TicketView {
+    pub ticket: TicketId,
+    pub target: SessionId,
+    pub phase: Phase,
+    pub outcome: Option<Outcome>,
+    pub body: Option<String>,
+    /// The open question and the turnId to answer it with, while ASKING.
+    pub question: Option<String>,
+    pub turn_id: Option<TurnId>,
+}
+
+/// A refused call, with a stable code.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "code", rename_all = "snake_case")]
+pub enum CallError {
+    #[error("{role} may not {action}")]
+    Denied { role: String, action: Action },
+    #[error("this caller has no session of its own")]
+    NoSession,
+    #[error("unknown or expired ticket")]
+    UnknownTicket,
+    #[error("the reply inbox of {target} is full ({cap}); the lead must collect replies first")]
+    InboxFull { target: SessionId, cap: usize },
+    #[error("invalid argument: {reason}")]
+    InvalidArgument { reason: String },
+}
+
+/// Please do this. Drained with `Gateway::poll_output` after every `handle`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Sample `target`'s status and answer with `Input::StatusSampled`.
+    PollStatus { target: SessionId },
+    /// Read the pane (the baseline), then type `text` and submit it; answer with
+    /// `Input::Injected`. Do it at most once: this message must never be typed twice.
+    Inject {
+        target: SessionId,
+        msg: MsgId,
+        text: String,
+    },
+    /// Read the pane after turn `msg`; answer with `Input::PaneRead`.
+    ReadPane { target: SessionId, msg: MsgId },
+    /// Answer call `call`.
+    Respond { call: CallId, response: Response },
+    /// An authorization decision, for the audit log. Never carries content.
+    Audit(AuditEvent),
+    /// A trace event, for logs, metrics and snapshots.
+    Event(Event),
+}
+
+/// The trace vocabulary: one line per thing that mattered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    Enqueued {
+        ticket: Option<TicketId>,
+        target: SessionId,
+        msg: MsgId,
+    },
+    Delivered {
+        target: SessionId,
+        msg: MsgId,
+    },
+    TurnComplete {
+        target: SessionId,
+        msg: MsgId,
+        missed_fast_turn: bool,
+    },
+    TurnFailed {
+        target: SessionId,
+        msg: MsgId,
+        cause: Cause,
+    },
+    Dropped {
+        target: SessionId,
+        msg: MsgId,
+        cause: Cause,
+    },
+    /// A completion scrape equal to its baseline: no resolution.
+    Suppressed {
+        target: SessionId,
+        msg: MsgId,
+    },
+    Resolved {
+        ticket: TicketId,
+        target: SessionId,
+        outcome: Outcome,
+    },
+    ReplyHeld {
+        target: SessionId,
+        reply: ReplyId,
+        lead: Option<SessionId>,
+    },
+    Asked {
+        target: SessionId,
+        turn_id: TurnId,
+        coalesced: bool,
+    },
+    AskClosed {
+        target: SessionId,
+        turn_id: TurnId,
+        outcome: AskOutcome,
+    },
+    Nudged {
+        lead: SessionId,
+        msg: MsgId,
+        pending: usize,
+    },
+    TicketExpired {
+        ticket: TicketId,
+    },
+    /// An input that no longer matches any state (a late driver answer): ignored.
+    Stale {
+        what: String,
+        target: SessionId,
+    },
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::Enqueued {
+                ticket,
+                target,
+                msg,
+            } => match ticket {
+                Some(t) => write!(f, "enqueued {target} msg={msg} ticket={t}"),
+                None => write!(f, "enqueued {target} msg={msg}"),
+            },
+            Event::Delivered { target, msg } => write!(f, "delivered {target} msg={msg}"),
+            Event::TurnComplete {
+                target,
+                msg,
+                missed_fast_turn,
+            } => write!(
+                f,
+                "turn_complete {target} msg={msg}{}",
+                if *missed_fast_turn {
+                    " (missed fast turn)"
+                } else {
+                    ""
+                }
+            ),
+            Event::TurnFailed { target, msg, cause } => {
+                write!(f, "turn_failed {target} msg={msg} cause={cause}")
+            }
+            Event::Dropped { target, msg, cause } => {
+                write!(f, "dropped {target} msg={msg} cause={cause}")
+            }
+            Event::Suppressed { target, msg } => write!(f, "suppressed {target} msg={msg}"),
+            Event::Resolved {
+                ticket,
+                target,
+                outcome,
+            } => write!(f, "resolved {target} ticket={ticket} -> {outcome}"),
+            Event::ReplyHeld {
+                target,
+                reply,
+                lead,
+            } => write!(
+                f,
+                "reply_held {target} reply={reply} lead={}",
+                lead.as_ref().map_or("-", |l| l.as_str())
+            ),
+            Event::Asked {
+                target,
+                turn_id,
+                coalesced,
+            } => write!(
+                f,
+                "asked {target} turn={turn_id}{}",
+                if *coalesced { " (coalesced)" } else { "" }
+            ),
+            Event::AskClosed {
+                target,
+                turn_id,
+                outcome,
+            } => write!(f, "ask_closed {target} turn={turn_id} -> {outcome}"),
+            Event::Nudged { lead, msg, pending } => {
+                write!(f, "nudged {lead} msg={msg} pending={pending}")
+            }
+            Event::TicketExpired { ticket } => write!(f, "ticket_expired {ticket}"),
+            Event::Stale { what, target } => write!(f, "stale {what} {target}"),
+        }
+    }
+}
+
+impl fmt::Display for Output {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Output::PollStatus { target } => write!(f, "poll_status {target}"),
+            Output::Inject { target, msg, text } => {
+                write!(f, "inject {target} msg={msg} text={text:?}")
+            }
+            Output::ReadPane { target, msg } => write!(f, "read_pane {target} msg={msg}"),
+            Output::Respond { call, response } => write!(f, "respond {call} {response}"),
+            Output::Audit(a) => write!(f, "{a}"),
+            Output::Event(e) => write!(f, "event {e}"),
+        }
+    }
+}
+
+impl fmt::Display for Response {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Response::Outcome {
+                outcome,
+                body,
+                turn_id,
+                ..
+            } => {
+                write!(f, "{outcome}")?;
+                if let Some(t) = turn_id {
+                    write!(f, " turn={t}")?;
+                }
+                if let Some(b) = body {
+                    write!(f, " body={b:?}")?;
+                }
+                Ok(())
+            }
+            Response::Ticket(t) => {
+                write!(f, "ticket={} {}", t.ticket, t.phase)?;
+                if let Some(o) = t.outcome {
+                    write!(f, " {o}")?;
+                }
+                if let Some(q) = &t.question {
+                    write!(f, " question={q:?}")?;
+                }
+                if let Some(b) = &t.body {
+                    write!(f, " body={b:?}")?;
+                }
+                Ok(())
+            }
+            Response::ReplyAccepted { held } => match held {
+                Some(id) => write!(f, "reply held={id}"),
+                None => f.write_str("reply delivered"),
+            },
+            Response::Ask {
+                outcome,
+                turn_id,
+                answer,
+            } => {
+                write!(f, "ask {outcome}")?;
+                if let Some(t) = turn_id {
+                    write!(f, " turn={t}")?;
+                }
+                if let Some(a) = answer {
+                    write!(f, " answer={a:?}")?;
+                }
+                Ok(())
+            }
+            Response::Replies { replies } => {
+                write!(f, "replies [")?;
+                for (i, r) in replies.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{:?}", r.content)?;
+                }
+                f.write_str("]")
+            }
+            Response::Acked { count } => write!(f, "acked {count}"),
+            Response::Status { target, view } => write!(
+                f,
+                "status {target} {} ready={} queued={} in_turn={}",
+                view.status.map_or("-", |s| s.as_str()),
+                view.ready,
+                view.queued,
+                view.in_turn
+            ),
+            Response::Error(e) => write!(f, "error {e}"),
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! # fleet-core
+//!
+//! Every delivery decision of fleetd as a pure state machine: no I/O, no clock, no OS
+//! randomness. One [`Gateway`] per host takes what happened ([`Input`], with the time it
+//! happened) and says what to do ([`Output`]). The shell carries outputs out against herdr and
+//! the north faces; the simulation carries them out against simulated ones. Same inputs, same
+//! seed: same outputs, byte for byte.
+//!
+//! Contract: after every [`Gateway::handle`], drain [`Gateway::poll_output`] until it returns
+//! `None`, then wait until [`Gateway::poll_timeout`] (or the next input) and call
+//! `handle(now, Input::Tick)`.
+
+pub mod authz;
+pub mod completion;
+pub mod config;
+pub mod gateway;
+pub mod ids;
+pub mod inbox;
+pub mod injector;
+pub mod io;
+pub mod outcome;
+pub mod push;
+pub mod rendezvous;
+pub mod status;
+pub mod time;
+
+pub use authz::{Action, AuditEvent, Principal, Role};
+pub use config::{ConfigError, CoreConfig};
+pub use gateway::{Gateway, Stats, TimerKind};
+pub use ids::{CallId, MsgId, ReplyId, SessionId, TicketId, TurnId};
+pub use io::{CallError, Event, Input, Output, Request, Response, TicketView};
+pub use outcome::{AskOutcome, Outcome, Phase};
+pub use status::AgentStatus;
+pub use time::{Duration, Instant};
