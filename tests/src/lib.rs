@@ -1,1 +1,35 @@
 //! Shared helpers for the integration tests.
+
+use regex::Regex;
+use std::collections::BTreeMap;
+
+/// Replaces every UUID with `#n`, numbered by first appearance, so a snapshot reads as a
+/// story and does not churn when id minting changes order.
+pub fn redact_ids(text: &str) -> String {
+    let re = match Regex::new(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}") {
+        Ok(re) => re,
+        Err(e) => panic!("the UUID pattern is a valid regex: {e}"),
+    };
+    let mut names: BTreeMap<String, usize> = BTreeMap::new();
+    re.replace_all(text, |c: &regex::Captures<'_>| {
+        let n = names.len() + 1;
+        let id = names.entry(c[0].to_string()).or_insert(n);
+        format!("#{id}")
+    })
+    .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_numbered_by_first_appearance() {
+        let a = "11111111-2222-4333-8444-555555555555";
+        let b = "aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee";
+        assert_eq!(
+            redact_ids(&format!("{b} then {a} then {b}")),
+            "#1 then #2 then #1"
+        );
+    }
+}

@@ -1,0 +1,633 @@
+//! Scenario tests of the message-service rules through `Gateway`, one rule each. The test
+//! plays herdr and the callers by hand; time only moves when a test moves it.
+
+use fleet_core::injector::Cause;
+use fleet_core::{
+    AgentStatus, AskOutcome, CallError, CallId, CoreConfig, Duration, Event, Gateway, Input,
+    Instant, MsgId, Outcome, Output, Phase, Principal, Request, Response, SessionId, TicketId,
+    TurnId,
+};
+
+struct Gw {
+    gw: Gateway,
+    now: Instant,
+    next_call: u64,
+    out: Vec<Output>,
+}
+
+fn w1() -> SessionId {
+    SessionId::new("w1")
+}
+
+fn lead() -> Principal {
+    Principal::primary("lead", Some(SessionId::new("lead-pane")))
+}
+
+impl Gw {
+    fn new() -> Self {
+        Self::with(CoreConfig::default())
+    }
+
+    fn with(cfg: CoreConfig) -> Self {
+        Gw {
+            gw: Gateway::new(cfg, 7, Instant::ZERO).expect("valid config"),
+            now: Instant::from_millis(1_000),
+            next_call: 0,
+            out: Vec::new(),
+        }
+    }
+
+    fn input(&mut self, i: Input) {
+        self.gw.handle(self.now, i);
+        while let Some(o) = self.gw.poll_output() {
+            self.out.push(o);
+        }
+    }
+
+    fn call(&mut self, caller: Principal, request: Request) -> CallId {
+        self.next_call += 1;
+        let call = CallId(self.next_call);
+        self.input(Input::Call {
+            call,
+            caller,
+            request,
+        });
+        call
+    }
+
+    fn send(&mut self, target: &str, content: &str, wait: bool) -> CallId {
+        self.call(
+            lead(),
+            Request::Send {
+                target: SessionId::new(target),
+                content: content.into(),
+                wait,
+                timeout_ms: Some(60_000),
+            },
+        )
+    }
+
+    fn response(&self, call: CallId) -> Option<&Response> {
+        self.out.iter().find_map(|o| match o {
+            Output::Respond { call: c, response } if *c == call => Some(response),
+            _ => None,
+        })
+    }
+
+    fn outcome(&self, call: CallId) -> Option<(Outcome, Option<String>)> {
+        match self.response(call)? {
+            Response::Outcome { outcome, body, .. } => Some((*outcome, body.clone())),
+            _ => None,
+        }
+    }
+
+    fn sample(&mut self, target: &SessionId, status: AgentStatus) {
+        self.input(Input::StatusSampled {
+            target: target.clone(),
+            status,
+            screen: None,
+        });
+    }
+
+    fn last_inject(&self) -> Option<(SessionId, MsgId, String)> {
+        self.out.iter().rev().find_map(|o| match o {
+            Output::Inject { target, msg, text } => Some((target.clone(), *msg, text.clone())),
+            _ => None,
+        })
+    }
+
+    /// Samples IDLE, confirms the inject with `baseline`, sees WORKING: the turn is running.
+    fn deliver(&mut self, target: &SessionId, baseline: &str) -> MsgId {
+        self.sample(target, AgentStatus::Idle);
+        let (t, msg, _) = self.last_inject().expect("an inject after an idle sample");
+        assert_eq!(&t, target);
+        self.input(Input::Injected {
+            target: target.clone(),
+            msg,
+            result: Ok(baseline.into()),
+        });
+        self.sample(target, AgentStatus::Working);
+        msg
+    }
+
+    /// WORKING → IDLE, then answers the completion read with `scrape`.
+    fn complete(&mut self, target: &SessionId, msg: MsgId, scrape: &str) {
+        self.sample(target, AgentStatus::Idle);
+        assert!(self.out.iter().any(
+            |o| matches!(o, Output::ReadPane { target: t, msg: m } if t == target && *m == msg)
+        ));
+        self.input(Input::PaneRead {
+            target: target.clone(),
+            msg,
+            result: Ok(scrape.into()),
+        });
+    }
+
+    fn advance(&mut self, d: Duration) {
+        self.now = self.now + d;
+        self.input(Input::Tick);
+    }
+
+    fn reply(&mut self, session: &SessionId, content: &str) -> CallId {
+        self.call(
+            Principal::worker(session.clone()),
+            Request::Reply {
+                content: content.into(),
+            },
+        )
+    }
+
+    fn ask(&mut self, session: &SessionId, q: &str) -> CallId {
+        self.call(
+            Principal::worker(session.clone()),
+            Request::Ask {
+                question: q.into(),
+                timeout_ms: None,
+            },
+        )
+    }
+
+    fn ticket(&self, call: CallId) -> TicketId {
+        match self.response(call) {
+            Some(Response::Ticket(v)) => v.ticket,
+            other => panic!("expected a ticket, got {other:?}"),
+        }
+    }
+
+    fn poll(&mut self, ticket: TicketId) -> Response {
+        let c = self.call(lead(), Request::Poll { ticket });
+        self.response(c)
+            .cloned()
+            .expect("a poll is answered at once")
+    }
+
+    fn events(&self) -> Vec<&Event> {
+        self.out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Event(e) => Some(e),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// The happy path: the reply of the delivered turn resolves the blocking send.
+#[test]
+fn a_reply_during_the_turn_resolves_the_send_as_replied() {
+    let mut g = Gw::new();
+    let c = g.send("w1", "do it", true);
+    g.deliver(&w1(), "❯ ");
+    let r = g.reply(&w1(), "done");
+    assert_eq!(g.outcome(c), Some((Outcome::Replied, Some("done".into()))));
+    assert_eq!(g.response(r), Some(&Response::ReplyAccepted { held: None }));
+}
+
+/// A turn that ends without `fleet_reply` resolves with what it left on screen.
+#[test]
+fn a_silent_turn_completes_unreplied_with_its_new_text() {
+    let mut g = Gw::new();
+    let c = g.send("w1", "do it", true);
+    let m = g.deliver(&w1(), "old line\n❯ ");
+    g.complete(&w1(), m, "old line\n❯ \n> do it\nall green");
+    assert_eq!(
+        g.outcome(c),
+        Some((
+            Outcome::CompletedUnreplied,
+            Some("> do it\nall green".into())
+        ))
+    );
+}
+
+/// A scrape equal to the baseline never resolves: the send stays open until its timeout.
+#[test]
+fn a_scrape_equal_to_the_baseline_is_suppressed_until_the_timeout() {
+    let mut g = Gw::new();
+    let c = g.send("w1", "do it", true);
+    let m = g.deliver(&w1(), "same screen");
+    g.complete(&w1(), m, "same screen");
+    assert!(g
+        .events()
+        .iter()
+        .any(|e| matches!(e, Event::Suppressed { .. })));
+    assert_eq!(g.outcome(c), None);
+    g.advance(Duration::from_secs(61));
+    assert_eq!(g.outcome(c), Some((Outcome::TimedOutWorking, None)));
+}
+
+/// A reply that arrives after its send timed out is held, not lost, and drained once.
+#[test]
+fn a_stranded_reply_is_held_and_drained_exactly_once() {
+    let mut g = Gw::new();
+    let c = g.send("w1", "do it", true);
+    g.deliver(&w1(), "❯ ");
+    g.advance(Duration::from_secs(61));
+    assert_eq!(g.outcome(c), Some((Outcome::TimedOutWorking, None)));
+    let r = g.reply(&w1(), "late result");
+    assert!(matches!(
+        g.response(r),
+        Some(Response::ReplyAccepted { held: Some(_) })
+    ));
+    let d1 = g.call(lead(), Request::Drain { target: w1() });
+    let d2 = g.call(lead(), Request::Drain { target: w1() });
+    match (g.response(d1), g.response(d2)) {
+        (Some(Response::Replies { replies: a }), Some(Response::Replies { replies: b })) => {
+            assert_eq!(a.len(), 1);
+            assert_eq!(a[0].content, "late result");
+            assert!(b.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A second delegation to a session with one open is refused BUSY at once.
+#[test]
+fn a_second_send_to_a_busy_session_is_busy() {
+    let mut g = Gw::new();
+    g.send("w1", "first", true);
+    let c = g.send("w1", "second", true);
+    assert_eq!(g.outcome(c).map(|o| o.0), Some(Outcome::Busy));
+}
+
+/// A send that is never delivered times out QUEUED and is withdrawn: it is never typed late.
+#[test]
+fn a_send_that_times_out_queued_is_never_typed_later() {
+    let mut g = Gw::new();
+    let c = g.send("w1", "do it", true);
+    g.sample(&w1(), AgentStatus::Working);
+    g.advance(Duration::from_secs(61));
+    assert_eq!(g.outcome(c), Some((Outcome::TimedOutQueued, None)));
+    assert!(g.events().iter().any(|e| matches!(
+        e,
+        Event::Dropped {
+            cause: Cause::SenderTimedOut,
+            ..
+        }
+    )));
+    g.sample(&w1(), AgentStatus::Idle);
+    assert_eq!(g.last_inject(), None);
+}
+
+/// The ask/answer rendezvous: QUESTION with a turnId, the answer unblocks the member's ask,
+/// and the member's reply then resolves the answer's call.
+#[test]
+fn a_question_is_answered_by_turn_id_and_the_turn_continues() {
+    let mut g = Gw::new();
+    let send = g.send("w1", "migrate", true);
+    g.deliver(&w1(), "❯ ");
+    let ask = g.ask(&w1(), "which db?");
+    let turn_id = match g.response(send) {
+        Some(Response::Outcome {
+            outcome: Outcome::Question,
+            turn_id: Some(t),
+            body,
+            ..
+        }) => {
+            assert_eq!(body.as_deref(), Some("which db?"));
+            *t
+        }
+        other => panic!("expected QUESTION, got {other:?}"),
+    };
+    assert_eq!(g.response(ask), None, "the member waits for its answer");
+    let answer = g.call(
+        lead(),
+        Request::Answer {
+            turn_id,
+            content: "postgres".into(),
+            wait: true,
+            timeout_ms: None,
+        },
+    );
+    assert_eq!(
+        g.response(ask),
+        Some(&Response::Ask {
+            outcome: AskOutcome::Answered,
+            turn_id: Some(turn_id),
+            answer: Some("postgres".into())
+        })
+    );
+    g.reply(&w1(), "migrated to postgres");
+    assert_eq!(
+        g.outcome(answer),
+        Some((Outcome::Replied, Some("migrated to postgres".into())))
+    );
+}
+
+/// Duplicate asks from one session ride one turnId and are all answered.
+#[test]
+fn asks_from_one_session_coalesce_and_all_get_the_answer() {
+    let mut g = Gw::new();
+    g.send("w1", "task", true);
+    g.deliver(&w1(), "❯ ");
+    let a1 = g.ask(&w1(), "q?");
+    let a2 = g.ask(&w1(), "q?");
+    let turn = g
+        .events()
+        .iter()
+        .find_map(|e| match e {
+            Event::Asked { turn_id, .. } => Some(*turn_id),
+            _ => None,
+        })
+        .expect("an ask event");
+    g.call(
+        lead(),
+        Request::Answer {
+            turn_id: turn,
+            content: "a".into(),
+            wait: false,
+            timeout_ms: None,
+        },
+    );
+    for a in [a1, a2] {
+        assert!(matches!(
+            g.response(a),
+            Some(Response::Ask { outcome: AskOutcome::Answered, turn_id: Some(t), .. }) if *t == turn
+        ));
+    }
+}
+
+/// An ask with no delegation waiting on the member's turn is answered NO_WAITER at once.
+#[test]
+fn an_ask_with_no_waiter_is_no_waiter() {
+    let mut g = Gw::new();
+    let a = g.ask(&w1(), "anyone?");
+    assert_eq!(
+        g.response(a),
+        Some(&Response::Ask {
+            outcome: AskOutcome::NoWaiter,
+            turn_id: None,
+            answer: None
+        })
+    );
+}
+
+/// An answer naming a turn that is not asking is STALE_TURN, and nothing is typed.
+#[test]
+fn an_answer_to_an_unknown_turn_is_stale() {
+    let mut g = Gw::new();
+    let c = g.call(
+        lead(),
+        Request::Answer {
+            turn_id: TurnId(uuid::Uuid::from_u128(99)),
+            content: "late".into(),
+            wait: true,
+            timeout_ms: None,
+        },
+    );
+    assert_eq!(g.outcome(c).map(|o| o.0), Some(Outcome::StaleTurn));
+    assert_eq!(g.last_inject(), None);
+}
+
+/// An async ticket goes PENDING → ASKING (showing the question) → PENDING after the answer
+/// (the same ticket) → DONE.
+#[test]
+fn an_async_ticket_shows_asking_and_resumes_on_the_answer() {
+    let mut g = Gw::new();
+    let c = g.send("w1", "task", false);
+    let ticket = g.ticket(c);
+    g.deliver(&w1(), "❯ ");
+    g.ask(&w1(), "which branch?");
+    let turn_id = match g.poll(ticket) {
+        Response::Ticket(v) => {
+            assert_eq!(v.phase, Phase::Asking);
+            assert_eq!(v.question.as_deref(), Some("which branch?"));
+            v.turn_id.expect("an asking ticket names its turn")
+        }
+        other => panic!("{other:?}"),
+    };
+    let a = g.call(
+        lead(),
+        Request::Answer {
+            turn_id,
+            content: "main".into(),
+            wait: true,
+            timeout_ms: None,
+        },
+    );
+    assert!(
+        matches!(g.response(a), Some(Response::Ticket(v)) if v.ticket == ticket && v.phase == Phase::Pending)
+    );
+    g.reply(&w1(), "done on main");
+    match g.poll(ticket) {
+        Response::Ticket(v) => {
+            assert_eq!((v.phase, v.outcome), (Phase::Done, Some(Outcome::Replied)));
+            assert_eq!(v.body.as_deref(), Some("done on main"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Retention is 10 minutes from completion, not from creation (issue #197): a delegation
+/// that ran 15 minutes is still collectable right after it finished.
+#[test]
+fn a_ticket_is_kept_ten_minutes_after_it_completed() {
+    let mut g = Gw::with(CoreConfig {
+        send_timeout_max_ms: 3_600_000,
+        ..CoreConfig::default()
+    });
+    let c = g.call(
+        lead(),
+        Request::Send {
+            target: w1(),
+            content: "long".into(),
+            wait: false,
+            timeout_ms: Some(3_000_000),
+        },
+    );
+    let ticket = g.ticket(c);
+    g.deliver(&w1(), "❯ ");
+    g.advance(Duration::from_secs(15 * 60));
+    g.reply(&w1(), "finally");
+    g.advance(Duration::from_secs(9 * 60));
+    assert!(matches!(g.poll(ticket), Response::Ticket(v) if v.phase == Phase::Done));
+    g.advance(Duration::from_secs(61));
+    assert_eq!(g.poll(ticket), Response::Error(CallError::UnknownTicket));
+}
+
+/// A dead pane fails its delegation WORKER_FAILED.
+#[test]
+fn a_pane_that_dies_fails_its_send() {
+    let mut g = Gw::new();
+    let c = g.send("w1", "task", true);
+    g.deliver(&w1(), "❯ ");
+    g.input(Input::PaneGone { target: w1() });
+    assert_eq!(g.outcome(c).map(|o| o.0), Some(Outcome::WorkerFailed));
+}
+
+/// Identity comes from the caller: a worker cannot send or drain, nobody can reply for
+/// another session, and the audit line never carries content.
+#[test]
+fn authz_refuses_by_role_and_audits_without_content() {
+    let mut g = Gw::new();
+    let w2 = Principal::worker(SessionId::new("w2"));
+    let s = g.call(
+        w2.clone(),
+        Request::Send {
+            target: w1(),
+            content: "secret plan".into(),
+            wait: true,
+            timeout_ms: None,
+        },
+    );
+    assert!(matches!(
+        g.response(s),
+        Some(Response::Error(CallError::Denied { .. }))
+    ));
+    let d = g.call(w2, Request::Drain { target: w1() });
+    assert!(matches!(
+        g.response(d),
+        Some(Response::Error(CallError::Denied { .. }))
+    ));
+    let r = g.call(
+        Principal::anonymous(),
+        Request::Reply {
+            content: "secret plan".into(),
+        },
+    );
+    assert!(matches!(
+        g.response(r),
+        Some(Response::Error(CallError::Denied { .. }))
+    ));
+    let audits: Vec<String> = g
+        .out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Audit(a) => Some(a.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(audits.len(), 3);
+    assert!(audits.iter().all(|a| !a.contains("secret")));
+    assert_eq!(g.gw.stats().auth_failures_total, 3);
+}
+
+/// Bad arguments get a clear error and change nothing.
+#[test]
+fn bad_arguments_are_refused_clearly() {
+    let mut g = Gw::new();
+    let empty = g.send("w1", "  ", true);
+    let zero = g.call(
+        lead(),
+        Request::Send {
+            target: w1(),
+            content: "x".into(),
+            wait: true,
+            timeout_ms: Some(0),
+        },
+    );
+    let own = g.send("lead-pane", "x", true);
+    for c in [empty, zero, own] {
+        assert!(matches!(
+            g.response(c),
+            Some(Response::Error(CallError::InvalidArgument { .. }))
+        ));
+    }
+    assert_eq!(g.gw.open_delegations(), 0);
+}
+
+/// A full inbox refuses the newest reply (the member is told) and keeps the held ones.
+#[test]
+fn a_full_inbox_refuses_and_keeps_what_it_holds() {
+    let mut g = Gw::with(CoreConfig {
+        inbox_cap_per_target: 2,
+        ..CoreConfig::default()
+    });
+    g.reply(&w1(), "one");
+    g.reply(&w1(), "two");
+    let r = g.reply(&w1(), "three");
+    assert!(matches!(
+        g.response(r),
+        Some(Response::Error(CallError::InboxFull { cap: 2, .. }))
+    ));
+    assert_eq!(g.gw.inbox_depth(), 2);
+}
+
+/// Held replies nudge the lead's own pane — only when it is injectable, at most
+/// `nudge_max_reminders` times — and stop once drained.
+#[test]
+fn nudges_are_gated_bounded_and_stop_when_drained() {
+    let mut g = Gw::with(CoreConfig {
+        nudge_max_reminders: 2,
+        nudge_interval_ms: 10_000,
+        ..CoreConfig::default()
+    });
+    let pane = SessionId::new("lead-pane");
+    g.send("w1", "task", true);
+    g.deliver(&w1(), "❯ ");
+    g.advance(Duration::from_secs(61));
+    g.reply(&w1(), "late");
+    let nudges = |g: &Gw| {
+        g.out
+            .iter()
+            .filter(
+                |o| matches!(o, Output::Inject { target, .. } if target.as_str() == "lead-pane"),
+            )
+            .count()
+    };
+    g.sample(&pane, AgentStatus::Working);
+    assert_eq!(nudges(&g), 0, "never typed into a working lead");
+    for _ in 0..6 {
+        g.sample(&pane, AgentStatus::Idle);
+        if let Some((t, msg, text)) = g.last_inject() {
+            if t == pane {
+                assert!(text.contains("fleet_poll"));
+                g.input(Input::Injected {
+                    target: pane.clone(),
+                    msg,
+                    result: Ok(String::new()),
+                });
+            }
+        }
+        g.sample(&pane, AgentStatus::Working);
+        g.sample(&pane, AgentStatus::Idle);
+        g.advance(Duration::from_secs(11));
+    }
+    assert_eq!(nudges(&g), 2, "bounded reminders");
+
+    // A fresh reply after a drain starts over, and a drain withdraws the queued nudge.
+    g.call(lead(), Request::Drain { target: w1() });
+    g.reply(&w1(), "another");
+    g.sample(&pane, AgentStatus::Working);
+    g.call(lead(), Request::Drain { target: w1() });
+    g.sample(&pane, AgentStatus::Idle);
+    assert_eq!(nudges(&g), 2, "nothing left to nudge about");
+    assert!(g.events().iter().any(|e| matches!(
+        e,
+        Event::Dropped {
+            cause: Cause::Drained,
+            ..
+        }
+    )));
+}
+
+/// UNKNOWN is refined from the pane: a prompt on screen means IDLE, so delivery proceeds.
+#[test]
+fn an_unknown_status_is_refined_from_the_screen() {
+    let mut g = Gw::new();
+    g.send("w1", "task", true);
+    g.input(Input::StatusSampled {
+        target: w1(),
+        status: AgentStatus::Unknown,
+        screen: Some("garbage".into()),
+    });
+    assert!(g.last_inject().is_none());
+    g.input(Input::StatusSampled {
+        target: w1(),
+        status: AgentStatus::Unknown,
+        screen: Some("ok\n❯ ".into()),
+    });
+    assert!(g.last_inject().is_some());
+}
+
+/// Time that runs backwards is taken as the latest time seen: no deadline fires early or twice.
+#[test]
+fn time_running_backwards_is_ignored() {
+    let mut g = Gw::new();
+    let c = g.send("w1", "task", true);
+    g.now = Instant::from_millis(0);
+    g.input(Input::Tick);
+    assert_eq!(g.outcome(c), None);
+    g.now = Instant::from_millis(61_001);
+    g.input(Input::Tick);
+    assert_eq!(g.outcome(c).map(|o| o.0), Some(Outcome::TimedOutQueued));
+}
