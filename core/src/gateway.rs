@@ -47,6 +47,8 @@ struct Delegation {
     lead: Option<SessionId>,
     mode: Mode,
     deadline: Instant,
+    /// Set while an async delegation is paused on this turnId.
+    asking: Option<TurnId>,
 }
 
 /// An async ticket as the lead will see it.
@@ -489,6 +491,7 @@ impl Gateway {
                     Mode::Async
                 },
                 deadline,
+                asking: None,
             },
         );
         self.timers
@@ -583,6 +586,7 @@ impl Gateway {
         let Some(d) = self.delegations.get_mut(&ticket) else {
             return;
         };
+        d.asking = None;
         if let Some(timeout) = timeout {
             d.deadline = now + timeout;
             self.timers
@@ -726,6 +730,9 @@ impl Gateway {
                     t.turn_id = Some(turn_id);
                 }
                 self.asking_tickets.insert(turn_id, ticket);
+                if let Some(d) = self.delegations.get_mut(&ticket) {
+                    d.asking = Some(turn_id);
+                }
                 self.event(Event::Resolved {
                     ticket,
                     target,
@@ -907,7 +914,8 @@ impl Gateway {
                         self.event(Event::TicketExpired { ticket });
                     }
                 }
-                TimerKind::Nudge | TimerKind::StatusPoll | TimerKind::Injector => {}
+                TimerKind::Nudge => self.push.wake(),
+                TimerKind::StatusPoll | TimerKind::Injector => {}
             }
         }
         if self.next_poll.is_some_and(|p| p <= now) {
@@ -983,7 +991,9 @@ impl Gateway {
         let Some(d) = self.delegations.remove(&ticket) else {
             return;
         };
-        self.asking_tickets.retain(|_, t| *t != ticket);
+        if let Some(turn) = d.asking {
+            self.asking_tickets.remove(&turn);
+        }
         self.event(Event::Resolved {
             ticket,
             target: d.target.clone(),

@@ -8,9 +8,41 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 /// A delivery target: today a herdr pane id, later a fleet-wide gid. Cheap to clone.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct SessionId(Arc<str>);
+
+/// Lexicographic byte order, computed on the first 8 bytes as one integer before falling back
+/// to a full compare: session ids key every hot map, and most differ early.
+impl Ord for SessionId {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        if Arc::ptr_eq(&self.0, &other.0) {
+            return std::cmp::Ordering::Equal;
+        }
+        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
+        prefix(a).cmp(&prefix(b)).then_with(|| a.cmp(b))
+    }
+}
+
+impl PartialOrd for SessionId {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The first 8 bytes, zero-padded, big-endian: orders like the bytes themselves, except that
+/// ties (including a NUL against a shorter string) are left to the full compare.
+#[inline]
+fn prefix(bytes: &[u8]) -> u64 {
+    if let Some(head) = bytes.first_chunk::<8>() {
+        return u64::from_be_bytes(*head);
+    }
+    let mut v = 0u64;
+    for (i, b) in bytes.iter().enumerate() {
+        v |= u64::from(*b) << (56 - 8 * i);
+    }
+    v
+}
 
 impl SessionId {
     pub fn new(s: impl AsRef<str>) -> Self {
@@ -37,9 +69,22 @@ impl From<&str> for SessionId {
 macro_rules! uuid_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
         #[serde(transparent)]
         pub struct $name(pub Uuid);
+
+        // Same order as the bytes, compared as one integer: ids key the hot maps.
+        impl Ord for $name {
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                self.0.as_u128().cmp(&other.0.as_u128())
+            }
+        }
+
+        impl PartialOrd for $name {
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
 
         impl $name {
             pub const MIN: $name = $name(Uuid::nil());
@@ -135,6 +180,35 @@ mod tests {
             assert_eq!(a.uuid(), b.uuid());
         }
         assert_ne!(IdMint::from_seed(7).uuid(), IdMint::from_seed(8).uuid());
+    }
+
+    #[test]
+    fn session_ids_order_like_their_bytes() {
+        let words = [
+            "",
+            "a",
+            "a\0",
+            "a\0b",
+            "ab",
+            "abcdefgh",
+            "abcdefgh\0",
+            "abcdefghi",
+            "abcdefgi",
+            "b",
+            "w10",
+            "w2",
+            "é",
+            "\u{10ffff}",
+        ];
+        for x in words {
+            for y in words {
+                assert_eq!(
+                    SessionId::new(x).cmp(&SessionId::new(y)),
+                    x.as_bytes().cmp(y.as_bytes()),
+                    "{x:?} vs {y:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -8,8 +8,15 @@
 use crate::ids::{MsgId, SessionId};
 use crate::status::AgentStatus;
 use crate::time::{Duration, Instant};
+use indexmap::IndexMap;
+use rustc_hash::FxBuildHasher;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Tracks by target: hashed for the per-sample lookup (the hottest path of the core), and
+/// iterated in insertion order, which depends only on the sequence of operations — never on
+/// hash values — so the polls it drives stay deterministic. The hasher is fixed (no OS seed).
+type Tracks = IndexMap<SessionId, Track, FxBuildHasher>;
 use std::fmt;
 
 /// The injector's bounds, lifted from `CoreConfig`.
@@ -155,7 +162,7 @@ pub struct TargetView {
 #[derive(Debug)]
 pub struct Injector {
     bounds: Bounds,
-    tracks: BTreeMap<SessionId, Track>,
+    tracks: Tracks,
     /// Readiness-gated targets (members): `false` until the member connects.
     gates: BTreeMap<SessionId, bool>,
     /// Injecting and settling deadlines; stale entries are skipped when they fire.
@@ -167,7 +174,7 @@ impl Injector {
     pub fn new(bounds: Bounds) -> Self {
         Injector {
             bounds,
-            tracks: BTreeMap::new(),
+            tracks: Tracks::default(),
             gates: BTreeMap::new(),
             deadlines: BTreeSet::new(),
             events: VecDeque::new(),
@@ -279,7 +286,7 @@ impl Injector {
     /// The pane is gone: fail the running turn and every queued message.
     pub fn abort_target(&mut self, target: &SessionId, cause: Cause) {
         self.gates.remove(target);
-        let Some(mut t) = self.tracks.remove(target) else {
+        let Some(mut t) = self.tracks.swap_remove(target) else {
             return;
         };
         match t.turn {
@@ -308,8 +315,8 @@ impl Injector {
 
     /// A status sample (one poll). `status` is already refined.
     pub fn on_sample(&mut self, now: Instant, target: &SessionId, status: AgentStatus) {
-        let ready = self.is_ready(target);
         let b = self.bounds;
+        // One search of `tracks` per sample: this is the hottest path of the core.
         let Some(t) = self.tracks.get_mut(target) else {
             return;
         };
@@ -327,7 +334,7 @@ impl Injector {
             Turn::Quiescent => {
                 if t.queue.is_empty() || t.asking {
                     // nothing to deliver, or the pane is mid-ask for another turn
-                } else if !ready {
+                } else if !self.gates.get(target).copied().unwrap_or(true) {
                     t.not_ready_polls += 1;
                     if t.not_ready_polls >= b.readiness_grace_polls {
                         t.not_ready_polls = 0;
@@ -445,7 +452,9 @@ impl Injector {
                 _ => {}
             },
         }
-        self.forget_if_idle(target);
+        if t.idle() {
+            self.tracks.swap_remove(target);
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -572,7 +581,7 @@ impl Injector {
 
     fn forget_if_idle(&mut self, target: &SessionId) {
         if self.tracks.get(target).is_some_and(Track::idle) {
-            self.tracks.remove(target);
+            self.tracks.swap_remove(target);
         }
     }
 }

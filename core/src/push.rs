@@ -28,6 +28,8 @@ pub struct Push {
     max_reminders: u32,
     interval: Duration,
     leads: BTreeMap<SessionId, LeadNudges>,
+    /// Something changed since `due` last looked: only then can a new nudge be due.
+    dirty: bool,
 }
 
 impl Push {
@@ -36,10 +38,12 @@ impl Push {
             max_reminders,
             interval,
             leads: BTreeMap::new(),
+            dirty: false,
         }
     }
 
     pub fn add(&mut self, lead: &SessionId, item: Attention) {
+        self.dirty = true;
         self.leads
             .entry(lead.clone())
             .or_default()
@@ -49,6 +53,7 @@ impl Push {
 
     /// Removes a collected item. Returns the in-flight nudge to withdraw if nothing is left.
     pub fn remove(&mut self, lead: &SessionId, item: &Attention) -> Option<MsgId> {
+        self.dirty = true;
         let n = self.leads.get_mut(lead)?;
         n.items.remove(item);
         if n.items.is_empty() {
@@ -57,9 +62,17 @@ impl Push {
         None
     }
 
+    /// A reminder timer fired: a lead may be due again.
+    pub fn wake(&mut self) {
+        self.dirty = true;
+    }
+
     /// Leads due a reminder now, in a fixed order. The caller enqueues one nudge each and
-    /// reports it with `queued`.
-    pub fn due(&self, now: Instant) -> Vec<(SessionId, usize)> {
+    /// reports it with `queued`. Cheap when nothing changed since the last look.
+    pub fn due(&mut self, now: Instant) -> Vec<(SessionId, usize)> {
+        if !std::mem::take(&mut self.dirty) {
+            return Vec::new();
+        }
         self.leads
             .iter()
             .filter(|(_, n)| {
@@ -80,6 +93,7 @@ impl Push {
 
     /// The nudge was typed: count it and schedule the next one. Returns when it is due.
     pub fn delivered(&mut self, now: Instant, lead: &SessionId, msg: MsgId) -> Option<Instant> {
+        self.dirty = true;
         let n = self.leads.get_mut(lead)?;
         if n.in_flight != Some(msg) {
             return None;
@@ -92,6 +106,7 @@ impl Push {
 
     /// The nudge never reached the pane; it may be tried again, uncounted.
     pub fn failed(&mut self, lead: &SessionId, msg: MsgId) {
+        self.dirty = true;
         if let Some(n) = self.leads.get_mut(lead) {
             if n.in_flight == Some(msg) {
                 n.in_flight = None;
@@ -127,6 +142,7 @@ mod tests {
             .delivered(Instant::ZERO, &lead, n1)
             .expect("a second reminder");
         assert!(p.due(Instant::from_millis(59_999)).is_empty());
+        p.wake(); // the reminder timer fires
         assert_eq!(p.due(next).len(), 1);
         let n2 = m.msg();
         p.queued(&lead, n2);

@@ -138,9 +138,8 @@ impl Rendezvous {
     /// Resolves the waiter of turn `msg` — only if it was captured by that turn.
     pub fn resolve(&mut self, session: &SessionId, msg: MsgId, kind: Kind) -> Option<Resolution> {
         let key = (session.clone(), msg);
-        if self.waiters.get(&key)?.baseline.is_none() {
-            return None;
-        }
+        // Uncaptured: its message was never delivered, so no turn event can be its own.
+        self.waiters.get(&key)?.baseline.as_ref()?;
         self.take(session, msg, kind)
     }
 
