@@ -33,33 +33,47 @@ enum Cmd {
         /// Worker threads (seeds are independent; each is deterministic on its own).
         #[arg(long, default_value_t = 2)]
         jobs: usize,
-        /// Workers (member panes) per world.
-        #[arg(long, default_value_t = 5)]
-        workers: usize,
-        /// Leads per world.
-        #[arg(long, default_value_t = 2)]
-        leads: usize,
-        /// Simulated seconds of workload per seed.
-        #[arg(long, default_value_t = 60)]
-        sim_secs: u64,
+        #[command(flatten)]
+        world: WorldArgs,
         /// Also run every seed a second time and compare trace hashes.
         #[arg(long)]
         check_determinism: bool,
     },
     /// Run one seed and print its timeline.
     Replay {
+        /// The seed to run, as printed by `run` with its failure.
         #[arg(long)]
         seed: u64,
-        #[arg(long, default_value_t = 5)]
-        workers: usize,
-        #[arg(long, default_value_t = 2)]
-        leads: usize,
-        #[arg(long, default_value_t = 60)]
-        sim_secs: u64,
+        #[command(flatten)]
+        world: WorldArgs,
         /// Write the trace to this file instead of standard output.
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
     },
+}
+
+/// The shape of each simulated world; a seed derives everything else.
+#[derive(clap::Args)]
+struct WorldArgs {
+    /// Workers (member panes) per world.
+    #[arg(long, default_value_t = 5)]
+    workers: usize,
+    /// Leads per world.
+    #[arg(long, default_value_t = 2)]
+    leads: usize,
+    /// Simulated seconds of workload per seed.
+    #[arg(long, default_value_t = 60)]
+    sim_secs: u64,
+}
+
+impl From<WorldArgs> for RunConfig {
+    fn from(a: WorldArgs) -> Self {
+        RunConfig {
+            workers: a.workers,
+            leads: a.leads,
+            sim_secs: a.sim_secs,
+        }
+    }
 }
 
 fn parse_range(s: &str) -> Result<Range<u64>, String> {
@@ -85,35 +99,10 @@ fn main() -> ExitCode {
         Cmd::Run {
             seeds,
             jobs,
-            workers,
-            leads,
-            sim_secs,
+            world,
             check_determinism,
-        } => run(
-            seeds,
-            jobs.max(1),
-            RunConfig {
-                workers,
-                leads,
-                sim_secs,
-            },
-            check_determinism,
-        ),
-        Cmd::Replay {
-            seed,
-            workers,
-            leads,
-            sim_secs,
-            trace,
-        } => replay(
-            seed,
-            RunConfig {
-                workers,
-                leads,
-                sim_secs,
-            },
-            trace,
-        ),
+        } => run(seeds, jobs.max(1), world.into(), check_determinism),
+        Cmd::Replay { seed, world, trace } => replay(seed, world.into(), trace),
     }
 }
 
