@@ -37,29 +37,61 @@ pub fn resolve(scrape: &str, baseline: &str, compiled: &Compiled) -> Verdict {
     }
 }
 
-/// The lines of `scrape` after the longest run of lines it shares with the start of
-/// `baseline`'s tail. Trailing blanks are ignored on both sides so a redraw is no news.
+/// The text the turn added: the lines of `scrape` between the end of the baseline's body and
+/// the screen's footer.
+///
+/// Agent screens keep a footer (the prompt line, an input box, a status line) below the
+/// conversation, and typing edits it in place: the baseline's prompt line is consumed by the
+/// text typed into it and a fresh one is drawn at the bottom when the turn ends. So the run of
+/// trailing lines common to both screens is set aside as footer, the baseline's remaining body is
+/// anchored in the scrape (where the longest tail of it ends, leftmost on ties), and what lies
+/// between is new. With no anchor — the turn scrolled the old text off the screen — everything
+/// above the footer is new. Identical screens (trailing blanks ignored) are never news. When the
+/// turn's last lines repeat the last lines of the history the split is ambiguous; the new text
+/// then still holds every line the turn added, in a rotated order.
 pub fn new_text(scrape: &str, baseline: &str) -> String {
     let scrape_lines: Vec<&str> = scrape.lines().map(str::trim_end).collect();
     let base_lines: Vec<&str> = baseline.lines().map(str::trim_end).collect();
-    let base_trimmed = trim_blank_tail(&base_lines);
-    let scrape_trimmed = trim_blank_tail(&scrape_lines);
-    if scrape_trimmed == base_trimmed {
+    let base = trim_blank_tail(&base_lines);
+    let now = trim_blank_tail(&scrape_lines);
+    if base == now {
         return String::new();
     }
-    // The screen scrolls: find the largest k such that the last k baseline lines appear
-    // in the scrape, in order, starting at some position; everything after them is new.
-    let mut best_end = 0usize;
-    if !base_trimmed.is_empty() {
-        for k in (1..=base_trimmed.len()).rev() {
-            let tail = &base_trimmed[base_trimmed.len() - k..];
-            if let Some(pos) = scrape_trimmed.windows(k).rposition(|w| w == tail) {
-                best_end = pos + k;
-                break;
-            }
+    let footer = base
+        .iter()
+        .rev()
+        .zip(now.iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let base_body = &base[..base.len() - footer];
+    let now_body = &now[..now.len() - footer];
+    let (_, start) = anchor(now_body, base_body).unwrap_or((0, 0));
+    now_body[start..].join("\n")
+}
+
+/// Where the baseline body ends inside the scrape body: `(overlap, end)`, one past the line at
+/// which the longest tail of `base` ends in `now` (leftmost among equals); `(0, 0)` for an empty
+/// baseline body; `None` if its last line is nowhere on screen.
+fn anchor(now: &[&str], base: &[&str]) -> Option<(usize, usize)> {
+    let Some(last) = base.last() else {
+        return Some((0, 0));
+    };
+    let mut best: Option<(usize, usize)> = None;
+    for (p, line) in now.iter().enumerate() {
+        if line != last {
+            continue;
+        }
+        let overlap = now[..=p]
+            .iter()
+            .rev()
+            .zip(base.iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        if best.is_none_or(|(o, _)| overlap > o) {
+            best = Some((overlap, p + 1));
         }
     }
-    scrape_trimmed[best_end..].join("\n")
+    best
 }
 
 fn trim_blank_tail<'a>(lines: &'a [&'a str]) -> &'a [&'a str] {
@@ -125,6 +157,52 @@ mod tests {
         assert_eq!(new_text(scrape, base), "new a\nnew b");
     }
 
+    /// Typing edits the prompt line in place and the prompt comes back at the bottom: the
+    /// footer is set aside, and the turn's text is what lies between.
+    #[test]
+    fn a_prompt_edited_in_place_and_redrawn_is_footer_not_news() {
+        let base = "● old answer\n❯ ";
+        let scrape = "● old answer\n❯ do task\n● done, 3 files changed\n❯ ";
+        assert_eq!(new_text(scrape, base), "❯ do task\n● done, 3 files changed");
+    }
+
+    /// A Claude Code style input box below the conversation is the same before and after.
+    #[test]
+    fn an_input_box_footer_is_set_aside() {
+        let base = "● old\n╭────╮\n│ >  │\n╰────╯\n  ? for shortcuts";
+        let scrape = "● old\n> fix it\n● fixed\n╭────╮\n│ >  │\n╰────╯\n  ? for shortcuts";
+        assert_eq!(new_text(scrape, base), "> fix it\n● fixed");
+        assert_eq!(new_text(base, base), "");
+    }
+
+    /// New output that repeats the baseline's last line is still news: the anchor is the
+    /// longest overlap, leftmost on ties.
+    #[test]
+    fn repeated_lines_do_not_hide_new_output() {
+        assert_eq!(new_text("h\na\nx\nb\n❯", "h\na\n❯"), "x\nb");
+        // Ambiguous: the turn ends with the history's last lines. Every new line is kept.
+        assert_eq!(new_text("h\na\nx\na\n❯", "h\na\n❯"), "a\nx");
+        assert_eq!(new_text("p\nq\nr\np\nq\n❯", "p\nq\n❯"), "p\nq\nr");
+    }
+
+    /// A fresh pane whose only line is the prompt: the prompt is consumed by the typing, so it
+    /// must not anchor on a prompt drawn later (found by seed 488 of the simulation).
+    #[test]
+    fn a_consumed_prompt_is_not_an_anchor() {
+        let base = "❯ ";
+        let scrape = "❯ task-2\n● finished: task-2\n❯ \n(someone is typing…)\n❯ ";
+        assert_eq!(
+            new_text(scrape, base),
+            "❯ task-2\n● finished: task-2\n❯\n(someone is typing…)"
+        );
+    }
+
+    /// A long turn scrolls the whole baseline away: everything above the footer is new.
+    #[test]
+    fn a_screen_scrolled_past_the_baseline_is_all_new() {
+        assert_eq!(new_text("n1\nn2\n❯", "o1\no2\n❯"), "n1\nn2");
+    }
+
     #[test]
     fn a_usage_limit_in_the_new_text_is_backend_exhausted() {
         let v = resolve(
@@ -145,6 +223,24 @@ mod tests {
                 text: "all done, tests pass".into()
             }
         );
+    }
+
+    proptest::proptest! {
+        /// history + new + footer against history + footer gives exactly the new lines,
+        /// whatever the sizes; a screen is never news against itself; nothing panics.
+        #[test]
+        fn the_new_text_is_what_the_turn_added(
+            h in 0..30usize, n in 1..30usize, f in 0..6usize,
+            junk_a in "[a-c\n ]{0,60}", junk_b in "[a-c\n ]{0,60}",
+        ) {
+            let lines = |p: &str, k: usize| (0..k).map(|i| format!("{p}{i}")).collect::<Vec<_>>();
+            let (hist, new, foot) = (lines("h", h), lines("n", n), lines("f", f));
+            let base = [hist.clone(), foot.clone()].concat().join("\n");
+            let scrape = [hist, new.clone(), foot].concat().join("\n");
+            proptest::prop_assert_eq!(new_text(&scrape, &base), new.join("\n"));
+            proptest::prop_assert_eq!(new_text(&scrape, &scrape), "");
+            let _ = new_text(&junk_a, &junk_b);
+        }
     }
 
     #[test]

@@ -264,12 +264,14 @@ impl Gateway {
                         msg,
                         missed_fast_turn,
                     });
-                    if self
+                    // A missed fast turn is inferred, not seen (Figure 6 takes it straight back to
+                    // Quiescent): its waiter stays open for a reply or the timeout.
+                    let captured = self
                         .rendezvous
                         .waiter(&target, msg)
-                        .is_some_and(|w| w.baseline.is_some())
-                    {
-                        self.injector.hold(now, &target);
+                        .is_some_and(|w| w.baseline.is_some());
+                    if captured && !missed_fast_turn {
+                        self.injector.hold(now, &target, msg);
                         self.out.push_back(Output::ReadPane { target, msg });
                     }
                 }
@@ -286,7 +288,9 @@ impl Gateway {
                 }
                 InjectorEvent::Dropped { target, msg, cause } => {
                     if let Some(lead) = self.nudges.remove(&msg) {
-                        self.push.failed(&lead, msg);
+                        if let Some(at) = self.push.failed(now, &lead, msg) {
+                            self.timers.insert((at, TimerKind::Nudge));
+                        }
                     }
                     let why = cause.to_string();
                     let sender_gave_up = cause == Cause::SenderTimedOut;
@@ -438,7 +442,7 @@ impl Gateway {
         if caller.session.as_ref() == Some(&target) {
             return self.invalid(call, "a caller cannot delegate to its own session");
         }
-        if self.rendezvous.has_waiter(&target) {
+        if self.rendezvous.has_waiter(&target) || self.paused_ticket_on(&target) {
             return self.respond(
                 call,
                 Response::Outcome {
@@ -571,6 +575,14 @@ impl Gateway {
         self.rendezvous
             .open_captured(&session, ask.msg, ticket, baseline);
         self.open_delegation(now, call, ticket, &session, ask.msg, caller, wait, timeout);
+    }
+
+    /// An async delegation to `target` is paused on a question: still open, though it has no
+    /// waiter until the answer.
+    fn paused_ticket_on(&self, target: &SessionId) -> bool {
+        self.rendezvous
+            .ask_of(target)
+            .is_some_and(|turn| self.asking_tickets.contains_key(&turn))
     }
 
     /// Puts a paused async ticket back on its turn: PENDING, with a captured waiter again.
@@ -804,7 +816,13 @@ impl Gateway {
         msg: MsgId,
         result: Result<String, String>,
     ) {
-        self.injector.release(now, target);
+        if !self.injector.release(now, target, msg) {
+            // The hold expired and the next turn may be running: this text is not turn `msg`'s.
+            return self.event(Event::Stale {
+                what: format!("pane read msg={msg}"),
+                target: target.clone(),
+            });
+        }
         let Some(baseline) = self
             .rendezvous
             .waiter(target, msg)
@@ -878,6 +896,11 @@ impl Gateway {
             );
         }
         self.turns.remove(target);
+        self.last_delegator.remove(target);
+        if self.push.forget(target) {
+            // A lead pane died: nothing can be typed into it; its items stay collectable.
+            self.last_delegator.retain(|_, lead| lead != target);
+        }
     }
 
     // ---- time --------------------------------------------------------------------------

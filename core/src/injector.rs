@@ -117,11 +117,11 @@ enum Turn {
         msg: MsgId,
         unknown_polls: u32,
     },
-    /// After a completion: no delivery before `ready_at`, nor while a post-turn action holds
-    /// the target (until `hold_until` at the latest).
+    /// After a completion: no delivery before `ready_at`, nor while the post-turn action of
+    /// turn `msg` holds the target (until the instant given, at the latest).
     Settling {
         ready_at: Instant,
-        hold_until: Option<Instant>,
+        hold: Option<(MsgId, Instant)>,
     },
 }
 
@@ -195,9 +195,10 @@ impl Injector {
             .push_back(Queued { msg, text });
     }
 
-    /// Marks `target` as a member that must connect before anything is typed into it.
+    /// Marks `target` as a member that must connect before anything is typed into it. A member
+    /// that already connected stays open (the two reports can arrive in either order).
     pub fn gate(&mut self, target: &SessionId) {
-        self.gates.insert(target.clone(), false);
+        self.gates.entry(target.clone()).or_insert(false);
     }
 
     /// The member connected: deliveries may proceed.
@@ -214,9 +215,23 @@ impl Injector {
 
     /// While a member is inside `fleet_ask` its turn is paused, not over: injectable samples
     /// must not end it, and nothing else may be typed into it.
+    ///
+    /// When the ask ends the turn resumes, so it needs a fresh WORKING sample (or the pickup
+    /// bound) before it can end: a sample taken while it was still paused must not complete it.
     pub fn set_asking(&mut self, target: &SessionId, asking: bool) {
         if let Some(t) = self.tracks.get_mut(target) {
             t.asking = asking;
+            if !asking {
+                if let Turn::AwaitingPickup { msg, .. } | Turn::AwaitingCompletion { msg, .. } =
+                    t.turn
+                {
+                    t.turn = Turn::AwaitingPickup {
+                        msg,
+                        injectable_polls: 0,
+                        unknown_polls: 0,
+                    };
+                }
+            }
         } else if asking {
             let mut t = Track::new();
             t.asking = true;
@@ -321,12 +336,8 @@ impl Injector {
             return;
         };
         t.status = Some(status);
-        if let Turn::Settling {
-            ready_at,
-            hold_until,
-        } = t.turn
-        {
-            if settled(now, ready_at, hold_until) {
+        if let Turn::Settling { ready_at, hold } = t.turn {
+            if settled(now, ready_at, hold) {
                 t.turn = Turn::Quiescent;
             }
         }
@@ -471,7 +482,7 @@ impl Injector {
         let ready_at = now + b.post_turn_settle;
         t.turn = Turn::Settling {
             ready_at,
-            hold_until: None,
+            hold: None,
         };
         if ready_at > now {
             deadlines.insert((ready_at, target.clone()));
@@ -483,32 +494,37 @@ impl Injector {
         });
     }
 
-    /// A post-turn action (the completion scrape) must finish before the next delivery;
-    /// it holds the target until `release` or `io_timeout`, whichever is first.
-    pub fn hold(&mut self, now: Instant, target: &SessionId) {
+    /// The post-turn action of turn `msg` (its completion scrape) must finish before the next
+    /// delivery; it holds the target until `release(msg)` or `io_timeout`, whichever is first.
+    pub fn hold(&mut self, now: Instant, target: &SessionId, msg: MsgId) {
         let until = now + self.bounds.io_timeout;
         if let Some(t) = self.tracks.get_mut(target) {
-            if let Turn::Settling { hold_until, .. } = &mut t.turn {
-                *hold_until = Some(until);
+            if let Turn::Settling { hold, .. } = &mut t.turn {
+                *hold = Some((msg, until));
                 self.deadlines.insert((until, target.clone()));
             }
         }
     }
 
-    pub fn release(&mut self, now: Instant, target: &SessionId) {
-        if let Some(t) = self.tracks.get_mut(target) {
-            if let Turn::Settling {
-                ready_at,
-                hold_until,
-            } = &mut t.turn
-            {
-                *hold_until = None;
-                if *ready_at <= now {
-                    t.turn = Turn::Quiescent;
-                }
-            }
+    /// The post-turn action of turn `msg` finished. Returns false if the target was not being
+    /// held for that turn (the hold expired, or it belongs to another turn): the caller must
+    /// then treat the action's result as stale, since the next turn may already be running.
+    pub fn release(&mut self, now: Instant, target: &SessionId, msg: MsgId) -> bool {
+        let Some(t) = self.tracks.get_mut(target) else {
+            return false;
+        };
+        let Turn::Settling { ready_at, hold } = &mut t.turn else {
+            return false;
+        };
+        if !matches!(hold, Some((m, _)) if *m == msg) {
+            return false;
+        }
+        *hold = None;
+        if *ready_at <= now {
+            t.turn = Turn::Quiescent;
         }
         self.forget_if_idle(target);
+        true
     }
 
     /// The driver's answer to `Inject`. Returns false if `msg` is not the one in flight.
@@ -562,17 +578,23 @@ impl Injector {
             };
             match t.turn {
                 Turn::Injecting { msg, deadline } if deadline <= now => {
-                    t.turn = Turn::Quiescent;
+                    // No answer: the text may or may not be in the pane. The send fails, but
+                    // the pane is treated as if the turn began, so nothing else is typed until
+                    // a turn boundary (or the pickup bound) has been seen.
+                    t.turn = Turn::AwaitingPickup {
+                        msg,
+                        injectable_polls: 0,
+                        unknown_polls: 0,
+                    };
                     self.events.push_back(InjectorEvent::Dropped {
                         target: target.clone(),
                         msg,
                         cause: Cause::IoTimedOut,
                     });
                 }
-                Turn::Settling {
-                    ready_at,
-                    hold_until,
-                } if settled(now, ready_at, hold_until) => t.turn = Turn::Quiescent,
+                Turn::Settling { ready_at, hold } if settled(now, ready_at, hold) => {
+                    t.turn = Turn::Quiescent
+                }
                 _ => {}
             }
             self.forget_if_idle(&target);
@@ -586,8 +608,8 @@ impl Injector {
     }
 }
 
-fn settled(now: Instant, ready_at: Instant, hold_until: Option<Instant>) -> bool {
-    ready_at <= now && hold_until.is_none_or(|h| h <= now)
+fn settled(now: Instant, ready_at: Instant, hold: Option<(MsgId, Instant)>) -> bool {
+    ready_at <= now && hold.is_none_or(|(_, until)| until <= now)
 }
 
 #[cfg(test)]
@@ -766,6 +788,14 @@ mod tests {
     }
 
     #[test]
+    fn a_connect_reported_before_the_start_keeps_the_gate_open() {
+        let mut f = Fixture::new(bounds());
+        f.inj.open_gate(&f.w.clone());
+        f.inj.gate(&f.w.clone());
+        assert!(f.inj.is_ready(&f.w.clone()));
+    }
+
+    #[test]
     fn a_member_that_connects_in_time_is_delivered_to() {
         let mut f = Fixture::new(bounds());
         f.inj.gate(&f.w.clone());
@@ -841,6 +871,18 @@ mod tests {
             !f.inj.on_injected(&f.w.clone(), b, Ok(())),
             "a late answer is stale"
         );
+        // b may be in the pane: c waits for a turn boundary (here the pickup bound).
+        let c = f.enqueue("c");
+        assert!(f.sample(Idle).is_empty());
+        assert!(f.sample(Idle).is_empty());
+        assert!(matches!(
+            &f.sample(Idle)[..],
+            [InjectorEvent::TurnComplete {
+                missed_fast_turn: true,
+                ..
+            }]
+        ));
+        assert!(matches!(&f.sample(Idle)[..], [InjectorEvent::Inject { msg, .. }] if *msg == c));
     }
 
     /// After a turn, the next delivery waits for the post-turn settle and for any post-turn
@@ -853,17 +895,23 @@ mod tests {
         });
         f.deliver("one");
         f.enqueue("two");
+        let one = f.inj.current_turn(&f.w.clone()).expect("turn one runs");
         f.sample(Working);
         f.sample(Idle);
-        f.inj.hold(T0, &f.w.clone());
+        f.inj.hold(T0, &f.w.clone(), one);
         assert!(f.sample(Idle).is_empty(), "settling");
         let later = T0 + Duration::from_secs(3);
         f.inj.on_timer(later);
         f.inj.on_sample(later, &f.w.clone(), Idle);
         assert!(f.events().is_empty(), "held by the completion scrape");
-        f.inj.release(later, &f.w.clone());
+        assert!(
+            !f.inj.release(later, &f.w.clone(), f.ids.msg()),
+            "another turn's read"
+        );
+        assert!(f.inj.release(later, &f.w.clone(), one));
         f.inj.on_sample(later, &f.w.clone(), Idle);
         assert_eq!(f.events().len(), 1);
+        assert!(!f.inj.release(later, &f.w.clone(), one), "released once");
     }
 
     /// While the member is inside `fleet_ask`, injectable samples do not end its turn.
@@ -877,6 +925,11 @@ mod tests {
             assert!(f.sample(Blocked).is_empty());
         }
         f.inj.set_asking(&f.w.clone(), false);
+        assert!(
+            f.sample(Blocked).is_empty(),
+            "a sample from before the answer ends nothing"
+        );
+        f.sample(Working);
         assert_eq!(
             f.sample(Idle),
             vec![InjectorEvent::TurnComplete {

@@ -104,14 +104,23 @@ impl Push {
         (n.sent < self.max_reminders).then_some(n.next_at)
     }
 
-    /// The nudge never reached the pane; it may be tried again, uncounted.
-    pub fn failed(&mut self, lead: &SessionId, msg: MsgId) {
+    /// The nudge never reached the pane. It counts as a reminder (a pane that keeps refusing
+    /// must not be retried without end) and the next try waits `interval`. Returns when it is due.
+    pub fn failed(&mut self, now: Instant, lead: &SessionId, msg: MsgId) -> Option<Instant> {
         self.dirty = true;
-        if let Some(n) = self.leads.get_mut(lead) {
-            if n.in_flight == Some(msg) {
-                n.in_flight = None;
-            }
+        let n = self.leads.get_mut(lead)?;
+        if n.in_flight != Some(msg) {
+            return None;
         }
+        n.in_flight = None;
+        n.sent += 1;
+        n.next_at = now + self.interval;
+        (n.sent < self.max_reminders).then_some(n.next_at)
+    }
+
+    /// The lead's pane is gone: stop reminding it. Returns whether it was a nudged lead.
+    pub fn forget(&mut self, lead: &SessionId) -> bool {
+        self.leads.remove(lead).is_some()
     }
 
     pub fn pending(&self, lead: &SessionId) -> usize {
@@ -150,6 +159,29 @@ mod tests {
         assert!(p.due(Instant::from_millis(1_000_000)).is_empty());
         assert_eq!(p.remove(&lead, &item), None);
         assert_eq!(p.pending(&lead), 0);
+    }
+
+    #[test]
+    fn a_pane_that_refuses_nudges_is_not_retried_without_end() {
+        let mut m = IdMint::from_seed(2);
+        let mut p = Push::new(2, Duration::from_secs(60));
+        let lead = SessionId::new("lead");
+        p.add(&lead, Attention::Ticket(m.ticket()));
+        let n1 = m.msg();
+        assert_eq!(p.due(Instant::ZERO).len(), 1);
+        p.queued(&lead, n1);
+        let next = p
+            .failed(Instant::ZERO, &lead, n1)
+            .expect("one more try, later");
+        assert!(p.due(Instant::ZERO).is_empty(), "backs off");
+        p.wake();
+        assert_eq!(p.due(next).len(), 1);
+        let n2 = m.msg();
+        p.queued(&lead, n2);
+        assert_eq!(p.failed(next, &lead, n2), None, "bounded");
+        p.wake();
+        assert!(p.due(Instant::from_millis(10_000_000)).is_empty());
+        assert!(p.forget(&lead));
     }
 
     #[test]

@@ -631,3 +631,92 @@ fn time_running_backwards_is_ignored() {
     g.input(Input::Tick);
     assert_eq!(g.outcome(c).map(|o| o.0), Some(Outcome::TimedOutQueued));
 }
+
+/// A scrape that arrives after its hold expired is stale: the next turn may already be in the
+/// pane, so it must not resolve anything (review finding 5).
+#[test]
+fn a_scrape_that_arrives_after_its_hold_expired_resolves_nothing() {
+    let mut g = Gw::new();
+    let c = g.send("w1", "task", true);
+    let m = g.deliver(&w1(), "❯ ");
+    g.sample(&w1(), AgentStatus::Idle);
+    g.advance(Duration::from_secs(16));
+    g.input(Input::PaneRead {
+        target: w1(),
+        msg: m,
+        result: Ok("❯ task\nsomething from the next turn\n❯ ".into()),
+    });
+    assert_eq!(g.outcome(c), None);
+    assert!(g
+        .events()
+        .iter()
+        .any(|e| matches!(e, Event::Stale { what, .. } if what.starts_with("pane read"))));
+}
+
+/// A turn that was only inferred (missed fast turn) is not scraped: the send waits for a reply
+/// or its timeout instead of resolving on what may be an echo of its own prompt.
+#[test]
+fn a_missed_fast_turn_resolves_nothing_but_a_reply_still_does() {
+    let mut g = Gw::new();
+    let c = g.send("w1", "task", true);
+    g.sample(&w1(), AgentStatus::Idle);
+    let (_, msg, _) = g.last_inject().expect("injected");
+    g.input(Input::Injected {
+        target: w1(),
+        msg,
+        result: Ok("❯ ".into()),
+    });
+    for _ in 0..8 {
+        g.sample(&w1(), AgentStatus::Idle);
+    }
+    assert!(g.events().iter().any(|e| matches!(
+        e,
+        Event::TurnComplete {
+            missed_fast_turn: true,
+            ..
+        }
+    )));
+    assert!(!g.out.iter().any(|o| matches!(o, Output::ReadPane { .. })));
+    assert_eq!(g.outcome(c), None);
+    g.reply(&w1(), "done quickly");
+    assert_eq!(
+        g.outcome(c),
+        Some((Outcome::Replied, Some("done quickly".into())))
+    );
+}
+
+/// An async delegation paused on a question is still open: a second send is BUSY.
+#[test]
+fn a_paused_async_ticket_keeps_its_session_busy() {
+    let mut g = Gw::new();
+    g.send("w1", "task", false);
+    g.deliver(&w1(), "❯ ");
+    g.ask(&w1(), "which?");
+    let c = g.send("w1", "another", true);
+    assert_eq!(g.outcome(c).map(|o| o.0), Some(Outcome::Busy));
+}
+
+/// A lead pane that is gone is not nudged again and again (review finding 3).
+#[test]
+fn a_dead_lead_pane_is_not_nudged_forever() {
+    let mut g = Gw::new();
+    let pane = SessionId::new("lead-pane");
+    g.send("w1", "task", true);
+    g.deliver(&w1(), "❯ ");
+    g.advance(Duration::from_secs(61));
+    g.reply(&w1(), "late");
+    g.input(Input::PaneGone {
+        target: pane.clone(),
+    });
+    for _ in 0..20 {
+        g.sample(&pane, AgentStatus::Idle);
+        g.advance(Duration::from_secs(70));
+    }
+    let nudges = g
+        .events()
+        .iter()
+        .filter(|e| matches!(e, Event::Nudged { .. }))
+        .count();
+    assert!(nudges <= 1, "{nudges} nudges to a dead pane");
+    assert_eq!(g.gw.inbox_depth(), 1, "the reply is still collectable");
+}

@@ -126,6 +126,8 @@ struct Harness {
     status: BTreeMap<SessionId, AgentStatus>,
     /// Members that must connect before anything is typed into them.
     gated: BTreeSet<SessionId>,
+    /// Members that reported connected; a later start report does not close them again.
+    connected: BTreeSet<SessionId>,
     /// Messages handed to the driver and not yet ended, per target.
     in_flight: BTreeMap<SessionId, MsgId>,
     /// The latest delivered turn per target, as the events tell it.
@@ -171,6 +173,7 @@ impl Harness {
             next_call: 0,
             status: BTreeMap::new(),
             gated: BTreeSet::new(),
+            connected: BTreeSet::new(),
             in_flight: BTreeMap::new(),
             turn: BTreeMap::new(),
             pending_injects: Vec::new(),
@@ -295,7 +298,10 @@ impl Harness {
                         ),
                         "in-flight drop for {cause}"
                     );
-                    self.in_flight.remove(&target);
+                    // An unanswered inject may have been typed: its turn stays in flight.
+                    if cause != Cause::IoTimedOut {
+                        self.in_flight.remove(&target);
+                    }
                 }
                 self.dropped.insert(msg);
             }
@@ -533,17 +539,21 @@ impl Harness {
             }
             Step::MemberStarted { target } => {
                 let s = pane(target);
-                self.gated.insert(s.clone());
+                if !self.connected.contains(&s) {
+                    self.gated.insert(s.clone());
+                }
                 self.input(Input::MemberStarted { target: s });
             }
             Step::MemberConnected { target } => {
                 let s = pane(target);
                 self.gated.remove(&s);
+                self.connected.insert(s.clone());
                 self.input(Input::MemberConnected { target: s });
             }
             Step::PaneGone { target } => {
                 let s = pane(target);
                 self.gated.remove(&s);
+                self.connected.remove(&s);
                 self.pending_injects.retain(|(t, _)| t != &s);
                 self.pending_reads.retain(|(t, _)| t != &s);
                 self.input(Input::PaneGone { target: s.clone() });

@@ -408,7 +408,11 @@ impl World {
                 });
             };
             let baseline = p.read();
-            p.print(format!("> {text}"));
+            // Like a real agent, the text is typed into the prompt line, which then scrolls up.
+            if p.screen.last().is_some_and(|l| l.trim_end() == "❯") {
+                p.screen.pop();
+            }
+            p.print(format!("❯ {text}"));
             p.task = Some(Task { text: text.clone() });
             let fast = p.behaviour == Behaviour::Fast && !p.is_lead;
             self.feed(Input::Injected {
