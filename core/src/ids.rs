@@ -60,6 +60,27 @@ impl fmt::Display for SessionId {
     }
 }
 
+/// A gateway (one per host): the routing key of its control queue and the name of its key.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct HostId(Arc<str>);
+
+impl HostId {
+    pub fn new(s: impl AsRef<str>) -> Self {
+        HostId(Arc::from(s.as_ref()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for HostId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 impl From<&str> for SessionId {
     fn from(s: &str) -> Self {
         SessionId::new(s)
@@ -115,6 +136,10 @@ uuid_id!(
     /// One reply held in the inbox because no waiter was open.
     ReplyId
 );
+uuid_id!(
+    /// One flow across hosts: minted at the flow's first send, carried by every hop.
+    TraceId
+);
 
 /// A call from a north face, numbered by the driver; every call gets exactly one answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -160,6 +185,15 @@ impl IdMint {
 
     pub fn reply(&mut self) -> ReplyId {
         ReplyId(self.uuid())
+    }
+
+    pub fn trace(&mut self) -> TraceId {
+        TraceId(self.uuid())
+    }
+
+    /// A global id for a new entity (the spawn id of CB-308 §7.8).
+    pub fn gid(&mut self) -> SessionId {
+        SessionId::new(self.uuid().to_string())
     }
 
     /// A child seed, drawn in a fixed order, for sub-machines that need their own stream.

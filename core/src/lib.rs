@@ -10,9 +10,11 @@
 //! `None`, then wait until [`Gateway::poll_timeout`] (or the next input) and call
 //! `handle(now, Input::Tick)`.
 
+pub mod admission;
 pub mod authz;
 pub mod completion;
 pub mod config;
+pub mod envelope;
 pub mod gateway;
 pub mod ids;
 pub mod inbox;
@@ -21,13 +23,14 @@ pub mod io;
 pub mod outcome;
 pub mod push;
 pub mod rendezvous;
+pub mod signing;
 pub mod status;
 pub mod time;
 
 pub use authz::{Action, AuditEvent, Principal, Role};
 pub use config::{ConfigError, CoreConfig};
 pub use gateway::{Gateway, Stats, TimerKind};
-pub use ids::{CallId, MsgId, ReplyId, SessionId, TicketId, TurnId};
+pub use ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, TurnId};
 pub use io::{CallError, Event, Input, Output, Request, Response, TicketView};
 pub use outcome::{AskOutcome, Outcome, Phase};
 pub use status::AgentStatus;

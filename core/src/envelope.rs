@@ -1,0 +1,378 @@
+//! The message envelope (ch. 10 §2.1): the fields every cross-host message carries, encoded as
+//! a broker-neutral header map beside an opaque body. The shell maps the header map to AMQP
+//! headers and back; this module owns the schema and the canonical bytes that are signed.
+//!
+//! Schema policy: within a major version unknown headers are ignored (rolling upgrades across
+//! mixed-version gateways just work); a newer major is refused whole, never half-parsed.
+
+use crate::ids::{HostId, MsgId, SessionId, TraceId, TurnId};
+use crate::outcome::Outcome;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use uuid::Uuid;
+
+/// The envelope schema this build writes.
+pub const VERSION: Version = Version { major: 1, minor: 0 };
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Version {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// What a message is (ch. 10 §2.1), with the spec's wire names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Kind {
+    Send,
+    Reply,
+    Ask,
+    Answer,
+    TooLate,
+    NoWaiter,
+    Abandoned,
+    Failed,
+    Injected,
+    Broadcast,
+    Presence,
+    Spawn,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 12] = [
+        Kind::Send,
+        Kind::Reply,
+        Kind::Ask,
+        Kind::Answer,
+        Kind::TooLate,
+        Kind::NoWaiter,
+        Kind::Abandoned,
+        Kind::Failed,
+        Kind::Injected,
+        Kind::Broadcast,
+        Kind::Presence,
+        Kind::Spawn,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Send => "SEND",
+            Kind::Reply => "REPLY",
+            Kind::Ask => "ASK",
+            Kind::Answer => "ANSWER",
+            Kind::TooLate => "TOO_LATE",
+            Kind::NoWaiter => "NO_WAITER",
+            Kind::Abandoned => "ABANDONED",
+            Kind::Failed => "FAILED",
+            Kind::Injected => "INJECTED",
+            Kind::Broadcast => "BROADCAST",
+            Kind::Presence => "PRESENCE",
+            Kind::Spawn => "SPAWN",
+        }
+    }
+
+    pub fn from_wire(s: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One header value, in the three shapes AMQP field tables carry for us.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HeaderValue {
+    Str(String),
+    Int(i64),
+    Bytes(Vec<u8>),
+}
+
+/// Headers by name: ordered, so encodings and snapshots are stable.
+pub type Headers = BTreeMap<String, HeaderValue>;
+
+/// An envelope and its body.
+///
+/// Beyond ch. 10's field list this carries three fields the flows need: `signer` (the gateway
+/// whose key signed it — the receiver must know which key to check before it can trust `from`),
+/// `re` (the msgId a REPLY, FAILED, INJECTED, ASK or ABANDONED answers: the sender's waiter is
+/// keyed by it) and `outcome` (which of the spec's outcomes a REPLY or FAILED carries).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Envelope {
+    pub v: Version,
+    pub kind: Kind,
+    pub msg_id: MsgId,
+    pub trace_id: TraceId,
+    /// The sender's global id.
+    pub from: SessionId,
+    /// The routing key it was published with: a gid, `broadcast.<group>`, a host id for
+    /// control, `roster.<host>.<gid>` for presence.
+    pub to: String,
+    pub signer: HostId,
+    pub re: Option<MsgId>,
+    pub turn_id: Option<TurnId>,
+    /// SPAWN only: the new worker's gid.
+    pub spawn_id: Option<SessionId>,
+    pub outcome: Option<Outcome>,
+    /// Publish time, Unix milliseconds.
+    pub ts: u64,
+    /// Gateway-enforced expiry, Unix milliseconds.
+    pub expires_at: u64,
+    /// Ed25519 over `signing_bytes()`; absent until signed.
+    pub sig: Option<[u8; 64]>,
+    pub body: Vec<u8>,
+}
+
+/// Why a header map is not an envelope this build accepts.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("envelope major version {major} is newer than this gateway's {ours}; refused unread")]
+    NewerMajor { major: u32, ours: u32 },
+    #[error("header {0} is missing")]
+    Missing(&'static str),
+    #[error("header {field} has the wrong type (expected {expected})")]
+    WrongType {
+        field: &'static str,
+        expected: &'static str,
+    },
+    #[error("header {field} is malformed: {reason}")]
+    Malformed { field: &'static str, reason: String },
+}
+
+impl Envelope {
+    /// The broker-neutral header map (every field but the body).
+    pub fn to_headers(&self) -> Headers {
+        let mut h = Headers::new();
+        let mut s = |k: &str, v: String| {
+            h.insert(k.to_string(), HeaderValue::Str(v));
+        };
+        s("v", self.v.to_string());
+        s("kind", self.kind.as_str().to_string());
+        s("msgId", self.msg_id.to_string());
+        s("traceId", self.trace_id.to_string());
+        s("from", self.from.to_string());
+        s("to", self.to.clone());
+        s("signer", self.signer.to_string());
+        if let Some(re) = self.re {
+            s("re", re.to_string());
+        }
+        if let Some(t) = self.turn_id {
+            s("turnId", t.to_string());
+        }
+        if let Some(sp) = &self.spawn_id {
+            s("spawnId", sp.to_string());
+        }
+        if let Some(o) = self.outcome {
+            s("outcome", o.as_str().to_string());
+        }
+        h.insert("ts".into(), HeaderValue::Int(clamp_i64(self.ts)));
+        h.insert(
+            "expiresAt".into(),
+            HeaderValue::Int(clamp_i64(self.expires_at)),
+        );
+        if let Some(sig) = self.sig {
+            h.insert("sig".into(), HeaderValue::Bytes(sig.to_vec()));
+        }
+        h
+    }
+
+    /// Parses a header map and body. The version is read first: a newer major is refused
+    /// before any other field is looked at.
+    pub fn from_parts(h: &Headers, body: Vec<u8>) -> Result<Envelope, DecodeError> {
+        let v = parse_version(str_field(h, "v")?)?;
+        if v.major > VERSION.major {
+            return Err(DecodeError::NewerMajor {
+                major: v.major,
+                ours: VERSION.major,
+            });
+        }
+        let kind_s = str_field(h, "kind")?;
+        let kind = Kind::from_wire(kind_s).ok_or_else(|| DecodeError::Malformed {
+            field: "kind",
+            reason: format!("unknown kind {kind_s:?}"),
+        })?;
+        let sig = match h.get("sig") {
+            None => None,
+            Some(HeaderValue::Bytes(b)) => Some(<[u8; 64]>::try_from(b.as_slice()).map_err(
+                |_| DecodeError::Malformed {
+                    field: "sig",
+                    reason: format!("{} bytes, expected 64", b.len()),
+                },
+            )?),
+            Some(_) => {
+                return Err(DecodeError::WrongType {
+                    field: "sig",
+                    expected: "bytes",
+                })
+            }
+        };
+        let outcome = match opt_str(h, "outcome")? {
+            None => None,
+            Some(o) => Some(outcome_from_wire(o).ok_or_else(|| DecodeError::Malformed {
+                field: "outcome",
+                reason: format!("unknown outcome {o:?}"),
+            })?),
+        };
+        Ok(Envelope {
+            v,
+            kind,
+            msg_id: MsgId(uuid_field(h, "msgId")?),
+            trace_id: TraceId(uuid_field(h, "traceId")?),
+            from: SessionId::new(nonempty(h, "from")?),
+            to: nonempty(h, "to")?.to_string(),
+            signer: HostId::new(nonempty(h, "signer")?),
+            re: opt_uuid(h, "re")?.map(MsgId),
+            turn_id: opt_uuid(h, "turnId")?.map(TurnId),
+            spawn_id: opt_str(h, "spawnId")?.map(SessionId::new),
+            outcome,
+            ts: int_field(h, "ts")?,
+            expires_at: int_field(h, "expiresAt")?,
+            sig,
+            body,
+        })
+    }
+
+    /// The exact bytes the signature covers: a domain tag, then every header but `sig` in a
+    /// fixed order, each length-prefixed (absent optionals marked), then the body. No JSON, no
+    /// canonicalization step: the same envelope always yields the same bytes.
+    pub fn signing_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256 + self.body.len());
+        out.extend_from_slice(b"fleetd-envelope-sig\0");
+        let mut field = |bytes: Option<&[u8]>| match bytes {
+            Some(b) => {
+                out.extend_from_slice(&(b.len() as u64).to_be_bytes());
+                out.extend_from_slice(b);
+            }
+            None => out.extend_from_slice(&u64::MAX.to_be_bytes()),
+        };
+        field(Some(&self.v.major.to_be_bytes()));
+        field(Some(&self.v.minor.to_be_bytes()));
+        field(Some(self.kind.as_str().as_bytes()));
+        field(Some(self.msg_id.0.as_bytes()));
+        field(Some(self.trace_id.0.as_bytes()));
+        field(Some(self.from.as_str().as_bytes()));
+        field(Some(self.to.as_bytes()));
+        field(Some(self.signer.as_str().as_bytes()));
+        field(self.re.as_ref().map(|m| m.0.as_bytes().as_slice()));
+        field(self.turn_id.as_ref().map(|t| t.0.as_bytes().as_slice()));
+        field(self.spawn_id.as_ref().map(|s| s.as_str().as_bytes()));
+        field(self.outcome.map(|o| o.as_str().as_bytes()));
+        field(Some(&self.ts.to_be_bytes()));
+        field(Some(&self.expires_at.to_be_bytes()));
+        field(Some(&self.body));
+        out
+    }
+}
+
+fn clamp_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn outcome_from_wire(s: &str) -> Option<Outcome> {
+    use Outcome::*;
+    [
+        Replied,
+        CompletedUnreplied,
+        WorkerFailed,
+        BackendExhausted,
+        Question,
+        TimedOutWorking,
+        TimedOutQueued,
+        Busy,
+        StaleTurn,
+    ]
+    .into_iter()
+    .find(|o| o.as_str() == s)
+}
+
+fn parse_version(s: &str) -> Result<Version, DecodeError> {
+    let bad = |reason: &str| DecodeError::Malformed {
+        field: "v",
+        reason: format!("{reason}: {s:?}"),
+    };
+    let (major, minor) = s.split_once('.').unwrap_or((s, "0"));
+    Ok(Version {
+        major: major.parse().map_err(|_| bad("not MAJOR.MINOR"))?,
+        minor: minor.parse().map_err(|_| bad("not MAJOR.MINOR"))?,
+    })
+}
+
+fn str_field<'a>(h: &'a Headers, field: &'static str) -> Result<&'a str, DecodeError> {
+    opt_str(h, field)?.ok_or(DecodeError::Missing(field))
+}
+
+fn nonempty<'a>(h: &'a Headers, field: &'static str) -> Result<&'a str, DecodeError> {
+    let s = str_field(h, field)?;
+    if s.is_empty() {
+        return Err(DecodeError::Malformed {
+            field,
+            reason: "empty".into(),
+        });
+    }
+    Ok(s)
+}
+
+fn opt_str<'a>(h: &'a Headers, field: &'static str) -> Result<Option<&'a str>, DecodeError> {
+    match h.get(field) {
+        None => Ok(None),
+        Some(HeaderValue::Str(s)) => Ok(Some(s)),
+        Some(HeaderValue::Bytes(b)) => {
+            std::str::from_utf8(b)
+                .map(Some)
+                .map_err(|_| DecodeError::WrongType {
+                    field,
+                    expected: "UTF-8 string",
+                })
+        }
+        Some(HeaderValue::Int(_)) => Err(DecodeError::WrongType {
+            field,
+            expected: "string",
+        }),
+    }
+}
+
+fn uuid_field(h: &Headers, field: &'static str) -> Result<Uuid, DecodeError> {
+    opt_uuid(h, field)?.ok_or(DecodeError::Missing(field))
+}
+
+fn opt_uuid(h: &Headers, field: &'static str) -> Result<Option<Uuid>, DecodeError> {
+    match opt_str(h, field)? {
+        None => Ok(None),
+        // Only the canonical form (lowercase, hyphenated) is accepted: one value, one spelling,
+        // so no byte of a signed header can change without changing what it says.
+        Some(s) => match Uuid::parse_str(s) {
+            Ok(u) if u.hyphenated().to_string() == s => Ok(Some(u)),
+            Ok(_) => Err(DecodeError::Malformed {
+                field,
+                reason: format!("{s:?} is not a canonical lowercase hyphenated UUID"),
+            }),
+            Err(e) => Err(DecodeError::Malformed {
+                field,
+                reason: e.to_string(),
+            }),
+        },
+    }
+}
+
+fn int_field(h: &Headers, field: &'static str) -> Result<u64, DecodeError> {
+    match h.get(field) {
+        None => Err(DecodeError::Missing(field)),
+        Some(HeaderValue::Int(i)) => u64::try_from(*i).map_err(|_| DecodeError::Malformed {
+            field,
+            reason: format!("negative: {i}"),
+        }),
+        Some(_) => Err(DecodeError::WrongType {
+            field,
+            expected: "integer",
+        }),
+    }
+}

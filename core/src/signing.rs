@@ -1,0 +1,82 @@
+//! Message signing (CB-308 §7.1): each gateway signs what it publishes with its own ed25519
+//! key; receivers verify against the public keys of the peers they were configured with.
+
+use crate::envelope::Envelope;
+use crate::ids::HostId;
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use std::collections::BTreeMap;
+
+/// A configured key that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("the public key of peer {host} is not a valid ed25519 point")]
+    BadPeerKey { host: HostId },
+}
+
+/// This gateway's signing key and its peers' verifying keys.
+#[derive(Clone, Debug)]
+pub struct Keyring {
+    host: HostId,
+    signing: SigningKey,
+    peers: BTreeMap<HostId, VerifyingKey>,
+}
+
+/// Why a signature was not accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SignatureError {
+    /// No key is configured for the claimed signer.
+    UnknownSigner,
+    /// Absent, or not made by the signer's key over these exact bytes.
+    BadSignature,
+}
+
+impl Keyring {
+    /// `secret` is this gateway's 32-byte ed25519 seed; `peers` maps each peer gateway to its
+    /// 32-byte public key. This gateway's own key is always trusted (its own broadcasts and
+    /// presence come back to it).
+    pub fn new(
+        host: HostId,
+        secret: [u8; 32],
+        peers: &BTreeMap<HostId, [u8; 32]>,
+    ) -> Result<Keyring, KeyError> {
+        let signing = SigningKey::from_bytes(&secret);
+        let mut map = BTreeMap::new();
+        for (h, k) in peers {
+            let key = VerifyingKey::from_bytes(k)
+                .map_err(|_| KeyError::BadPeerKey { host: h.clone() })?;
+            map.insert(h.clone(), key);
+        }
+        map.insert(host.clone(), signing.verifying_key());
+        Ok(Keyring {
+            host,
+            signing,
+            peers: map,
+        })
+    }
+
+    pub fn host(&self) -> &HostId {
+        &self.host
+    }
+
+    pub fn public_key(&self) -> [u8; 32] {
+        self.signing.verifying_key().to_bytes()
+    }
+
+    /// Stamps this gateway as the signer and signs the envelope's canonical bytes.
+    pub fn sign(&self, env: &mut Envelope) {
+        env.signer = self.host.clone();
+        let sig: Signature = self.signing.sign(&env.signing_bytes());
+        env.sig = Some(sig.to_bytes());
+    }
+
+    /// Checks the signature with the claimed signer's key (strict: no malleable encodings).
+    pub fn check(&self, env: &Envelope) -> Result<(), SignatureError> {
+        let key = self
+            .peers
+            .get(&env.signer)
+            .ok_or(SignatureError::UnknownSigner)?;
+        let sig = env.sig.ok_or(SignatureError::BadSignature)?;
+        key.verify_strict(&env.signing_bytes(), &Signature::from_bytes(&sig))
+            .map_err(|_| SignatureError::BadSignature)
+    }
+}
