@@ -154,7 +154,8 @@ impl Bench {
                     }
                 }
             }
-            Output::PollStatus { .. } | Output::Audit(_) | Output::Event(_) => {}
+            Output::PollStatus { .. } | Output::Audit(_) | Output::Event(_) | Output::Broker(_) => {
+            }
         }
     }
 

@@ -5,6 +5,7 @@
 
 use crate::envelope::{DecodeError, Envelope, Headers, Kind};
 use crate::ids::{HostId, MsgId, SessionId};
+use crate::roster::GATEWAY_GID;
 use crate::signing::{Keyring, SignatureError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -98,8 +99,11 @@ pub fn admit(
     })?;
     // Presence is what binds a gid to a host, so it cannot be checked against that binding;
     // instead its routing key must name the signer as the gid's host (checked next, as `to`).
+    // A gateway speaking as `_gateway` claims only to be itself.
     let bound = if env.kind == Kind::Presence {
         env.to == presence_key(&env.signer, &env.from)
+    } else if env.from.as_str() == GATEWAY_GID {
+        true
     } else {
         host_of(&env.from).as_ref() == Some(&env.signer)
     };
@@ -122,7 +126,9 @@ pub fn admit(
             now: now_unix_ms,
         });
     }
-    if !seen.insert(env.msg_id, env.expires_at, now_unix_ms) {
+    // The forward path acks before it injects, so no broker redelivery can explain a second
+    // copy: it is a replay. The reply path is at-least-once instead, deduped by msgId later.
+    if env.kind.replay_guarded() && !seen.insert(env.msg_id, env.expires_at, now_unix_ms) {
         return Err(Rejection::Replayed(env.msg_id));
     }
     Ok(env)
@@ -162,6 +168,10 @@ impl SeenSet {
         self.by_id.insert(id, expires_at);
         self.by_expiry.insert((expires_at, id));
         true
+    }
+
+    pub fn contains(&self, id: MsgId) -> bool {
+        self.by_id.contains_key(&id)
     }
 
     pub fn len(&self) -> usize {

@@ -44,6 +44,28 @@ pub struct CoreConfig {
     pub refine_working_patterns: Vec<String>,
     /// Regexes over the last non-blank pane line that mean an UNKNOWN agent is at its prompt.
     pub refine_idle_patterns: Vec<String>,
+    /// Cross-host: a remote brief must be typed within this, or the sender fails the send fast
+    /// (no INJECTED) and the worker's gateway withdraws it (never typed late).
+    pub injected_timeout_ms: u64,
+    /// Cross-host: how long terminal messages (REPLY, FAILED, …) stay valid (`expiresAt`).
+    pub reply_ttl_ms: u64,
+    /// Cross-host: allowance for wall clocks that disagree between hosts.
+    pub clock_skew_ms: u64,
+    /// Presence heartbeat period, and how long an entry lives without one.
+    pub presence_interval_ms: u64,
+    pub presence_ttl_ms: u64,
+    /// Forward-path msgIds remembered against replay.
+    pub seen_capacity: usize,
+    /// basic.qos prefetch per consumer: bounds the deliveries a gateway holds.
+    pub prefetch: u16,
+    /// Inbox queue arguments (x-max-length, x-message-ttl) and orphan expiry (x-expires).
+    pub inbox_max_length: u64,
+    pub inbox_message_ttl_ms: u64,
+    pub worker_inbox_expires_ms: u64,
+    pub lead_inbox_expires_ms: u64,
+    pub dlq_max_length: u64,
+    /// How often held reply-path deliveries are checked against their `expiresAt`.
+    pub held_sweep_interval_ms: u64,
 }
 
 impl Default for CoreConfig {
@@ -75,6 +97,19 @@ impl Default for CoreConfig {
                 r"[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏✻✽✢]\s+\w+…".into(),
             ],
             refine_idle_patterns: vec![r"^\s*[>❯›]\s*$".into(), r"^\s*\$\s*$".into()],
+            injected_timeout_ms: 120_000,
+            reply_ttl_ms: 7 * 86_400_000,
+            clock_skew_ms: 2_000,
+            presence_interval_ms: 5_000,
+            presence_ttl_ms: 20_000,
+            seen_capacity: 65_536,
+            prefetch: 64,
+            inbox_max_length: 10_000,
+            inbox_message_ttl_ms: 7 * 86_400_000,
+            worker_inbox_expires_ms: 3_600_000,
+            lead_inbox_expires_ms: 30 * 86_400_000,
+            dlq_max_length: 100_000,
+            held_sweep_interval_ms: 60_000,
         }
     }
 }
@@ -90,6 +125,8 @@ pub enum ConfigError {
         index: usize,
         reason: String,
     },
+    #[error("presence_ttl_ms ({ttl}) must exceed presence_interval_ms ({interval}), or every entry expires between two heartbeats")]
+    TtlNotAboveInterval { ttl: u64, interval: u64 },
     #[error("send_timeout_ms ({default}) exceeds send_timeout_max_ms ({max})")]
     TimeoutAboveMax { default: u64, max: u64 },
 }
@@ -116,10 +153,28 @@ impl CoreConfig {
             ("ticket_ttl_ms", self.ticket_ttl_ms),
             ("inbox_cap_per_target", self.inbox_cap_per_target as u64),
             ("nudge_interval_ms", self.nudge_interval_ms),
+            ("injected_timeout_ms", self.injected_timeout_ms),
+            ("reply_ttl_ms", self.reply_ttl_ms),
+            ("presence_interval_ms", self.presence_interval_ms),
+            ("presence_ttl_ms", self.presence_ttl_ms),
+            ("seen_capacity", self.seen_capacity as u64),
+            ("prefetch", u64::from(self.prefetch)),
+            ("inbox_max_length", self.inbox_max_length),
+            ("inbox_message_ttl_ms", self.inbox_message_ttl_ms),
+            ("worker_inbox_expires_ms", self.worker_inbox_expires_ms),
+            ("lead_inbox_expires_ms", self.lead_inbox_expires_ms),
+            ("dlq_max_length", self.dlq_max_length),
+            ("held_sweep_interval_ms", self.held_sweep_interval_ms),
         ] {
             if v == 0 {
                 return Err(ConfigError::Zero { key });
             }
+        }
+        if self.presence_ttl_ms <= self.presence_interval_ms {
+            return Err(ConfigError::TtlNotAboveInterval {
+                ttl: self.presence_ttl_ms,
+                interval: self.presence_interval_ms,
+            });
         }
         if self.send_timeout_ms > self.send_timeout_max_ms {
             return Err(ConfigError::TimeoutAboveMax {

@@ -78,6 +78,15 @@ impl Kind {
         }
     }
 
+    /// Kinds on the at-most-once forward path (acked before they act): a second copy can only
+    /// be a replay, so the seen-set refuses it.
+    pub fn replay_guarded(self) -> bool {
+        matches!(
+            self,
+            Kind::Send | Kind::Answer | Kind::Broadcast | Kind::Spawn
+        )
+    }
+
     pub fn from_wire(s: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.as_str() == s)
     }

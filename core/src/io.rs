@@ -2,6 +2,7 @@
 //! asked (`Request`) and is told (`Response`), and the trace (`Event`).
 
 use crate::authz::{Action, AuditEvent, Principal};
+use crate::broker::{BrokerEvent, BrokerOp};
 use crate::ids::{CallId, MsgId, ReplyId, SessionId, TicketId, TurnId};
 use crate::inbox::HeldReply;
 use crate::injector::{Cause, TargetView};
@@ -44,6 +45,14 @@ pub enum Input {
     MemberConnected { target: SessionId },
     /// The pane closed or its process exited.
     PaneGone { target: SessionId },
+    /// A lead (or architect) with this gid is served by this gateway: it gets an inbox and
+    /// is announced in the roster.
+    LeadAttached { lead: SessionId },
+    /// Something the broker did (cross-host mode only).
+    Broker(BrokerEvent),
+    /// The wall clock read `unix_ms` at this `now` (for envelope stamps and expiry). Fed at
+    /// start and whenever the driver notices the wall clock moved against the monotonic one.
+    WallClock { unix_ms: u64 },
     /// `poll_timeout` was reached.
     Tick,
 }
@@ -163,6 +172,10 @@ pub enum CallError {
     InboxFull { target: SessionId, cap: usize },
     #[error("invalid argument: {reason}")]
     InvalidArgument { reason: String },
+    #[error("the broker is unreachable: remote sends fail fast and nothing is buffered; local sessions still work")]
+    BrokerUnavailable,
+    #[error("no such recipient: nothing on the broker is bound to {target}")]
+    NoSuchRecipient { target: SessionId },
 }
 
 /// Please do this. Drained with `Gateway::poll_output` after every `handle`.
@@ -185,6 +198,8 @@ pub enum Output {
     Audit(AuditEvent),
     /// A trace event, for logs, metrics and snapshots.
     Event(Event),
+    /// Do this against the broker (cross-host mode only).
+    Broker(BrokerOp),
 }
 
 /// The trace vocabulary: one line per thing that mattered.
@@ -253,6 +268,21 @@ pub enum Event {
         what: String,
         target: SessionId,
     },
+    /// A delivery failed admission or made no sense on its queue: rejected to the DLX.
+    Rejected {
+        queue: String,
+        code: String,
+        detail: String,
+    },
+    /// A roster entry's heartbeats stopped.
+    RosterExpired {
+        gid: SessionId,
+    },
+    /// A dead-lettered forward brief was reported to its sender as FAILED.
+    DeadLetterReported {
+        msg: MsgId,
+        sender: SessionId,
+    },
 }
 
 impl fmt::Display for Event {
@@ -320,6 +350,15 @@ impl fmt::Display for Event {
             }
             Event::TicketExpired { ticket } => write!(f, "ticket_expired {ticket}"),
             Event::Stale { what, target } => write!(f, "stale {what} {target}"),
+            Event::Rejected {
+                queue,
+                code,
+                detail,
+            } => write!(f, "rejected {queue} {code}: {detail}"),
+            Event::RosterExpired { gid } => write!(f, "roster_expired {gid}"),
+            Event::DeadLetterReported { msg, sender } => {
+                write!(f, "dead_letter_reported msg={msg} to {sender}")
+            }
         }
     }
 }
@@ -335,6 +374,7 @@ impl fmt::Display for Output {
             Output::Respond { call, response } => write!(f, "respond {call} {response}"),
             Output::Audit(a) => write!(f, "{a}"),
             Output::Event(e) => write!(f, "event {e}"),
+            Output::Broker(op) => write!(f, "broker {op}"),
         }
     }
 }
@@ -408,6 +448,60 @@ impl fmt::Display for Response {
                 view.in_turn
             ),
             Response::Error(e) => write!(f, "error {e}"),
+        }
+    }
+}
+
+impl fmt::Display for BrokerOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::envelope::HeaderValue;
+        match self {
+            BrokerOp::Declare(t) => write!(
+                f,
+                "declare {} exchange(s), queues [{}], {} binding(s), consume [{}]",
+                t.exchanges.len(),
+                t.queues
+                    .iter()
+                    .map(|q| q.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                t.bindings.len(),
+                t.consumers
+                    .iter()
+                    .map(|c| c.queue.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            BrokerOp::DeleteQueue { name } => write!(f, "delete_queue {name}"),
+            BrokerOp::Publish {
+                publish,
+                exchange,
+                key,
+                headers,
+                body,
+                ..
+            } => {
+                let get = |k: &str| match headers.get(k) {
+                    Some(HeaderValue::Str(s)) => s.as_str(),
+                    _ => "-",
+                };
+                write!(
+                    f,
+                    "publish#{} {exchange:?} key={key} {} msg={} from={}",
+                    publish.0,
+                    get("kind"),
+                    get("msgId"),
+                    get("from"),
+                )?;
+                for extra in ["re", "turnId", "outcome"] {
+                    if headers.contains_key(extra) {
+                        write!(f, " {extra}={}", get(extra))?;
+                    }
+                }
+                write!(f, " body={:?}", String::from_utf8_lossy(body))
+            }
+            BrokerOp::Ack { delivery } => write!(f, "ack {delivery}"),
+            BrokerOp::Reject { delivery } => write!(f, "reject {delivery}"),
         }
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod admission;
 pub mod authz;
+pub mod broker;
 pub mod completion;
 pub mod config;
 pub mod envelope;
@@ -23,13 +24,14 @@ pub mod io;
 pub mod outcome;
 pub mod push;
 pub mod rendezvous;
+pub mod roster;
 pub mod signing;
 pub mod status;
 pub mod time;
 
 pub use authz::{Action, AuditEvent, Principal, Role};
 pub use config::{ConfigError, CoreConfig};
-pub use gateway::{Gateway, Stats, TimerKind};
+pub use gateway::{Federation, Gateway, Stats, TimerKind};
 pub use ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, TurnId};
 pub use io::{CallError, Event, Input, Output, Request, Response, TicketView};
 pub use outcome::{AskOutcome, Outcome, Phase};

@@ -249,6 +249,7 @@ impl Harness {
                 }
                 Output::Event(e) => self.on_event(e, &mut last_call_enqueued),
                 Output::PollStatus { .. } | Output::Audit(_) => {}
+                Output::Broker(op) => panic!("a single-host gateway spoke to the broker: {op}"),
             }
         }
     }

@@ -311,7 +311,8 @@ impl World {
                 self.schedule(d, Action::Read { target, msg });
             }
             Output::Respond { call, response } => self.on_response(call, response),
-            Output::Audit(_) | Output::Event(_) => {}
+            // The single-host world runs no federation: no broker output can occur.
+            Output::Audit(_) | Output::Event(_) | Output::Broker(_) => {}
         }
     }
 

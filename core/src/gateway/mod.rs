@@ -14,6 +14,10 @@ use crate::rendezvous::{AskOpen, Kind, Rendezvous};
 use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+mod federation;
+use federation::Fed;
+pub use federation::Federation;
+
 /// Why the gateway wants to be woken up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum TimerKind {
@@ -29,14 +33,23 @@ pub enum TimerKind {
     TicketExpiry(TicketId),
     /// A lead's next reminder is due.
     Nudge,
+    /// Cross-host: a remote brief's INJECTED is due.
+    InjectBy(TicketId),
+    /// Cross-host: heartbeat presence, expire the roster.
+    Presence,
+    /// Cross-host: ack held reply-path deliveries past their `expiresAt`.
+    HeldSweep,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Mode {
     /// A blocking call that is answered once, with the outcome.
     Blocking(CallId),
     /// A `wait:false` ticket the lead polls.
     Async,
+    /// The worker-side half of a delegation from another host (CB-308 §7.7): this gateway
+    /// owns the turn; the outcome goes back to `reply_to` as a message answering `re`.
+    Remote { reply_to: SessionId, re: MsgId },
 }
 
 /// One open delegation: a send (or an answer's continuation) that has not ended yet.
@@ -49,6 +62,8 @@ struct Delegation {
     deadline: Instant,
     /// Set while an async delegation is paused on this turnId.
     asking: Option<TurnId>,
+    /// Sender side of a cross-host delegation: whether the worker's gateway said INJECTED.
+    remote_injected: Option<bool>,
 }
 
 /// An async ticket as the lead will see it.
@@ -112,6 +127,8 @@ pub struct Gateway {
     next_poll: Option<Instant>,
     out: VecDeque<Output>,
     stats: Stats,
+    /// Cross-host state; `None` in single-host mode, where every path is local.
+    fed: Option<Fed>,
 }
 
 impl Gateway {
@@ -147,6 +164,7 @@ impl Gateway {
             next_poll: None,
             out: VecDeque::new(),
             stats: Stats::default(),
+            fed: None,
         })
     }
 
@@ -197,8 +215,19 @@ impl Gateway {
                 msg,
                 result,
             } => self.on_pane_read(now, &target, msg, result),
-            Input::MemberStarted { target } => self.injector.gate(&target),
-            Input::MemberConnected { target } => self.injector.open_gate(&target),
+            Input::MemberStarted { target } => {
+                self.injector.gate(&target);
+                self.local_entity(&target, crate::roster::EntityKind::Member, false);
+            }
+            Input::MemberConnected { target } => {
+                self.injector.open_gate(&target);
+                self.local_entity(&target, crate::roster::EntityKind::Member, true);
+            }
+            Input::LeadAttached { lead } => {
+                self.local_entity(&lead, crate::roster::EntityKind::Lead, true)
+            }
+            Input::Broker(ev) => self.on_broker(now, ev),
+            Input::WallClock { unix_ms } => self.on_wall_clock(now, unix_ms),
             Input::PaneGone { target } => self.on_pane_gone(now, &target),
             Input::Tick => self.on_tick(now),
         }
@@ -247,6 +276,7 @@ impl Gateway {
                 }
                 InjectorEvent::Delivered { target, msg } => {
                     self.turns.insert(target.clone(), msg);
+                    self.remote_injected(now, &target, msg);
                     if let Some(lead) = self.nudges.remove(&msg) {
                         if let Some(at) = self.push.delivered(now, &lead, msg) {
                             self.timers.insert((at, TimerKind::Nudge));
@@ -453,6 +483,9 @@ impl Gateway {
                 },
             );
         }
+        if self.is_remote(&target) {
+            return self.send_remote(now, call, caller, target, content, wait, timeout);
+        }
         self.stats.sends_total += 1;
         let ticket = self.ids.ticket();
         let msg = self.ids.msg();
@@ -496,6 +529,7 @@ impl Gateway {
                 },
                 deadline,
                 asking: None,
+                remote_injected: None,
             },
         );
         self.timers
@@ -532,6 +566,9 @@ impl Gateway {
             Ok(t) => t,
             Err(e) => return self.respond(call, Response::Error(e)),
         };
+        if self.is_remote_ask(turn_id) {
+            return self.answer_remote(now, call, caller, turn_id, content, wait, timeout);
+        }
         let Some(ask) = self.rendezvous.close_ask(turn_id) else {
             return self.respond(
                 call,
@@ -627,8 +664,11 @@ impl Gateway {
             self.finish(now, r.ticket, Outcome::Replied, Some(content), None);
             return self.respond(call, Response::ReplyAccepted { held: None });
         }
-        let id = self.ids.reply();
         let lead = self.last_delegator.get(&session).cloned();
+        if let Some(remote_lead) = lead.clone().filter(|l| self.is_remote(l)) {
+            return self.reply_to_remote_lead(now, call, &session, &remote_lead, content);
+        }
+        let id = self.ids.reply();
         let held = HeldReply {
             id,
             target: session.clone(),
@@ -726,7 +766,7 @@ impl Gateway {
         let Some(d) = self.delegations.get(&ticket) else {
             return;
         };
-        match d.mode {
+        match &d.mode {
             Mode::Blocking(_) => self.finish(
                 now,
                 ticket,
@@ -734,6 +774,19 @@ impl Gateway {
                 Some(question),
                 Some(turn_id),
             ),
+            Mode::Remote { reply_to, re } => {
+                let (reply_to, re, target) = (reply_to.clone(), *re, d.target.clone());
+                if let Some(d) = self.delegations.get_mut(&ticket) {
+                    d.asking = Some(turn_id);
+                }
+                self.asking_tickets.insert(turn_id, ticket);
+                self.event(Event::Resolved {
+                    ticket,
+                    target: target.clone(),
+                    outcome: Outcome::Question,
+                });
+                self.publish_ask(now, &target, &reply_to, re, turn_id, question);
+            }
             Mode::Async => {
                 let (target, lead) = (d.target.clone(), d.lead.clone());
                 if let Some(t) = self.tickets.get_mut(&ticket) {
@@ -767,12 +820,16 @@ impl Gateway {
                 self.uncollect(&lead, &Attention::Ticket(ticket));
             }
         }
+        if view.phase.is_terminal() {
+            self.ticket_collected(ticket);
+        }
         self.respond(call, Response::Ticket(view));
     }
 
     /// The lead collected these held replies: stop nudging about them.
     fn collected(&mut self, replies: &[HeldReply]) {
         for r in replies {
+            self.reply_collected(r.id);
             if let Some(lead) = &r.lead {
                 self.uncollect(
                     lead,
@@ -896,6 +953,7 @@ impl Gateway {
             );
         }
         self.turns.remove(target);
+        self.local_entity_gone(target);
         self.last_delegator.remove(target);
         if self.push.forget(target) {
             // A lead pane died: nothing can be typed into it; its items stay collectable.
@@ -938,6 +996,9 @@ impl Gateway {
                     }
                 }
                 TimerKind::Nudge => self.push.wake(),
+                TimerKind::InjectBy(ticket) => self.on_inject_by(now, ticket),
+                TimerKind::Presence => self.on_presence_tick(now),
+                TimerKind::HeldSweep => self.on_held_sweep(now),
                 TimerKind::StatusPoll | TimerKind::Injector => {}
             }
         }
@@ -962,10 +1023,27 @@ impl Gateway {
             return;
         }
         let (target, msg) = (d.target.clone(), d.msg);
-        let outcome = if self.injector.withdraw(&target, msg, Cause::SenderTimedOut) {
-            Outcome::TimedOutQueued
-        } else {
-            Outcome::TimedOutWorking
+        let proxy = matches!(d.mode, Mode::Remote { .. });
+        let remote_injected = d.remote_injected;
+        let withdrawn = self.injector.withdraw(&target, msg, Cause::SenderTimedOut);
+        if proxy {
+            // Worker side: once typed, the turn runs to its end (the sender owns the timeout);
+            // still queued at the brief's expiry, it is withdrawn — never typed late — and the
+            // sender hears a failure, not a timeout.
+            if withdrawn {
+                self.rendezvous.take(&target, msg, Kind::Failed);
+                let why = "not injected before the brief expired (the worker stayed busy or \
+                           unready): withdrawn, never typed"
+                    .to_string();
+                self.finish(now, ticket, Outcome::WorkerFailed, Some(why), None);
+            }
+            return;
+        }
+        let outcome = match remote_injected {
+            Some(false) => Outcome::TimedOutQueued,
+            Some(true) => Outcome::TimedOutWorking,
+            None if withdrawn => Outcome::TimedOutQueued,
+            None => Outcome::TimedOutWorking,
         };
         self.rendezvous.take(&target, msg, Kind::Failed);
         self.finish(now, ticket, outcome, None, None);
@@ -1017,6 +1095,7 @@ impl Gateway {
         if let Some(turn) = d.asking {
             self.asking_tickets.remove(&turn);
         }
+        self.forget_remote_waiter(d.msg);
         self.event(Event::Resolved {
             ticket,
             target: d.target.clone(),
@@ -1032,6 +1111,9 @@ impl Gateway {
                     turn_id,
                 },
             ),
+            Mode::Remote { reply_to, re } => {
+                self.publish_outcome(now, &d.target, &reply_to, re, outcome, body)
+            }
             Mode::Async => {
                 let ttl = self.ttl();
                 if let Some(t) = self.tickets.get_mut(&ticket) {

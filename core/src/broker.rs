@@ -1,0 +1,210 @@
+//! The broker vocabulary the core speaks (ch. 10 §3–§4, §8): exchanges, this gateway's slice
+//! of queues and bindings, and the operations the shell carries out against AMQP. Names live
+//! under a namespace (default `fleet`) so several fleets and test runs can share one broker.
+
+use crate::envelope::Headers;
+use crate::ids::{HostId, SessionId};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The shared exchanges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Exchange {
+    /// topic: entity → entity messages and broadcasts; key = recipient gid or `broadcast.*`.
+    Msg,
+    /// topic: presence; key = `roster.<host>.<gid>`.
+    Roster,
+    /// direct: spawn and lifecycle; key = target host id.
+    Control,
+    /// fanout: dead letters from every inbox, into the DLQ.
+    Dlx,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExchangeType {
+    Topic,
+    Direct,
+    Fanout,
+}
+
+impl Exchange {
+    pub const ALL: [Exchange; 4] = [
+        Exchange::Msg,
+        Exchange::Roster,
+        Exchange::Control,
+        Exchange::Dlx,
+    ];
+
+    pub fn kind(self) -> ExchangeType {
+        match self {
+            Exchange::Msg | Exchange::Roster => ExchangeType::Topic,
+            Exchange::Control => ExchangeType::Direct,
+            Exchange::Dlx => ExchangeType::Fanout,
+        }
+    }
+
+    fn suffix(self) -> &'static str {
+        match self {
+            Exchange::Msg => "msg",
+            Exchange::Roster => "roster",
+            Exchange::Control => "control",
+            Exchange::Dlx => "dlx",
+        }
+    }
+}
+
+/// Broker object names under one namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Names {
+    pub namespace: String,
+}
+
+impl Names {
+    pub fn new(namespace: &str) -> Self {
+        Names {
+            namespace: namespace.to_string(),
+        }
+    }
+
+    pub fn exchange(&self, e: Exchange) -> String {
+        format!("{}.{}", self.namespace, e.suffix())
+    }
+
+    /// `agent.<gid>.inbox.v2`: the version suffix keeps a changed argument set from crashing
+    /// on redeclare (PRECONDITION_FAILED) and old sender-keyed queues apart.
+    pub fn inbox(&self, gid: &SessionId) -> String {
+        format!("{}.agent.{gid}.inbox.v2", self.namespace)
+    }
+
+    pub fn control(&self, host: &HostId) -> String {
+        format!("{}.control.{host}", self.namespace)
+    }
+
+    pub fn roster(&self, host: &HostId) -> String {
+        format!("{}.roster.{host}", self.namespace)
+    }
+
+    pub fn dlq(&self) -> String {
+        format!("{}.dlq", self.namespace)
+    }
+}
+
+/// A queue's arguments (the `x-` arguments of RabbitMQ and LavinMQ).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueArgs {
+    pub dead_letter_exchange: Option<String>,
+    pub max_length: Option<u64>,
+    pub message_ttl_ms: Option<u64>,
+    pub expires_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueSpec {
+    pub name: String,
+    pub durable: bool,
+    pub exclusive: bool,
+    pub auto_delete: bool,
+    pub args: QueueArgs,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    pub queue: String,
+    pub exchange: Exchange,
+    pub key: String,
+}
+
+/// A consumer to start: manual ack always; exclusive where one gateway must be the only reader.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Consume {
+    pub queue: String,
+    pub exclusive: bool,
+    pub prefetch: u16,
+}
+
+/// Everything to declare (idempotently), bind and consume, in this order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topology {
+    pub exchanges: Vec<Exchange>,
+    pub queues: Vec<QueueSpec>,
+    pub bindings: Vec<Binding>,
+    pub consumers: Vec<Consume>,
+}
+
+/// A delivery of the current connection generation. Tags of an older generation are void:
+/// the shell never acks them (the broker already requeued those messages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DeliveryId {
+    pub generation: u32,
+    pub tag: u64,
+}
+
+impl fmt::Display for DeliveryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.generation, self.tag)
+    }
+}
+
+/// One publish, numbered by the core so its confirm can be matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PublishId(pub u64);
+
+/// How a publish ended, as the shell saw it at confirm time (a mandatory return arrives before
+/// the confirm: "confirmed" is not "routed").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PublishResult {
+    Routed,
+    /// Returned: no queue is bound to the key.
+    Unroutable,
+    /// Nacked by the broker, or the channel failed before the confirm.
+    Failed(String),
+}
+
+/// Please do this against the broker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BrokerOp {
+    Declare(Topology),
+    /// Delete a queue (a stopped member's inbox: its broadcast bindings die with it).
+    DeleteQueue {
+        name: String,
+    },
+    Publish {
+        publish: PublishId,
+        exchange: Exchange,
+        key: String,
+        /// False only for BROADCAST, where an empty group is legal silence.
+        mandatory: bool,
+        persistent: bool,
+        headers: Headers,
+        body: Vec<u8>,
+    },
+    Ack {
+        delivery: DeliveryId,
+    },
+    /// basic.reject with requeue=false: to the DLX.
+    Reject {
+        delivery: DeliveryId,
+    },
+}
+
+/// What the broker did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BrokerEvent {
+    /// Connected, with a new generation of delivery tags; the core answers with its topology.
+    Up { generation: u32 },
+    /// The connection is gone: unacked deliveries will be redelivered to the next generation.
+    Down,
+    Delivery {
+        delivery: DeliveryId,
+        queue: String,
+        routing_key: String,
+        redelivered: bool,
+        headers: Headers,
+        body: Vec<u8>,
+    },
+    Published {
+        publish: PublishId,
+        result: PublishResult,
+    },
+}

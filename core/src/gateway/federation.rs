@@ -1,0 +1,1306 @@
+//! The cross-host half of the gateway (ch. 10, CB-308 §7): the routing fork, both ack models,
+//! the turn-state split between the sender's and the worker's gateway, cross-host asks, the
+//! roster, and broker outage. Everything here is a rule over inputs; the shell carries the
+//! resulting `BrokerOp`s out against AMQP.
+//!
+//! Who owns what (CB-308 §7.7): the worker's gateway owns the turn — a `Mode::Remote` proxy
+//! delegation there does the turnId minting, ask coalescing, completion and failure
+//! fallbacks — and reports each ending as a message answering the brief (`re`). The sender's
+//! gateway owns only the waiter, keyed by the brief's msgId.
+
+use super::{Delegation, Gateway, Mode, TimerKind};
+use crate::admission::{admit, presence_key, SeenSet};
+use crate::authz::Principal;
+use crate::broker::{
+    Binding, BrokerEvent, BrokerOp, Consume, DeliveryId, Exchange, Names, PublishId, PublishResult,
+    QueueArgs, QueueSpec, Topology,
+};
+use crate::config::CoreConfig;
+use crate::envelope::{Envelope, Headers, Kind, VERSION};
+use crate::ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, TurnId};
+use crate::inbox::HeldReply;
+use crate::io::{CallError, Event, Output, Response};
+use crate::outcome::{AskOutcome, Outcome, Phase};
+use crate::push::Attention;
+use crate::roster::{EntityKind, Presence, Roster, GATEWAY_GID};
+use crate::signing::Keyring;
+use crate::time::{Duration, Instant};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a gateway needs to take part in a fleet of hosts.
+#[derive(Clone, Debug)]
+pub struct Federation {
+    pub host: HostId,
+    pub keyring: Keyring,
+    /// Prefix of every broker object name (default `fleet`).
+    pub namespace: String,
+    /// Gateways allowed to send this host control (SPAWN), checked against the signature.
+    pub control_allowlist: BTreeSet<HostId>,
+    /// Profile names this host can spawn, advertised in its `_gateway` heartbeat.
+    pub profiles: Vec<String>,
+}
+
+/// A reply-path delivery held unacked until the lead has the message (at-least-once).
+#[derive(Clone, Debug)]
+struct Held {
+    /// `None` after a reconnect: the broker will redeliver it with a new tag.
+    delivery: Option<DeliveryId>,
+    /// For a stranded reply: the member it came from (its inbox key here).
+    target: Option<SessionId>,
+    expires_unix: u64,
+    holder: Holder,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Holder {
+    Inbox(ReplyId),
+    Ticket(TicketId),
+}
+
+/// An ASK from a remote worker that resolved one of our waiters: where to send the answer.
+#[derive(Clone, Debug)]
+struct RemoteAsk {
+    worker: SessionId,
+}
+
+pub(super) struct Fed {
+    cfg: Federation,
+    names: Names,
+    broker_up: bool,
+    generation: u32,
+    wall_at: Instant,
+    wall_unix: u64,
+    seen: SeenSet,
+    /// Reply-path msgIds already handed to a lead: a redelivery of one is acked and dropped.
+    done: SeenSet,
+    roster: Roster,
+    /// Entities served here, and whether each is announced (members after the readiness gate).
+    local: BTreeMap<SessionId, (EntityKind, bool)>,
+    next_publish: u64,
+    /// Publishes whose confirm decides a delegation ("no such recipient" at once).
+    publishes: BTreeMap<PublishId, TicketId>,
+    /// Sender side: the waiter of each brief or answer we published, by its msgId.
+    remote_waiters: BTreeMap<MsgId, TicketId>,
+    remote_asks: BTreeMap<TurnId, RemoteAsk>,
+    held: BTreeMap<MsgId, Held>,
+    held_by: BTreeMap<Holder, MsgId>,
+}
+
+impl std::fmt::Debug for Fed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fed")
+            .field("host", &self.cfg.host)
+            .field("broker_up", &self.broker_up)
+            .field("local", &self.local.len())
+            .field("held", &self.held.len())
+            .finish()
+    }
+}
+
+impl Gateway {
+    /// A gateway that is one host of a fleet: `now` on the monotonic clock is `unix_ms` on the
+    /// wall clock. It starts with the broker down; `BrokerEvent::Up` brings it in.
+    pub fn federated(
+        cfg: CoreConfig,
+        federation: Federation,
+        seed: u64,
+        now: Instant,
+        unix_ms: u64,
+    ) -> Result<Self, crate::config::ConfigError> {
+        let mut gw = Gateway::new(cfg, seed, now)?;
+        let c = &gw.cfg;
+        gw.fed = Some(Fed {
+            names: Names::new(&federation.namespace),
+            cfg: federation,
+            broker_up: false,
+            generation: 0,
+            wall_at: now,
+            wall_unix: unix_ms,
+            seen: SeenSet::new(c.seen_capacity),
+            done: SeenSet::new(c.seen_capacity),
+            roster: Roster::new(Duration::from_millis(c.presence_ttl_ms)),
+            local: BTreeMap::new(),
+            next_publish: 0,
+            publishes: BTreeMap::new(),
+            remote_waiters: BTreeMap::new(),
+            remote_asks: BTreeMap::new(),
+            held: BTreeMap::new(),
+            held_by: BTreeMap::new(),
+        });
+        Ok(gw)
+    }
+
+    /// The union roster as this gateway sees it (`fleet_list`).
+    pub fn roster(&self) -> Vec<crate::roster::RosterRow> {
+        match &self.fed {
+            Some(f) => f.roster.view(self.now, &f.cfg.host, f.broker_up),
+            None => Vec::new(),
+        }
+    }
+
+    /// Reply-path deliveries held unacked (bounded by the prefetch window).
+    pub fn held_deliveries(&self) -> usize {
+        self.fed.as_ref().map_or(0, |f| f.held.len())
+    }
+
+    /// This gateway's slice of the broker topology (`fleetd topology`).
+    pub fn topology(&self) -> Option<Topology> {
+        let f = self.fed.as_ref()?;
+        let gids: Vec<(SessionId, EntityKind)> =
+            f.local.iter().map(|(g, (k, _))| (g.clone(), *k)).collect();
+        Some(slice(&self.cfg, f, &gids, true))
+    }
+
+    fn unix_now(&self) -> u64 {
+        match &self.fed {
+            Some(f) => f
+                .wall_unix
+                .saturating_add(self.now.saturating_since(f.wall_at).as_millis() as u64),
+            None => 0,
+        }
+    }
+
+    pub(super) fn on_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        if let Some(f) = &mut self.fed {
+            f.wall_at = now;
+            f.wall_unix = unix_ms;
+        }
+    }
+
+    // ---- the routing fork ------------------------------------------------------------------
+
+    /// Remote: a federated gateway that does not serve `gid` itself. Same-host traffic never
+    /// produces a broker output.
+    pub(super) fn is_remote(&self, gid: &SessionId) -> bool {
+        self.fed
+            .as_ref()
+            .is_some_and(|f| !f.local.contains_key(gid))
+    }
+
+    pub(super) fn local_entity(&mut self, gid: &SessionId, kind: EntityKind, announce: bool) {
+        let Some(f) = &mut self.fed else { return };
+        let fresh = !f.local.contains_key(gid);
+        let e = f.local.entry(gid.clone()).or_insert((kind, false));
+        e.1 |= announce;
+        if fresh && f.broker_up {
+            let t = slice(&self.cfg, f, &[(gid.clone(), kind)], false);
+            self.out.push_back(Output::Broker(BrokerOp::Declare(t)));
+        }
+        if announce {
+            self.announce(gid);
+        }
+    }
+
+    /// A member's pane is gone: its inbox is deleted with it (no broadcasts to the dead).
+    pub(super) fn local_entity_gone(&mut self, gid: &SessionId) {
+        let Some(f) = &mut self.fed else { return };
+        if f.local.remove(gid).is_some() {
+            f.roster.forget(gid);
+            let name = f.names.inbox(gid);
+            self.out
+                .push_back(Output::Broker(BrokerOp::DeleteQueue { name }));
+        }
+    }
+
+    // ---- publishing ----------------------------------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    fn envelope(
+        &mut self,
+        kind: Kind,
+        from: &SessionId,
+        to: String,
+        re: Option<MsgId>,
+        turn_id: Option<TurnId>,
+        outcome: Option<Outcome>,
+        body: Vec<u8>,
+        ttl_ms: u64,
+        trace: Option<TraceId>,
+    ) -> Envelope {
+        let ts = self.unix_now();
+        let msg_id = self.ids.msg();
+        let trace_id = trace.unwrap_or_else(|| self.ids.trace());
+        Envelope {
+            v: VERSION,
+            kind,
+            msg_id,
+            trace_id,
+            from: from.clone(),
+            to,
+            signer: HostId::new(""),
+            re,
+            turn_id,
+            spawn_id: None,
+            outcome,
+            ts,
+            expires_at: ts.saturating_add(ttl_ms),
+            sig: None,
+            body,
+        }
+    }
+
+    /// Signs and publishes. Returns the publish id, or `None` with the broker down.
+    fn publish(&mut self, exchange: Exchange, mut env: Envelope) -> Option<PublishId> {
+        let f = self.fed.as_mut()?;
+        if !f.broker_up {
+            return None;
+        }
+        f.cfg.keyring.sign(&mut env);
+        f.next_publish += 1;
+        let publish = PublishId(f.next_publish);
+        let mandatory = env.kind != Kind::Broadcast;
+        let persistent = matches!(
+            env.kind,
+            Kind::Send | Kind::Reply | Kind::Failed | Kind::Abandoned | Kind::Spawn
+        );
+        self.out.push_back(Output::Broker(BrokerOp::Publish {
+            publish,
+            exchange,
+            key: env.to.clone(),
+            mandatory,
+            persistent,
+            headers: env.to_headers(),
+            body: env.body,
+        }));
+        Some(publish)
+    }
+
+    fn ack(&mut self, delivery: DeliveryId) {
+        self.out
+            .push_back(Output::Broker(BrokerOp::Ack { delivery }));
+    }
+
+    fn reject(&mut self, delivery: DeliveryId, queue: &str, code: &str, detail: String) {
+        self.out
+            .push_back(Output::Broker(BrokerOp::Reject { delivery }));
+        self.event(Event::Rejected {
+            queue: queue.to_string(),
+            code: code.to_string(),
+            detail,
+        });
+    }
+
+    // ---- sender side: delegating across hosts ----------------------------------------------
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn send_remote(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        caller: &Principal,
+        target: SessionId,
+        content: String,
+        wait: bool,
+        timeout: Duration,
+    ) {
+        let Some(from) = caller.session.clone().filter(|s| !self.is_remote(s)) else {
+            return self.invalid(
+                call,
+                "this caller is not attached to the gateway, so it has no inbox for the reply",
+            );
+        };
+        let up = self.fed.as_ref().is_some_and(|f| f.broker_up);
+        if !up {
+            return self.respond(call, Response::Error(CallError::BrokerUnavailable));
+        }
+        let inject_ms = self.cfg.injected_timeout_ms;
+        let env = self.envelope(
+            Kind::Send,
+            &from,
+            target.to_string(),
+            None,
+            None,
+            None,
+            content.into_bytes(),
+            inject_ms,
+            None,
+        );
+        let msg = env.msg_id;
+        let Some(publish) = self.publish(Exchange::Msg, env) else {
+            return self.respond(call, Response::Error(CallError::BrokerUnavailable));
+        };
+        self.stats.sends_total += 1;
+        let ticket = self.ids.ticket();
+        if let Some(f) = &mut self.fed {
+            f.publishes.insert(publish, ticket);
+            f.remote_waiters.insert(msg, ticket);
+        }
+        self.open_delegation(now, call, ticket, &target, msg, caller, wait, timeout);
+        if let Some(d) = self.delegations.get_mut(&ticket) {
+            d.remote_injected = Some(false);
+        }
+        let by = now + Duration::from_millis(inject_ms + self.cfg.clock_skew_ms);
+        self.timers.insert((by, TimerKind::InjectBy(ticket)));
+    }
+
+    /// No INJECTED within the bound: a loud, fast failure, not a send-length silence.
+    pub(super) fn on_inject_by(&mut self, now: Instant, ticket: TicketId) {
+        let pending = self
+            .delegations
+            .get(&ticket)
+            .is_some_and(|d| d.remote_injected == Some(false));
+        if pending {
+            let why = format!(
+                "not injected within {} ms: the worker's gateway did not confirm delivery",
+                self.cfg.injected_timeout_ms
+            );
+            self.finish(now, ticket, Outcome::WorkerFailed, Some(why), None);
+        }
+    }
+
+    pub(super) fn forget_remote_waiter(&mut self, msg: MsgId) {
+        if let Some(f) = &mut self.fed {
+            f.remote_waiters.remove(&msg);
+        }
+    }
+
+    pub(super) fn is_remote_ask(&self, turn: TurnId) -> bool {
+        self.fed
+            .as_ref()
+            .is_some_and(|f| f.remote_asks.contains_key(&turn))
+    }
+
+    /// A lead answers a question asked by a worker on another host: ANSWER goes to the
+    /// worker's inbox; the worker's gateway injects it only if that turn still waits.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn answer_remote(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        caller: &Principal,
+        turn: TurnId,
+        content: String,
+        wait: bool,
+        timeout: Duration,
+    ) {
+        let up = self.fed.as_ref().is_some_and(|f| f.broker_up);
+        if !up {
+            return self.respond(call, Response::Error(CallError::BrokerUnavailable));
+        }
+        let Some(ask) = self.fed.as_mut().and_then(|f| f.remote_asks.remove(&turn)) else {
+            return;
+        };
+        let Some(from) = caller.session.clone() else {
+            return self.invalid(call, "this caller has no identity to answer from");
+        };
+        let ttl = self.cfg.ask_timeout_ms;
+        let env = self.envelope(
+            Kind::Answer,
+            &from,
+            ask.worker.to_string(),
+            None,
+            Some(turn),
+            None,
+            content.into_bytes(),
+            ttl,
+            None,
+        );
+        let msg = env.msg_id;
+        if self.publish(Exchange::Msg, env).is_none() {
+            return self.respond(call, Response::Error(CallError::BrokerUnavailable));
+        }
+        if let Some(ticket) = self.asking_tickets.remove(&turn) {
+            // A paused async ticket resumes, now waiting on the answer's continuation.
+            if let Some(d) = self.delegations.get_mut(&ticket) {
+                d.asking = None;
+                d.msg = msg;
+                d.deadline = now + timeout;
+                self.timers
+                    .insert((d.deadline, TimerKind::SendDeadline(ticket)));
+            }
+            if let Some(f) = &mut self.fed {
+                f.remote_waiters.insert(msg, ticket);
+            }
+            if let Some(t) = self.tickets.get_mut(&ticket) {
+                t.phase = Phase::Pending;
+                t.question = None;
+                t.turn_id = None;
+            }
+            if let Some(t) = self.tickets.get(&ticket) {
+                let view = super::ticket_view(ticket, t);
+                self.respond(call, Response::Ticket(view));
+            }
+            return;
+        }
+        self.stats.sends_total += 1;
+        let ticket = self.ids.ticket();
+        if let Some(f) = &mut self.fed {
+            f.remote_waiters.insert(msg, ticket);
+        }
+        self.open_delegation(now, call, ticket, &ask.worker, msg, caller, wait, timeout);
+        if let Some(d) = self.delegations.get_mut(&ticket) {
+            // An answer is not typed into a pane: no INJECTED is expected for it.
+            d.remote_injected = Some(true);
+        }
+    }
+
+    // ---- worker side: the turn owner -------------------------------------------------------
+
+    /// A brief from another host was typed: tell its sender.
+    pub(super) fn remote_injected(&mut self, _now: Instant, target: &SessionId, msg: MsgId) {
+        let Some(ticket) = self.rendezvous.waiter(target, msg).map(|w| w.ticket) else {
+            return;
+        };
+        let Some(Mode::Remote { reply_to, re }) =
+            self.delegations.get(&ticket).map(|d| d.mode.clone())
+        else {
+            return;
+        };
+        let ttl = self.cfg.reply_ttl_ms;
+        let env = self.envelope(
+            Kind::Injected,
+            target,
+            reply_to.to_string(),
+            Some(re),
+            None,
+            None,
+            Vec::new(),
+            ttl,
+            None,
+        );
+        self.publish(Exchange::Msg, env);
+    }
+
+    /// The worker-side proxy ended: REPLY for a reply or a completion, FAILED otherwise.
+    pub(super) fn publish_outcome(
+        &mut self,
+        _now: Instant,
+        worker: &SessionId,
+        reply_to: &SessionId,
+        re: MsgId,
+        outcome: Outcome,
+        body: Option<String>,
+    ) {
+        let kind = match outcome {
+            Outcome::Replied | Outcome::CompletedUnreplied => Kind::Reply,
+            _ => Kind::Failed,
+        };
+        let ttl = self.cfg.reply_ttl_ms;
+        let env = self.envelope(
+            kind,
+            worker,
+            reply_to.to_string(),
+            Some(re),
+            None,
+            Some(outcome),
+            body.unwrap_or_default().into_bytes(),
+            ttl,
+            None,
+        );
+        if self.publish(Exchange::Msg, env).is_none() {
+            self.event(Event::Stale {
+                what: format!("{kind} for {re} not sent: broker down"),
+                target: worker.clone(),
+            });
+        }
+    }
+
+    /// The member asked mid-turn in a delegation from another host: ASK goes to the lead;
+    /// the member stays parked until ANSWER, NO_WAITER or its ask timeout.
+    pub(super) fn publish_ask(
+        &mut self,
+        _now: Instant,
+        worker: &SessionId,
+        reply_to: &SessionId,
+        re: MsgId,
+        turn: TurnId,
+        question: String,
+    ) {
+        let ttl = self.cfg.ask_timeout_ms;
+        let env = self.envelope(
+            Kind::Ask,
+            worker,
+            reply_to.to_string(),
+            Some(re),
+            Some(turn),
+            None,
+            question.into_bytes(),
+            ttl,
+            None,
+        );
+        if self.publish(Exchange::Msg, env).is_none() {
+            // Nobody can be asked: close the ask as NO_WAITER so the member is not left parked.
+            self.close_remote_ask(turn, AskOutcome::NoWaiter);
+        }
+    }
+
+    /// A member replied with no waiter, and the lead that last delegated to it is on another
+    /// host: the reply goes to that lead's inbox, where it is held until drained (U3).
+    pub(super) fn reply_to_remote_lead(
+        &mut self,
+        _now: Instant,
+        call: CallId,
+        member: &SessionId,
+        lead: &SessionId,
+        content: String,
+    ) {
+        let ttl = self.cfg.reply_ttl_ms;
+        let env = self.envelope(
+            Kind::Reply,
+            member,
+            lead.to_string(),
+            None,
+            None,
+            Some(Outcome::Replied),
+            content.into_bytes(),
+            ttl,
+            None,
+        );
+        let id = ReplyId(env.msg_id.0);
+        match self.publish(Exchange::Msg, env) {
+            Some(_) => self.respond(call, Response::ReplyAccepted { held: Some(id) }),
+            None => self.respond(call, Response::Error(CallError::BrokerUnavailable)),
+        }
+    }
+
+    fn close_remote_ask(&mut self, turn: TurnId, outcome: AskOutcome) {
+        let Some(ask) = self.rendezvous.close_ask(turn) else {
+            return;
+        };
+        for c in &ask.calls {
+            self.respond(
+                *c,
+                Response::Ask {
+                    outcome,
+                    turn_id: Some(turn),
+                    answer: None,
+                },
+            );
+        }
+        self.event(Event::AskClosed {
+            target: ask.session.clone(),
+            turn_id: turn,
+            outcome,
+        });
+        self.injector.set_asking(&ask.session, false);
+        // Nobody is waiting on this proxy any more: it ends without a message.
+        if let Some(ticket) = self.asking_tickets.remove(&turn) {
+            self.delegations.remove(&ticket);
+        }
+    }
+
+    // ---- the broker ------------------------------------------------------------------------
+
+    pub(super) fn on_broker(&mut self, now: Instant, ev: BrokerEvent) {
+        match ev {
+            BrokerEvent::Up { generation } => self.on_broker_up(now, generation),
+            BrokerEvent::Down => self.on_broker_down(now),
+            BrokerEvent::Published { publish, result } => {
+                let ticket = self.fed.as_mut().and_then(|f| f.publishes.remove(&publish));
+                let Some(ticket) = ticket else { return };
+                match result {
+                    PublishResult::Routed => {}
+                    PublishResult::Unroutable => {
+                        let target = self.delegations.get(&ticket).map(|d| d.target.clone());
+                        if let Some(target) = target {
+                            self.fail_call(now, ticket, CallError::NoSuchRecipient { target });
+                        }
+                    }
+                    PublishResult::Failed(_) => {
+                        self.fail_call(now, ticket, CallError::BrokerUnavailable)
+                    }
+                }
+            }
+            BrokerEvent::Delivery {
+                delivery,
+                queue,
+                routing_key,
+                redelivered: _,
+                headers,
+                body,
+            } => self.on_delivery(now, delivery, &queue, &routing_key, &headers, body),
+        }
+    }
+
+    fn on_broker_up(&mut self, now: Instant, generation: u32) {
+        let cfg = self.cfg.clone();
+        let Some(f) = &mut self.fed else { return };
+        f.broker_up = true;
+        f.generation = generation;
+        let gids: Vec<(SessionId, EntityKind)> =
+            f.local.iter().map(|(g, (k, _))| (g.clone(), *k)).collect();
+        let t = slice(&cfg, f, &gids, true);
+        self.out.push_back(Output::Broker(BrokerOp::Declare(t)));
+        self.timers.insert((now, TimerKind::Presence));
+        self.timers.insert((
+            now + Duration::from_millis(cfg.held_sweep_interval_ms),
+            TimerKind::HeldSweep,
+        ));
+    }
+
+    /// Held deliveries lose their tags (the broker requeues them for the next generation);
+    /// publishes awaiting a confirm are failed — nothing is buffered on the broker's behalf.
+    fn on_broker_down(&mut self, now: Instant) {
+        let Some(f) = &mut self.fed else { return };
+        f.broker_up = false;
+        for h in f.held.values_mut() {
+            h.delivery = None;
+        }
+        let pending: Vec<TicketId> = std::mem::take(&mut f.publishes).into_values().collect();
+        for ticket in pending {
+            self.fail_call(now, ticket, CallError::BrokerUnavailable);
+        }
+    }
+
+    /// Ends a delegation with a call error: an error answer for a blocking call, a FAILED
+    /// ticket (saying why) for an async one.
+    fn fail_call(&mut self, now: Instant, ticket: TicketId, err: CallError) {
+        let Some(d) = self.delegations.get(&ticket) else {
+            return;
+        };
+        match d.mode {
+            Mode::Blocking(call) => {
+                let target = d.target.clone();
+                let msg = d.msg;
+                self.delegations.remove(&ticket);
+                self.forget_remote_waiter(msg);
+                self.event(Event::Resolved {
+                    ticket,
+                    target,
+                    outcome: Outcome::WorkerFailed,
+                });
+                self.respond(call, Response::Error(err));
+            }
+            _ => self.finish(
+                now,
+                ticket,
+                Outcome::WorkerFailed,
+                Some(err.to_string()),
+                None,
+            ),
+        }
+    }
+
+    fn on_delivery(
+        &mut self,
+        now: Instant,
+        delivery: DeliveryId,
+        queue: &str,
+        routing_key: &str,
+        headers: &Headers,
+        body: Vec<u8>,
+    ) {
+        let unix = self.unix_now();
+        let Some(f) = &mut self.fed else { return };
+        if queue == f.names.dlq() {
+            return self.on_dead_letter(now, delivery, headers, body);
+        }
+        let (roster, keyring) = (&f.roster, &f.cfg.keyring);
+        let admitted = admit(
+            keyring,
+            headers,
+            body,
+            routing_key,
+            unix,
+            |g| roster.host_of(now, g),
+            &mut f.seen,
+        );
+        let env = match admitted {
+            Ok(env) => env,
+            Err(r) => return self.reject(delivery, queue, r.code(), r.to_string()),
+        };
+        let control = queue == f.names.control(&f.cfg.host);
+        let roster_q = queue == f.names.roster(&f.cfg.host);
+        let local_to = SessionId::new(&env.to);
+        let inbox = f.local.contains_key(&local_to) && queue == f.names.inbox(&local_to);
+        match env.kind {
+            Kind::Presence if roster_q => self.on_presence(now, delivery, queue, env),
+            Kind::Send | Kind::Broadcast if inbox => self.on_brief(now, delivery, queue, env),
+            Kind::Answer if inbox => {
+                self.ack(delivery);
+                self.on_answer_message(now, env);
+            }
+            Kind::Reply if inbox => self.on_reply_message(now, delivery, env),
+            Kind::Failed | Kind::Abandoned if inbox => {
+                self.ack(delivery);
+                self.on_failed_message(now, env);
+            }
+            Kind::Injected if inbox => {
+                self.ack(delivery);
+                let ticket = env
+                    .re
+                    .and_then(|re| self.fed.as_ref()?.remote_waiters.get(&re).copied());
+                if let Some(d) = ticket.and_then(|t| self.delegations.get_mut(&t)) {
+                    d.remote_injected = Some(true);
+                }
+            }
+            Kind::Ask if inbox => {
+                self.ack(delivery);
+                self.on_ask_message(now, env);
+            }
+            Kind::NoWaiter if inbox => {
+                self.ack(delivery);
+                if let Some(turn) = env.turn_id {
+                    self.close_remote_ask(turn, AskOutcome::NoWaiter);
+                }
+            }
+            Kind::TooLate if inbox => {
+                self.ack(delivery);
+                let ticket = env
+                    .re
+                    .and_then(|re| self.fed.as_ref()?.remote_waiters.get(&re).copied());
+                if let Some(ticket) = ticket {
+                    let why = "the turn was no longer waiting when the answer arrived".to_string();
+                    self.finish(now, ticket, Outcome::StaleTurn, Some(why), env.turn_id);
+                }
+            }
+            kind if control => self.reject(
+                delivery,
+                queue,
+                "unsupported",
+                format!("{kind} on the control queue is not handled yet"),
+            ),
+            kind => self.reject(
+                delivery,
+                queue,
+                "misrouted",
+                format!("{kind} has no meaning on {queue}"),
+            ),
+        }
+    }
+
+    fn on_presence(&mut self, now: Instant, delivery: DeliveryId, queue: &str, env: Envelope) {
+        match Presence::from_body(&env.body) {
+            Ok(p) => {
+                self.ack(delivery);
+                if let Some(f) = &mut self.fed {
+                    f.roster.observe(now, &env.signer, &env.from, p);
+                }
+            }
+            Err(e) => self.reject(delivery, queue, "malformed", format!("presence body: {e}")),
+        }
+    }
+
+    /// The forward path (at-most-once): ack first — a redelivered brief can never be typed
+    /// twice — then the status-gated inject; INJECTED follows once it lands.
+    fn on_brief(&mut self, now: Instant, delivery: DeliveryId, queue: &str, env: Envelope) {
+        let Ok(text) = String::from_utf8(env.body.clone()) else {
+            return self.reject(delivery, queue, "malformed", "body is not UTF-8".into());
+        };
+        self.ack(delivery);
+        let target = SessionId::new(&env.to);
+        let busy = self.rendezvous.has_waiter(&target) || self.paused_ticket_on(&target);
+        if busy || text.trim().is_empty() {
+            let (outcome, why) = if busy {
+                (
+                    Outcome::Busy,
+                    format!("{target} already has an open delegation"),
+                )
+            } else {
+                (Outcome::WorkerFailed, "empty brief".to_string())
+            };
+            return self.publish_outcome(now, &target, &env.from, env.msg_id, outcome, Some(why));
+        }
+        let ticket = self.ids.ticket();
+        let msg = env.msg_id;
+        let unix = self.unix_now();
+        let deadline = now + Duration::from_millis(env.expires_at.saturating_sub(unix));
+        self.last_delegator.insert(target.clone(), env.from.clone());
+        self.rendezvous.open(&target, msg, ticket);
+        self.injector.enqueue(&target, msg, text);
+        self.delegations.insert(
+            ticket,
+            Delegation {
+                target: target.clone(),
+                msg,
+                lead: None,
+                mode: Mode::Remote {
+                    reply_to: env.from.clone(),
+                    re: env.msg_id,
+                },
+                deadline,
+                asking: None,
+                remote_injected: None,
+            },
+        );
+        self.timers
+            .insert((deadline, TimerKind::SendDeadline(ticket)));
+        self.event(Event::Enqueued {
+            ticket: Some(ticket),
+            target: target.clone(),
+            msg,
+        });
+        self.out.push_back(Output::PollStatus { target });
+    }
+
+    /// ANSWER for a member's ask: delivered into the ask only if that turn still waits, and
+    /// only from the lead it was asked of; otherwise dropped and the sender told TOO_LATE.
+    fn on_answer_message(&mut self, now: Instant, env: Envelope) {
+        let worker = SessionId::new(&env.to);
+        let waiting = env.turn_id.and_then(|turn| {
+            let ask = self.rendezvous.ask(turn)?;
+            let ticket = *self.asking_tickets.get(&turn)?;
+            let asked_of = match &self.delegations.get(&ticket)?.mode {
+                Mode::Remote { reply_to, .. } => reply_to.clone(),
+                _ => return None,
+            };
+            (ask.session == worker && asked_of == env.from).then_some((turn, ticket))
+        });
+        let Some((turn, ticket)) = waiting else {
+            let ttl = self.cfg.reply_ttl_ms;
+            let late = self.envelope(
+                Kind::TooLate,
+                &worker,
+                env.from.to_string(),
+                Some(env.msg_id),
+                env.turn_id,
+                None,
+                Vec::new(),
+                ttl,
+                Some(env.trace_id),
+            );
+            self.publish(Exchange::Msg, late);
+            return;
+        };
+        let Some(ask) = self.rendezvous.close_ask(turn) else {
+            return;
+        };
+        let answer = String::from_utf8_lossy(&env.body).into_owned();
+        for c in &ask.calls {
+            self.respond(
+                *c,
+                Response::Ask {
+                    outcome: AskOutcome::Answered,
+                    turn_id: Some(turn),
+                    answer: Some(answer.clone()),
+                },
+            );
+        }
+        self.event(Event::AskClosed {
+            target: worker.clone(),
+            turn_id: turn,
+            outcome: AskOutcome::Answered,
+        });
+        self.injector.set_asking(&worker, false);
+        self.asking_tickets.remove(&turn);
+        // The proxy continues the same turn; its ending now answers the ANSWER.
+        if let Some(d) = self.delegations.get_mut(&ticket) {
+            d.asking = None;
+            if let Mode::Remote { re, .. } = &mut d.mode {
+                *re = env.msg_id;
+            }
+        }
+        let baseline = ask.baseline.unwrap_or_default();
+        self.rendezvous
+            .open_captured(&worker, ask.msg, ticket, baseline);
+        let _ = now;
+    }
+
+    // ---- sender side: what comes back ------------------------------------------------------
+
+    /// The reply/pull path (at-least-once): a REPLY stays unacked until its lead has it —
+    /// answered to a blocking call at once, or held for a poll or a drain — and a redelivered
+    /// copy is recognised by msgId.
+    fn on_reply_message(&mut self, now: Instant, delivery: DeliveryId, env: Envelope) {
+        let Some(f) = &mut self.fed else { return };
+        if let Some(h) = f.held.get_mut(&env.msg_id) {
+            h.delivery = Some(delivery); // redelivered after a reconnect: adopt the new tag
+            return;
+        }
+        if f.done.contains(env.msg_id) {
+            return self.ack(delivery); // already handed to the lead: a benign duplicate
+        }
+        let ticket = env.re.and_then(|re| f.remote_waiters.get(&re).copied());
+        let content = String::from_utf8_lossy(&env.body).into_owned();
+        let outcome = env.outcome.unwrap_or(Outcome::Replied);
+        let outcome = if matches!(outcome, Outcome::Replied | Outcome::CompletedUnreplied) {
+            outcome
+        } else {
+            Outcome::Replied
+        };
+        if let Some(ticket) = ticket.filter(|t| self.delegations.contains_key(t)) {
+            let blocking = matches!(
+                self.delegations.get(&ticket).map(|d| &d.mode),
+                Some(Mode::Blocking(_))
+            );
+            self.finish(now, ticket, outcome, Some(content), None);
+            if blocking {
+                self.mark_done(env.msg_id, env.expires_at);
+                return self.ack(delivery);
+            }
+            return self.hold(env.msg_id, delivery, env.expires_at, Holder::Ticket(ticket));
+        }
+        // No waiter: a stranded reply (U3), held for the lead to drain.
+        let lead = SessionId::new(&env.to);
+        let id = self.ids.reply();
+        let held = HeldReply {
+            id,
+            target: env.from.clone(),
+            lead: Some(lead.clone()),
+            content,
+            at: now,
+        };
+        match self.inbox.push(held) {
+            Ok(()) => {
+                self.event(Event::ReplyHeld {
+                    target: env.from.clone(),
+                    reply: id,
+                    lead: Some(lead.clone()),
+                });
+                self.push.add(
+                    &lead,
+                    Attention::Reply {
+                        target: env.from.clone(),
+                        id,
+                    },
+                );
+                self.hold(env.msg_id, delivery, env.expires_at, Holder::Inbox(id));
+                if let Some(h) = self.fed.as_mut().and_then(|f| f.held.get_mut(&env.msg_id)) {
+                    h.target = Some(env.from.clone());
+                }
+            }
+            Err(full) => {
+                let queue = self
+                    .fed
+                    .as_ref()
+                    .map(|f| f.names.inbox(&lead))
+                    .unwrap_or_default();
+                self.reject(
+                    delivery,
+                    &queue,
+                    "inbox_full",
+                    format!("{} held for {}: to the DLQ", full.cap, env.from),
+                );
+            }
+        }
+    }
+
+    fn hold(&mut self, msg: MsgId, delivery: DeliveryId, expires_unix: u64, holder: Holder) {
+        if let Some(f) = &mut self.fed {
+            f.held.insert(
+                msg,
+                Held {
+                    delivery: Some(delivery),
+                    target: None,
+                    expires_unix,
+                    holder,
+                },
+            );
+            f.held_by.insert(holder, msg);
+        }
+    }
+
+    fn mark_done(&mut self, msg: MsgId, expires_unix: u64) {
+        let unix = self.unix_now();
+        if let Some(f) = &mut self.fed {
+            f.done.insert(msg, expires_unix, unix);
+        }
+    }
+
+    /// The lead has it: ack the held delivery (or remember to, if its tag was voided).
+    fn release(&mut self, holder: Holder) {
+        let Some(f) = &mut self.fed else { return };
+        let Some(msg) = f.held_by.remove(&holder) else {
+            return;
+        };
+        let Some(h) = f.held.remove(&msg) else { return };
+        let unix = self.unix_now();
+        if let Some(f) = &mut self.fed {
+            f.done.insert(msg, h.expires_unix, unix);
+        }
+        if let Some(d) = h.delivery {
+            self.ack(d);
+        }
+    }
+
+    pub(super) fn ticket_collected(&mut self, ticket: TicketId) {
+        self.release(Holder::Ticket(ticket));
+    }
+
+    pub(super) fn reply_collected(&mut self, id: ReplyId) {
+        self.release(Holder::Inbox(id));
+    }
+
+    fn on_failed_message(&mut self, now: Instant, env: Envelope) {
+        let ticket = env
+            .re
+            .and_then(|re| self.fed.as_ref()?.remote_waiters.get(&re).copied());
+        let Some(ticket) = ticket else { return };
+        let outcome = match env.kind {
+            Kind::Abandoned => Outcome::WorkerFailed,
+            _ => match env.outcome {
+                Some(o @ (Outcome::BackendExhausted | Outcome::Busy | Outcome::TimedOutQueued)) => {
+                    o
+                }
+                _ => Outcome::WorkerFailed,
+            },
+        };
+        let body = String::from_utf8_lossy(&env.body).into_owned();
+        self.finish(now, ticket, outcome, Some(body), None);
+    }
+
+    /// ASK from a remote worker: it surfaces on the open send as QUESTION, or NO_WAITER goes
+    /// straight back when no waiter is open (one round trip, as on one host).
+    fn on_ask_message(&mut self, now: Instant, env: Envelope) {
+        let Some(turn) = env.turn_id else { return };
+        let ticket = env
+            .re
+            .and_then(|re| self.fed.as_ref()?.remote_waiters.get(&re).copied())
+            .filter(|t| self.delegations.contains_key(t));
+        let Some(ticket) = ticket else {
+            let ttl = self.cfg.reply_ttl_ms;
+            let lead = SessionId::new(&env.to);
+            let nw = self.envelope(
+                Kind::NoWaiter,
+                &lead,
+                env.from.to_string(),
+                env.re,
+                Some(turn),
+                None,
+                Vec::new(),
+                ttl,
+                Some(env.trace_id),
+            );
+            self.publish(Exchange::Msg, nw);
+            return;
+        };
+        if let Some(f) = &mut self.fed {
+            f.remote_asks.insert(
+                turn,
+                RemoteAsk {
+                    worker: env.from.clone(),
+                },
+            );
+        }
+        if let Some(d) = self.delegations.get(&ticket) {
+            self.forget_remote_waiter(d.msg);
+        }
+        let question = String::from_utf8_lossy(&env.body).into_owned();
+        self.question(now, ticket, question, turn);
+    }
+
+    /// A genuine forward brief that was dead-lettered (an overflowing inbox, an expired
+    /// message, a rejected delivery) is reported to its sender as FAILED: the caps never
+    /// become a silent loss channel. Anything else in the DLQ is acked and left to operators.
+    fn on_dead_letter(
+        &mut self,
+        _now: Instant,
+        delivery: DeliveryId,
+        headers: &Headers,
+        body: Vec<u8>,
+    ) {
+        self.ack(delivery);
+        let Ok(env) = Envelope::from_parts(headers, body) else {
+            return;
+        };
+        let genuine = self
+            .fed
+            .as_ref()
+            .is_some_and(|f| f.cfg.keyring.check(&env).is_ok());
+        if !genuine || env.kind != Kind::Send {
+            return;
+        }
+        let ttl = self.cfg.reply_ttl_ms;
+        let report = self.envelope(
+            Kind::Failed,
+            &SessionId::new(GATEWAY_GID),
+            env.from.to_string(),
+            Some(env.msg_id),
+            None,
+            Some(Outcome::WorkerFailed),
+            format!("dead-lettered before delivery to {}", env.to).into_bytes(),
+            ttl,
+            Some(env.trace_id),
+        );
+        if self.publish(Exchange::Msg, report).is_some() {
+            self.event(Event::DeadLetterReported {
+                msg: env.msg_id,
+                sender: env.from,
+            });
+        }
+    }
+
+    // ---- presence, expiry, sweeping --------------------------------------------------------
+
+    fn announce(&mut self, gid: &SessionId) {
+        let Some(f) = &self.fed else { return };
+        let Some((kind, true)) = f.local.get(gid).copied() else {
+            return;
+        };
+        let host = f.cfg.host.clone();
+        let status = self.injector.view(gid).status;
+        let presence = Presence {
+            kind,
+            status,
+            profiles: Vec::new(),
+        };
+        let ttl = self.cfg.presence_ttl_ms;
+        let env = self.envelope(
+            Kind::Presence,
+            gid,
+            presence_key(&host, gid),
+            None,
+            None,
+            None,
+            presence.to_body(),
+            ttl,
+            None,
+        );
+        self.publish(Exchange::Roster, env);
+    }
+
+    pub(super) fn on_presence_tick(&mut self, now: Instant) {
+        let Some(f) = &mut self.fed else { return };
+        for gid in f.roster.expire(now) {
+            self.out
+                .push_back(Output::Event(Event::RosterExpired { gid }));
+        }
+        let Some(f) = &self.fed else { return };
+        if !f.broker_up {
+            return;
+        }
+        let (host, profiles) = (f.cfg.host.clone(), f.cfg.profiles.clone());
+        let gids: Vec<SessionId> = f.local.keys().cloned().collect();
+        let gw = SessionId::new(GATEWAY_GID);
+        let body = Presence {
+            kind: EntityKind::Gateway,
+            status: None,
+            profiles,
+        }
+        .to_body();
+        let ttl = self.cfg.presence_ttl_ms;
+        let env = self.envelope(
+            Kind::Presence,
+            &gw,
+            presence_key(&host, &gw),
+            None,
+            None,
+            None,
+            body,
+            ttl,
+            None,
+        );
+        self.publish(Exchange::Roster, env);
+        for gid in gids {
+            self.announce(&gid);
+        }
+        let next = now + Duration::from_millis(self.cfg.presence_interval_ms);
+        self.timers.insert((next, TimerKind::Presence));
+    }
+
+    /// Held deliveries past their `expiresAt` are acked and dropped, so one abandoned backlog
+    /// cannot wedge an inbox behind a full prefetch window.
+    pub(super) fn on_held_sweep(&mut self, now: Instant) {
+        let unix = self.unix_now();
+        let Some(f) = &mut self.fed else { return };
+        let expired: Vec<(Holder, Option<SessionId>)> = f
+            .held
+            .values()
+            .filter(|h| h.expires_unix < unix)
+            .map(|h| (h.holder, h.target.clone()))
+            .collect();
+        for (holder, target) in expired {
+            if let (Holder::Inbox(id), Some(target)) = (holder, target) {
+                let gone = self.inbox.ack(&target, &[id]);
+                self.collected(&gone);
+            }
+            self.release(holder);
+        }
+        if self.fed.as_ref().is_some_and(|f| f.broker_up) {
+            let next = now + Duration::from_millis(self.cfg.held_sweep_interval_ms);
+            self.timers.insert((next, TimerKind::HeldSweep));
+        }
+    }
+}
+
+/// This gateway's slice of the topology: the shared exchanges and its own queues when `full`,
+/// plus an inbox for each of `gids`.
+fn slice(cfg: &CoreConfig, f: &Fed, gids: &[(SessionId, EntityKind)], full: bool) -> Topology {
+    let n = &f.names;
+    let host = &f.cfg.host;
+    let dlx = Some(n.exchange(Exchange::Dlx));
+    let mut t = Topology::default();
+    if full {
+        t.exchanges = Exchange::ALL.to_vec();
+        t.queues.push(QueueSpec {
+            name: n.dlq(),
+            durable: true,
+            exclusive: false,
+            auto_delete: false,
+            args: QueueArgs {
+                max_length: Some(cfg.dlq_max_length),
+                ..QueueArgs::default()
+            },
+        });
+        t.queues.push(QueueSpec {
+            name: n.control(host),
+            durable: true,
+            exclusive: false,
+            auto_delete: false,
+            args: QueueArgs {
+                dead_letter_exchange: dlx.clone(),
+                ..QueueArgs::default()
+            },
+        });
+        t.queues.push(QueueSpec {
+            name: n.roster(host),
+            durable: false,
+            exclusive: true,
+            auto_delete: true,
+            args: QueueArgs::default(),
+        });
+        t.bindings.push(Binding {
+            queue: n.dlq(),
+            exchange: Exchange::Dlx,
+            key: String::new(),
+        });
+        t.bindings.push(Binding {
+            queue: n.control(host),
+            exchange: Exchange::Control,
+            key: host.to_string(),
+        });
+        t.bindings.push(Binding {
+            queue: n.roster(host),
+            exchange: Exchange::Roster,
+            key: "roster.#".into(),
+        });
+        for (queue, exclusive) in [
+            (n.control(host), true),
+            (n.roster(host), true),
+            (n.dlq(), false),
+        ] {
+            t.consumers.push(Consume {
+                queue,
+                exclusive,
+                prefetch: cfg.prefetch,
+            });
+        }
+    }
+    for (gid, kind) in gids {
+        let name = n.inbox(gid);
+        let expires = match kind {
+            EntityKind::Member => cfg.worker_inbox_expires_ms,
+            _ => cfg.lead_inbox_expires_ms,
+        };
+        t.queues.push(QueueSpec {
+            name: name.clone(),
+            durable: true,
+            exclusive: false,
+            auto_delete: false,
+            args: QueueArgs {
+                dead_letter_exchange: dlx.clone(),
+                max_length: Some(cfg.inbox_max_length),
+                message_ttl_ms: Some(cfg.inbox_message_ttl_ms),
+                expires_ms: Some(expires),
+            },
+        });
+        t.bindings.push(Binding {
+            queue: name.clone(),
+            exchange: Exchange::Msg,
+            key: gid.to_string(),
+        });
+        if *kind == EntityKind::Member {
+            t.bindings.push(Binding {
+                queue: name.clone(),
+                exchange: Exchange::Msg,
+                key: "broadcast.all".into(),
+            });
+        }
+        t.consumers.push(Consume {
+            queue: name,
+            exclusive: true,
+            prefetch: cfg.prefetch,
+        });
+    }
+    t
+}

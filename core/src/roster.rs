@@ -1,0 +1,242 @@
+//! The roster (U5): every gateway heartbeats signed presence for its local entities and for
+//! itself (`_gateway`, carrying its profile names); every gateway folds what it hears into an
+//! eventually-consistent union view. Entries expire on missed heartbeats. Signed presence is
+//! also what binds a gid to a host for admission's sender check.
+
+use crate::ids::{HostId, SessionId};
+use crate::status::AgentStatus;
+use crate::time::{Duration, Instant};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The gid a gateway speaks as when it speaks for itself (its host entry, its DLQ reports).
+pub const GATEWAY_GID: &str = "_gateway";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntityKind {
+    Member,
+    Lead,
+    Gateway,
+}
+
+/// The body of a PRESENCE message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Presence {
+    pub kind: EntityKind,
+    #[serde(default)]
+    pub status: Option<AgentStatus>,
+    /// For `_gateway` entries: the profile names this host can spawn.
+    #[serde(default)]
+    pub profiles: Vec<String>,
+}
+
+impl Presence {
+    pub fn to_body(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    pub fn from_body(body: &[u8]) -> Result<Presence, String> {
+        serde_json::from_slice(body).map_err(|e| e.to_string())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    host: HostId,
+    presence: Presence,
+    seen_at: Instant,
+}
+
+/// Whether a row can be trusted right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Liveness {
+    Live,
+    /// On another host while the broker is down: nobody can tell.
+    Unknown,
+}
+
+/// One row of the union view (`fleet_list`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RosterRow {
+    pub gid: SessionId,
+    pub host: HostId,
+    pub kind: EntityKind,
+    pub status: Option<AgentStatus>,
+    pub profiles: Vec<String>,
+    pub liveness: Liveness,
+}
+
+#[derive(Debug)]
+pub struct Roster {
+    ttl: Duration,
+    entities: BTreeMap<SessionId, Entry>,
+    gateways: BTreeMap<HostId, Entry>,
+}
+
+impl Roster {
+    pub fn new(ttl: Duration) -> Self {
+        Roster {
+            ttl,
+            entities: BTreeMap::new(),
+            gateways: BTreeMap::new(),
+        }
+    }
+
+    /// A verified PRESENCE from `host` about `gid`.
+    pub fn observe(&mut self, now: Instant, host: &HostId, gid: &SessionId, presence: Presence) {
+        let entry = Entry {
+            host: host.clone(),
+            presence,
+            seen_at: now,
+        };
+        if gid.as_str() == GATEWAY_GID {
+            self.gateways.insert(host.clone(), entry);
+        } else {
+            self.entities.insert(gid.clone(), entry);
+        }
+    }
+
+    fn fresh(&self, now: Instant, e: &Entry) -> bool {
+        e.seen_at + self.ttl > now
+    }
+
+    /// The host signed presence binds `gid` to, if its heartbeat is fresh.
+    pub fn host_of(&self, now: Instant, gid: &SessionId) -> Option<HostId> {
+        self.entities
+            .get(gid)
+            .filter(|e| self.fresh(now, e))
+            .map(|e| e.host.clone())
+    }
+
+    /// The profile names a host advertised, if its gateway heartbeat is fresh.
+    pub fn profiles_of(&self, now: Instant, host: &HostId) -> Option<Vec<String>> {
+        self.gateways
+            .get(host)
+            .filter(|e| self.fresh(now, e))
+            .map(|e| e.presence.profiles.clone())
+    }
+
+    /// Drops entries whose heartbeats stopped. Returns the gids that expired.
+    pub fn expire(&mut self, now: Instant) -> Vec<SessionId> {
+        let ttl = self.ttl;
+        let gone: Vec<SessionId> = self
+            .entities
+            .iter()
+            .filter(|(_, e)| e.seen_at + ttl <= now)
+            .map(|(g, _)| g.clone())
+            .collect();
+        for g in &gone {
+            self.entities.remove(g);
+        }
+        self.gateways.retain(|_, e| e.seen_at + ttl > now);
+        gone
+    }
+
+    /// Forgets one entity at once (a local member stopped, a remote one reported gone).
+    pub fn forget(&mut self, gid: &SessionId) {
+        self.entities.remove(gid);
+    }
+
+    /// The union view. With the broker down, other hosts' rows read as unknown.
+    pub fn view(&self, now: Instant, own: &HostId, broker_up: bool) -> Vec<RosterRow> {
+        let row = |gid: SessionId, e: &Entry| RosterRow {
+            liveness: if broker_up || &e.host == own {
+                Liveness::Live
+            } else {
+                Liveness::Unknown
+            },
+            gid,
+            host: e.host.clone(),
+            kind: e.presence.kind,
+            status: e.presence.status,
+            profiles: e.presence.profiles.clone(),
+        };
+        let mut rows: Vec<RosterRow> = self
+            .gateways
+            .iter()
+            .filter(|(_, e)| self.fresh(now, e))
+            .map(|(_, e)| row(SessionId::new(GATEWAY_GID), e))
+            .collect();
+        rows.extend(
+            self.entities
+                .iter()
+                .filter(|(_, e)| self.fresh(now, e))
+                .map(|(g, e)| row(g.clone(), e)),
+        );
+        rows
+    }
+
+    pub fn len(&self) -> usize {
+        self.entities.len() + self.gateways.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member() -> Presence {
+        Presence {
+            kind: EntityKind::Member,
+            status: Some(AgentStatus::Idle),
+            profiles: vec![],
+        }
+    }
+
+    #[test]
+    fn entries_expire_on_missed_heartbeats() {
+        let mut r = Roster::new(Duration::from_secs(15));
+        let (a, g) = (HostId::new("a"), SessionId::new("g1"));
+        r.observe(Instant::ZERO, &a, &g, member());
+        assert_eq!(r.host_of(Instant::from_millis(14_999), &g), Some(a.clone()));
+        assert_eq!(r.host_of(Instant::from_millis(15_000), &g), None);
+        r.observe(Instant::from_millis(10_000), &a, &g, member());
+        assert_eq!(
+            r.expire(Instant::from_millis(20_000)),
+            Vec::<SessionId>::new()
+        );
+        assert_eq!(r.expire(Instant::from_millis(25_000)), vec![g]);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn other_hosts_read_unknown_while_the_broker_is_down() {
+        let mut r = Roster::new(Duration::from_secs(15));
+        let (a, b) = (HostId::new("a"), HostId::new("b"));
+        r.observe(Instant::ZERO, &a, &SessionId::new("ga"), member());
+        r.observe(Instant::ZERO, &b, &SessionId::new("gb"), member());
+        let down = r.view(Instant::ZERO, &a, false);
+        let live: Vec<_> = down
+            .iter()
+            .map(|x| (x.gid.to_string(), x.liveness))
+            .collect();
+        assert_eq!(
+            live,
+            vec![
+                ("ga".into(), Liveness::Live),
+                ("gb".into(), Liveness::Unknown)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_gateway_entry_carries_its_profiles() {
+        let mut r = Roster::new(Duration::from_secs(15));
+        let b = HostId::new("b");
+        let p = Presence {
+            kind: EntityKind::Gateway,
+            status: None,
+            profiles: vec!["claude".into(), "opencode".into()],
+        };
+        r.observe(Instant::ZERO, &b, &SessionId::new(GATEWAY_GID), p.clone());
+        assert_eq!(r.profiles_of(Instant::ZERO, &b), Some(p.profiles.clone()));
+        assert_eq!(Presence::from_body(&p.to_body()), Ok(p));
+        assert!(Presence::from_body(b"{not json").is_err());
+    }
+}

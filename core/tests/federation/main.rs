@@ -1,0 +1,620 @@
+//! The federation rules, one scenario each, on two or three gateways wired by hand
+//! (`harness.rs`). Each test names the rule it pins; removing the rule fails the test.
+
+mod harness;
+
+use fleet_core::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange};
+use fleet_core::envelope::{Envelope, Kind, VERSION};
+use fleet_core::signing::Keyring;
+use fleet_core::{
+    AgentStatus, AskOutcome, CallError, Duration, Event, Input, MsgId, Outcome, Output, Phase,
+    Principal, Request, Response, SessionId, TraceId,
+};
+use harness::{host_name, Fleet, T0_UNIX};
+use std::collections::BTreeMap;
+
+const LEAD: &str = "11111111-1111-4111-8111-111111111111";
+const WORKER: &str = "22222222-2222-4222-8222-222222222222";
+const LOCAL_WORKER: &str = "33333333-3333-4333-8333-333333333333";
+
+fn send(target: &SessionId, content: &str, wait: bool) -> Request {
+    Request::Send {
+        target: target.clone(),
+        content: content.into(),
+        wait,
+        timeout_ms: Some(120_000),
+    }
+}
+
+fn outcome(r: Option<&Response>) -> Option<(Outcome, Option<String>)> {
+    match r? {
+        Response::Outcome { outcome, body, .. } => Some((*outcome, body.clone())),
+        _ => None,
+    }
+}
+
+/// Two hosts: a lead on a, a worker on b, both announced in the roster.
+fn two_hosts() -> (Fleet, Principal, SessionId) {
+    let mut f = Fleet::new(2);
+    let lead = f.lead(0, LEAD);
+    let worker = f.member(1, WORKER);
+    f.advance(Duration::from_millis(10));
+    (f, lead, worker)
+}
+
+fn harness_lead() -> Principal {
+    let gid = SessionId::new(LEAD);
+    Principal::primary(LEAD, Some(gid))
+}
+
+fn count(trace: &str, needle: &str) -> usize {
+    trace.lines().filter(|l| l.contains(needle)).count()
+}
+
+/// U1 end to end: SEND crosses the broker, the worker's gateway acks before it types,
+/// INJECTED comes back, the worker's reply crosses back and resolves the blocking send.
+#[test]
+fn u1_delegate_and_reply_across_hosts() {
+    let (mut f, lead, worker) = two_hosts();
+    let c = f.call(0, lead, send(&worker, "write the tests", true));
+    f.advance(Duration::from_secs(1));
+    assert_eq!(f.hosts[1].panes[&worker].typed, vec!["write the tests"]);
+    let b = f.trace(1);
+    let ack = b
+        .lines()
+        .position(|l| l.contains("broker ack"))
+        .expect("acked");
+    let inject = b
+        .lines()
+        .position(|l| l.contains(" inject "))
+        .expect("typed");
+    assert!(
+        ack < inject,
+        "the forward path acks before it injects:\n{b}"
+    );
+    assert_eq!(count(&b, "INJECTED"), 1);
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "done: 12 tests".into(),
+        },
+    );
+    assert_eq!(
+        outcome(f.response(0, c)),
+        Some((Outcome::Replied, Some("done: 12 tests".into())))
+    );
+    // The REPLY was acked once the lead had it (nothing left unacked on a's side).
+    assert_eq!(f.hosts[0].gw.held_deliveries(), 0);
+    assert!(f.broker.unacked.is_empty(), "{:?}", f.broker.unacked.keys());
+}
+
+/// The routing fork: a local recipient takes the in-process path; no broker output at all.
+#[test]
+fn same_host_traffic_never_touches_the_broker() {
+    let mut f = Fleet::new(2);
+    let lead = f.lead(0, LEAD);
+    let local = f.member(0, LOCAL_WORKER);
+    f.advance(Duration::from_millis(10));
+    let before = count(&f.trace(0), "broker publish");
+    let before_presence = count(&f.trace(0), "PRESENCE");
+    f.call(0, lead, send(&local, "local task", true));
+    f.advance(Duration::from_secs(1));
+    assert_eq!(f.hosts[0].panes[&local].typed, vec!["local task"]);
+    let after = count(&f.trace(0), "broker publish") - count(&f.trace(0), "PRESENCE");
+    assert_eq!(
+        after,
+        before - before_presence,
+        "only heartbeats may go out"
+    );
+}
+
+/// A mandatory publish nobody is bound to is a clear error at once, not a timeout.
+#[test]
+fn an_unroutable_send_is_no_such_recipient_at_once() {
+    let (mut f, lead, _) = two_hosts();
+    let ghost = SessionId::new("99999999-9999-4999-8999-999999999999");
+    let c = f.call(0, lead, send(&ghost, "hello?", true));
+    assert_eq!(
+        f.response(0, c),
+        Some(&Response::Error(CallError::NoSuchRecipient {
+            target: ghost
+        }))
+    );
+}
+
+/// Broker down: remote sends fail fast with a clear error, local ones still work, and
+/// remote hosts read as unknown in the roster.
+#[test]
+fn with_the_broker_down_remote_fails_fast_and_local_works() {
+    let (mut f, lead, worker) = two_hosts();
+    let local = f.member(0, LOCAL_WORKER);
+    f.input(0, Input::Broker(BrokerEvent::Down));
+    let c = f.call(0, lead.clone(), send(&worker, "remote", true));
+    assert_eq!(
+        f.response(0, c),
+        Some(&Response::Error(CallError::BrokerUnavailable))
+    );
+    let l = f.call(0, lead, send(&local, "local", true));
+    f.advance(Duration::from_secs(1));
+    assert_eq!(f.hosts[0].panes[&local].typed, vec!["local"]);
+    assert_eq!(
+        f.response(0, l),
+        None,
+        "the local send is in flight normally"
+    );
+    let view = f.hosts[0].gw.roster();
+    let w = view
+        .iter()
+        .find(|r| r.gid == worker)
+        .expect("b's worker is listed");
+    assert_eq!(w.liveness, fleet_core::roster::Liveness::Unknown);
+}
+
+/// The forward path's loss window is closed by INJECTED: none within the bound is a fast,
+/// explicit failure — and the worker's gateway never types the brief after that.
+#[test]
+fn no_injected_within_the_bound_fails_fast_and_the_brief_is_never_typed_late() {
+    let (mut f, lead, worker) = two_hosts();
+    f.set_status(1, &worker, AgentStatus::Working);
+    let c = f.call(0, lead, send(&worker, "task", true));
+    f.advance(Duration::from_secs(23));
+    let (o, body) = outcome(f.response(0, c)).expect("failed fast, long before 120 s");
+    assert_eq!(o, Outcome::WorkerFailed);
+    assert!(body.unwrap_or_default().contains("not injected"));
+    f.set_status(1, &worker, AgentStatus::Idle);
+    f.advance(Duration::from_secs(5));
+    assert!(
+        f.hosts[1].panes[&worker].typed.is_empty(),
+        "typed after the sender gave up"
+    );
+}
+
+/// U3 across hosts: the send timed out; the late REPLY is held at the lead's gateway,
+/// unacked, until the lead drains it; a redelivery after a broker bounce is not doubled.
+#[test]
+fn a_stranded_reply_is_held_unacked_until_drained_and_never_doubled() {
+    let (mut f, lead, worker) = two_hosts();
+    let c = f.call(
+        0,
+        lead.clone(),
+        Request::Send {
+            target: worker.clone(),
+            content: "long task".into(),
+            wait: true,
+            timeout_ms: Some(2_000),
+        },
+    );
+    f.advance(Duration::from_secs(3));
+    assert_eq!(
+        outcome(f.response(0, c)).map(|o| o.0),
+        Some(Outcome::TimedOutWorking)
+    );
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "finally".into(),
+        },
+    );
+    assert_eq!(f.hosts[0].gw.held_deliveries(), 1);
+    assert_eq!(f.broker.unacked.len(), 1, "held, not acked");
+    f.bounce_broker();
+    assert_eq!(
+        f.hosts[0].gw.inbox_depth(),
+        1,
+        "the redelivery was recognised"
+    );
+    let d = f.call(
+        0,
+        lead.clone(),
+        Request::Drain {
+            target: worker.clone(),
+        },
+    );
+    match f.response(0, d) {
+        Some(Response::Replies { replies }) => {
+            assert_eq!(replies.len(), 1);
+            assert_eq!(replies[0].content, "finally");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(f.broker.unacked.is_empty(), "acked after the drain");
+    assert_eq!(f.hosts[0].gw.held_deliveries(), 0);
+}
+
+/// U2 across hosts: the worker asks; the lead's blocking send returns QUESTION; the answer
+/// crosses back into the same turn; the worker's reply resolves the answer's call.
+#[test]
+fn u2_ask_and_answer_across_hosts() {
+    let (mut f, lead, worker) = two_hosts();
+    let c = f.call(0, lead.clone(), send(&worker, "migrate", true));
+    f.advance(Duration::from_secs(1));
+    f.set_status(1, &worker, AgentStatus::Working);
+    f.advance(Duration::from_secs(1));
+    let ask = f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Ask {
+            question: "which db?".into(),
+            timeout_ms: None,
+        },
+    );
+    let turn = match f.response(0, c) {
+        Some(Response::Outcome {
+            outcome: Outcome::Question,
+            turn_id: Some(t),
+            body,
+            ..
+        }) => {
+            assert_eq!(body.as_deref(), Some("which db?"));
+            *t
+        }
+        other => panic!("expected QUESTION, got {other:?}"),
+    };
+    let a = f.call(
+        0,
+        lead,
+        Request::Answer {
+            turn_id: turn,
+            content: "postgres".into(),
+            wait: true,
+            timeout_ms: None,
+        },
+    );
+    assert_eq!(
+        f.response(1, ask),
+        Some(&Response::Ask {
+            outcome: AskOutcome::Answered,
+            turn_id: Some(turn),
+            answer: Some("postgres".into())
+        })
+    );
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "migrated".into(),
+        },
+    );
+    assert_eq!(
+        outcome(f.response(0, a)),
+        Some((Outcome::Replied, Some("migrated".into())))
+    );
+}
+
+/// An answer that arrives after its turn stopped waiting is not injected; the lead is told
+/// TOO_LATE and its answer call ends STALE_TURN.
+#[test]
+fn a_late_answer_is_dropped_and_reported_too_late() {
+    let (mut f, lead, worker) = two_hosts();
+    let c = f.call(0, lead.clone(), send(&worker, "task", false));
+    f.advance(Duration::from_secs(1));
+    let ask = f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Ask {
+            question: "q?".into(),
+            timeout_ms: Some(5_000),
+        },
+    );
+    let ticket = match f.response(0, c) {
+        Some(Response::Ticket(v)) => v.ticket,
+        other => panic!("{other:?}"),
+    };
+    let p = f.call(0, lead.clone(), Request::Poll { ticket });
+    let turn = match f.response(0, p) {
+        Some(Response::Ticket(v)) if v.phase == Phase::Asking => v.turn_id.expect("turn"),
+        other => panic!("{other:?}"),
+    };
+    f.advance(Duration::from_secs(6));
+    assert!(matches!(
+        f.response(1, ask),
+        Some(Response::Ask {
+            outcome: AskOutcome::TimedOut,
+            ..
+        })
+    ));
+    let a = f.call(
+        0,
+        lead,
+        Request::Answer {
+            turn_id: turn,
+            content: "too late".into(),
+            wait: true,
+            timeout_ms: None,
+        },
+    );
+    // The paused ticket resumed on the answer, and the answer came back TOO_LATE.
+    assert!(matches!(f.response(0, a), Some(Response::Ticket(v)) if v.ticket == ticket));
+    assert_eq!(count(&f.trace(1), "TOO_LATE"), 1);
+    let p = f.call(0, harness_lead(), Request::Poll { ticket });
+    match f.response(0, p) {
+        Some(Response::Ticket(v)) => {
+            assert_eq!(
+                (v.phase, v.outcome),
+                (Phase::Failed, Some(Outcome::StaleTurn))
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(f.hosts[1].panes[&worker]
+        .typed
+        .iter()
+        .all(|t| t != "too late"));
+}
+
+/// An ASK that reaches the lead's gateway with no waiter open is answered NO_WAITER at once.
+#[test]
+fn an_ask_with_no_waiter_at_the_lead_is_no_waiter() {
+    let (mut f, lead, worker) = two_hosts();
+    let c = f.call(
+        0,
+        lead,
+        Request::Send {
+            target: worker.clone(),
+            content: "task".into(),
+            wait: true,
+            timeout_ms: Some(2_000),
+        },
+    );
+    f.advance(Duration::from_secs(1));
+    f.advance(Duration::from_secs(2));
+    assert_eq!(
+        outcome(f.response(0, c)).map(|o| o.0),
+        Some(Outcome::TimedOutWorking)
+    );
+    // The proxy on b is still open (the turn runs on), so b asks a; a has no waiter.
+    let ask = f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Ask {
+            question: "still there?".into(),
+            timeout_ms: None,
+        },
+    );
+    assert_eq!(
+        f.response(1, ask),
+        Some(&Response::Ask {
+            outcome: AskOutcome::NoWaiter,
+            turn_id: match f.response(1, ask) {
+                Some(Response::Ask { turn_id, .. }) => *turn_id,
+                _ => None,
+            },
+            answer: None
+        })
+    );
+}
+
+/// The pane dies on the worker's host: its gateway says FAILED at once; the sender's send
+/// ends WORKER_FAILED, and the member's inbox queue is deleted with it.
+#[test]
+fn a_worker_that_dies_fails_the_remote_send_fast_and_its_inbox_is_deleted() {
+    let (mut f, lead, worker) = two_hosts();
+    let c = f.call(0, lead, send(&worker, "task", true));
+    f.advance(Duration::from_secs(1));
+    f.input(
+        1,
+        Input::PaneGone {
+            target: worker.clone(),
+        },
+    );
+    f.settle();
+    assert_eq!(
+        outcome(f.response(0, c)).map(|o| o.0),
+        Some(Outcome::WorkerFailed)
+    );
+    assert!(f
+        .trace(1)
+        .contains(&format!("delete_queue test.agent.{worker}.inbox.v2")));
+    assert!(!f
+        .broker
+        .queues
+        .contains_key(&format!("test.agent.{worker}.inbox.v2")));
+}
+
+/// A second delegation to a busy worker on another host is refused BUSY by its gateway.
+#[test]
+fn a_busy_remote_worker_answers_busy() {
+    let mut f = Fleet::new(3);
+    let lead_a = f.lead(0, LEAD);
+    let lead_c = f.lead(2, "44444444-4444-4444-8444-444444444444");
+    let worker = f.member(1, WORKER);
+    f.advance(Duration::from_millis(10));
+    f.call(0, lead_a, send(&worker, "first", true));
+    let c = f.call(2, lead_c, send(&worker, "second", true));
+    assert_eq!(outcome(f.response(2, c)).map(|o| o.0), Some(Outcome::Busy));
+}
+
+/// Forged, re-addressed and replayed messages are rejected to the DLX and never typed.
+#[test]
+fn forged_readdressed_and_replayed_briefs_are_rejected_and_never_typed() {
+    let (mut f, _lead, worker) = two_hosts();
+    let stranger = Keyring::new(host_name(0), [77; 32], &BTreeMap::new()).expect("key");
+    let mut env = Envelope {
+        v: VERSION,
+        kind: Kind::Send,
+        msg_id: MsgId(uuid::Uuid::from_u128(5)),
+        trace_id: TraceId(uuid::Uuid::from_u128(6)),
+        from: SessionId::new(LEAD),
+        to: worker.to_string(),
+        signer: host_name(0),
+        re: None,
+        turn_id: None,
+        spawn_id: None,
+        outcome: None,
+        ts: T0_UNIX,
+        expires_at: T0_UNIX + 600_000,
+        sig: None,
+        body: b"rm -rf /".to_vec(),
+    };
+    stranger.sign(&mut env); // signs as "a" with the wrong key
+    let inbox = format!("test.agent.{worker}.inbox.v2");
+    let deliver = |f: &mut Fleet, tag: u64, key: &str, env: &Envelope| {
+        f.input(
+            1,
+            Input::Broker(BrokerEvent::Delivery {
+                delivery: DeliveryId {
+                    generation: 1,
+                    tag: 10_000 + tag,
+                },
+                queue: inbox.clone(),
+                routing_key: key.to_string(),
+                redelivered: false,
+                headers: env.to_headers(),
+                body: env.body.clone(),
+            }),
+        );
+    };
+    deliver(&mut f, 1, worker.as_str(), &env);
+    assert!(f.trace(1).contains("rejected") && f.trace(1).contains("bad_signature"));
+    f.advance(Duration::from_secs(2));
+    assert!(f.hosts[1].panes[&worker].typed.is_empty());
+    assert!(f.trace(1).contains("broker reject 1/10001"));
+}
+
+/// A genuine brief that ends in the DLQ is reported to its sender as FAILED: the caps never
+/// become a silent loss channel.
+#[test]
+fn a_dead_lettered_brief_is_reported_to_its_sender() {
+    let (mut f, lead, worker) = two_hosts();
+    // Take b off the broker so the brief waits in the queue, then dead-letter it by hand.
+    f.partitioned.insert(1);
+    let c = f.call(0, lead, send(&worker, "task", true));
+    let inbox = format!("test.agent.{worker}.inbox.v2");
+    let m = f
+        .broker
+        .queues
+        .get_mut(&inbox)
+        .and_then(|q| q.pop_front())
+        .expect("queued");
+    f.partitioned.remove(&1);
+    let dlq = f.broker.dlq.clone().expect("a dlq");
+    f.broker.queues.get_mut(&dlq).expect("dlq").push_back(m);
+    f.settle();
+    let (o, body) = outcome(f.response(0, c)).expect("reported");
+    assert_eq!(o, Outcome::WorkerFailed);
+    assert!(body.unwrap_or_default().contains("dead-lettered"));
+}
+
+/// The roster: every gateway sees every entity and host; a host that stops heartbeating
+/// expires from the others' views within the TTL.
+#[test]
+fn the_roster_converges_and_a_silent_host_expires() {
+    let (mut f, _lead, worker) = two_hosts();
+    let view_a: Vec<String> = f.hosts[0]
+        .gw
+        .roster()
+        .iter()
+        .map(|r| format!("{}@{}", r.gid, r.host))
+        .collect();
+    let view_b: Vec<String> = f.hosts[1]
+        .gw
+        .roster()
+        .iter()
+        .map(|r| format!("{}@{}", r.gid, r.host))
+        .collect();
+    assert_eq!(view_a, view_b);
+    assert!(view_a.contains(&format!("{worker}@b")));
+    assert!(view_a.contains(&"_gateway@b".to_string()));
+    f.partitioned.insert(1);
+    f.advance(Duration::from_secs(30));
+    let view_a: Vec<String> = f.hosts[0]
+        .gw
+        .roster()
+        .iter()
+        .map(|r| r.gid.to_string())
+        .collect();
+    assert!(!view_a.contains(&worker.to_string()), "{view_a:?}");
+    assert!(f.trace(0).contains(&format!("roster_expired {worker}")));
+}
+
+/// Queue lifecycle as outputs: the gateway declares exactly its slice, names under the
+/// namespace, with the `.v2` inbox suffix, the DLX and the caps.
+#[test]
+fn the_topology_is_this_gateways_slice() {
+    let (f, _lead, worker) = two_hosts();
+    let t = f.hosts[1].gw.topology().expect("federated");
+    let names: Vec<&str> = t.queues.iter().map(|q| q.name.as_str()).collect();
+    assert_eq!(
+        names,
+        vec![
+            "test.dlq".to_string(),
+            "test.control.b".into(),
+            "test.roster.b".into(),
+            format!("test.agent.{worker}.inbox.v2")
+        ]
+    );
+    let inbox = &t.queues[3];
+    assert_eq!(inbox.args.dead_letter_exchange.as_deref(), Some("test.dlx"));
+    assert!(inbox.args.max_length.is_some() && inbox.args.expires_ms.is_some());
+    assert!(t.consumers.iter().all(|c| c.prefetch > 0));
+    assert!(t
+        .consumers
+        .iter()
+        .find(|c| c.queue.contains("inbox"))
+        .is_some_and(|c| c.exclusive));
+    assert_eq!(t.exchanges, Exchange::ALL.to_vec());
+    let _ = BrokerOp::DeleteQueue {
+        name: String::new(),
+    };
+}
+
+/// A snapshot of the U1 trace on both hosts: the story of one cross-host delegation.
+#[test]
+fn u1_trace_snapshot() {
+    let (mut f, lead, worker) = two_hosts();
+    let start: Vec<usize> = f.hosts.iter().map(|h| h.trace.len()).collect();
+    f.call(0, lead, send(&worker, "write the tests", true));
+    f.advance(Duration::from_secs(1));
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "done".into(),
+        },
+    );
+    let mut lines = Vec::new();
+    for (h, s) in start.iter().enumerate() {
+        for l in &f.hosts[h].trace[*s..] {
+            if !l.contains("PRESENCE") && !l.contains("poll_status") && !l.contains(" audit ") {
+                lines.push(l.clone());
+            }
+        }
+    }
+    let text = redact(&lines.join("\n"));
+    insta::assert_snapshot!(text);
+}
+
+fn redact(s: &str) -> String {
+    let mut out = String::new();
+    let mut ids: BTreeMap<String, usize> = BTreeMap::new();
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if i + 36 <= bytes.len()
+            && uuid::Uuid::parse_str(&s[i..i + 36]).is_ok()
+            && s.is_char_boundary(i + 36)
+        {
+            let id = s[i..i + 36].to_string();
+            let label = match id.as_str() {
+                LEAD => "LEAD".to_string(),
+                WORKER => "WORKER".to_string(),
+                _ => {
+                    let n = ids.len() + 1;
+                    format!("#{}", ids.entry(id).or_insert(n))
+                }
+            };
+            out.push_str(&label);
+            i += 36;
+        } else {
+            let c = s[i..].chars().next().unwrap_or(' ');
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
+}
+
+#[allow(dead_code)]
+fn _uses(_: Event, _: Output) {}
