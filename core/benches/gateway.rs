@@ -154,8 +154,7 @@ impl Bench {
                     }
                 }
             }
-            Output::PollStatus { .. } | Output::Audit(_) | Output::Event(_) | Output::Broker(_) => {
-            }
+            _ => {}
         }
     }
 

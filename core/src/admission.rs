@@ -92,6 +92,31 @@ pub fn admit(
     host_of: impl Fn(&SessionId) -> Option<HostId>,
     seen: &mut SeenSet,
 ) -> Result<Envelope, Rejection> {
+    admit_in(
+        keyring,
+        headers,
+        body,
+        routing_key,
+        routing_key,
+        now_unix_ms,
+        host_of,
+        seen,
+    )
+}
+
+/// `admit` for a delivery out of `queue`: replays are recognised per queue, because the
+/// copies of one broadcast share a msgId but each lands in its own inbox exactly once.
+#[allow(clippy::too_many_arguments)]
+pub fn admit_in(
+    keyring: &Keyring,
+    headers: &Headers,
+    body: Vec<u8>,
+    routing_key: &str,
+    queue: &str,
+    now_unix_ms: u64,
+    host_of: impl Fn(&SessionId) -> Option<HostId>,
+    seen: &mut SeenSet,
+) -> Result<Envelope, Rejection> {
     let env = Envelope::from_parts(headers, body).map_err(Rejection::Decode)?;
     keyring.check(&env).map_err(|e| match e {
         SignatureError::UnknownSigner => Rejection::UnknownSigner(env.signer.clone()),
@@ -128,7 +153,9 @@ pub fn admit(
     }
     // The forward path acks before it injects, so no broker redelivery can explain a second
     // copy: it is a replay. The reply path is at-least-once instead, deduped by msgId later.
-    if env.kind.replay_guarded() && !seen.insert(env.msg_id, env.expires_at, now_unix_ms) {
+    if env.kind.replay_guarded()
+        && !seen.insert_scoped(env.msg_id, queue, env.expires_at, now_unix_ms)
+    {
         return Err(Rejection::Replayed(env.msg_id));
     }
     Ok(env)
@@ -140,8 +167,15 @@ pub fn admit(
 #[derive(Debug)]
 pub struct SeenSet {
     cap: usize,
-    by_id: BTreeMap<MsgId, u64>,
-    by_expiry: BTreeSet<(u64, MsgId)>,
+    by_id: BTreeMap<(MsgId, u64), u64>,
+    by_expiry: BTreeSet<(u64, MsgId, u64)>,
+}
+
+/// FNV-1a of a scope name: a compact, stable key part.
+fn scope_key(scope: &str) -> u64 {
+    scope.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 impl SeenSet {
@@ -155,23 +189,32 @@ impl SeenSet {
 
     /// Records `id`; false if it was already there (a replay).
     pub fn insert(&mut self, id: MsgId, expires_at: u64, now: u64) -> bool {
-        while let Some(&(at, old)) = self.by_expiry.first() {
+        self.insert_key((id, 0), expires_at, now)
+    }
+
+    /// Records `id` within `scope` (a queue): the same id in another scope is not a replay.
+    pub fn insert_scoped(&mut self, id: MsgId, scope: &str, expires_at: u64, now: u64) -> bool {
+        self.insert_key((id, scope_key(scope)), expires_at, now)
+    }
+
+    fn insert_key(&mut self, key: (MsgId, u64), expires_at: u64, now: u64) -> bool {
+        while let Some(&(at, old, s)) = self.by_expiry.first() {
             if at >= now && self.by_id.len() < self.cap {
                 break;
             }
             self.by_expiry.pop_first();
-            self.by_id.remove(&old);
+            self.by_id.remove(&(old, s));
         }
-        if self.by_id.contains_key(&id) {
+        if self.by_id.contains_key(&key) {
             return false;
         }
-        self.by_id.insert(id, expires_at);
-        self.by_expiry.insert((expires_at, id));
+        self.by_id.insert(key, expires_at);
+        self.by_expiry.insert((expires_at, key.0, key.1));
         true
     }
 
     pub fn contains(&self, id: MsgId) -> bool {
-        self.by_id.contains_key(&id)
+        self.by_id.contains_key(&(id, 0))
     }
 
     pub fn len(&self) -> usize {

@@ -77,6 +77,15 @@ impl Names {
         format!("{}.agent.{gid}.inbox.v2", self.namespace)
     }
 
+    /// The gid whose inbox `queue` is, if it is one of ours.
+    pub fn inbox_gid(&self, queue: &str) -> Option<SessionId> {
+        let gid = queue
+            .strip_prefix(&self.namespace)?
+            .strip_prefix(".agent.")?
+            .strip_suffix(".inbox.v2")?;
+        (!gid.is_empty()).then(|| SessionId::new(gid))
+    }
+
     pub fn control(&self, host: &HostId) -> String {
         format!("{}.control.{host}", self.namespace)
     }

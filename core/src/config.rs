@@ -66,6 +66,10 @@ pub struct CoreConfig {
     pub dlq_max_length: u64,
     /// How often held reply-path deliveries are checked against their `expiresAt`.
     pub held_sweep_interval_ms: u64,
+    /// Profile names this host can spawn (advertised in its `_gateway` heartbeat).
+    pub profiles: Vec<String>,
+    /// A spawned member must connect (its readiness gate) within this, or it is reaped.
+    pub spawn_ready_timeout_ms: u64,
 }
 
 impl Default for CoreConfig {
@@ -110,6 +114,8 @@ impl Default for CoreConfig {
             lead_inbox_expires_ms: 30 * 86_400_000,
             dlq_max_length: 100_000,
             held_sweep_interval_ms: 60_000,
+            profiles: Vec::new(),
+            spawn_ready_timeout_ms: 180_000,
         }
     }
 }
@@ -165,6 +171,7 @@ impl CoreConfig {
             ("lead_inbox_expires_ms", self.lead_inbox_expires_ms),
             ("dlq_max_length", self.dlq_max_length),
             ("held_sweep_interval_ms", self.held_sweep_interval_ms),
+            ("spawn_ready_timeout_ms", self.spawn_ready_timeout_ms),
         ] {
             if v == 0 {
                 return Err(ConfigError::Zero { key });

@@ -3,7 +3,7 @@
 
 use crate::authz::{Action, AuditEvent, Principal};
 use crate::broker::{BrokerEvent, BrokerOp};
-use crate::ids::{CallId, MsgId, ReplyId, SessionId, TicketId, TurnId};
+use crate::ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TurnId};
 use crate::inbox::HeldReply;
 use crate::injector::{Cause, TargetView};
 use crate::outcome::{AskOutcome, Outcome, Phase};
@@ -48,6 +48,12 @@ pub enum Input {
     /// A lead (or architect) with this gid is served by this gateway: it gets an inbox and
     /// is announced in the roster.
     LeadAttached { lead: SessionId },
+    /// The answer to `Output::SpawnPane`: the pane exists (labelled `fleet:<gid>`), or why not.
+    /// Readiness still waits for `MemberConnected`.
+    Spawned {
+        gid: SessionId,
+        result: Result<(), String>,
+    },
     /// Something the broker did (cross-host mode only).
     Broker(BrokerEvent),
     /// The wall clock read `unix_ms` at this `now` (for envelope stamps and expiry). Fed at
@@ -95,6 +101,18 @@ pub enum Request {
     Drain { target: SessionId },
     /// `fleet_status`.
     Status { target: SessionId },
+    /// `fleet_spawn`: start a member from `profile` on `host` (this host when absent).
+    Spawn {
+        host: Option<HostId>,
+        profile: String,
+        /// The broadcast group the member joins (`broadcast.<group>`), if any.
+        group: Option<String>,
+    },
+    /// Broadcast (U8): the same text to every member, or to one group, fleet-wide.
+    Broadcast {
+        group: Option<String>,
+        content: String,
+    },
 }
 
 impl Request {
@@ -105,6 +123,8 @@ impl Request {
             Request::Ask { .. } => Action::Ask,
             Request::Peek { .. } | Request::Ack { .. } | Request::Drain { .. } => Action::Drain,
             Request::Status { .. } => Action::Read,
+            Request::Spawn { .. } => Action::Spawn,
+            Request::Broadcast { .. } => Action::Send,
         }
     }
 }
@@ -142,6 +162,16 @@ pub enum Response {
         target: SessionId,
         view: TargetView,
     },
+    /// A spawned member passed its readiness gate and is in the roster.
+    Spawned {
+        gid: SessionId,
+        host: HostId,
+    },
+    /// A broadcast was published; each copy then follows the per-recipient rules.
+    Broadcast {
+        msg: MsgId,
+        key: String,
+    },
     Error(CallError),
 }
 
@@ -176,6 +206,16 @@ pub enum CallError {
     BrokerUnavailable,
     #[error("no such recipient: nothing on the broker is bound to {target}")]
     NoSuchRecipient { target: SessionId },
+    #[error("no gateway for host {host} is listening on the control exchange")]
+    NoSuchHost { host: HostId },
+    #[error("host {host} has no profile {profile:?} (it offers: {offered:?})")]
+    UnknownProfile {
+        host: HostId,
+        profile: String,
+        offered: Vec<String>,
+    },
+    #[error("the spawn failed: {reason}")]
+    SpawnFailed { reason: String },
 }
 
 /// Please do this. Drained with `Gateway::poll_output` after every `handle`.
@@ -200,6 +240,15 @@ pub enum Output {
     Event(Event),
     /// Do this against the broker (cross-host mode only).
     Broker(BrokerOp),
+    /// Start a member from `profile` in a new pane labelled `fleet:<gid>`; answer with
+    /// `Input::Spawned`, then report `MemberConnected` when it is ready.
+    SpawnPane {
+        gid: SessionId,
+        profile: String,
+        group: Option<String>,
+    },
+    /// Close a member's pane (a spawn that never became ready is reaped).
+    ClosePane { gid: SessionId },
 }
 
 /// The trace vocabulary: one line per thing that mattered.
@@ -375,6 +424,16 @@ impl fmt::Display for Output {
             Output::Audit(a) => write!(f, "{a}"),
             Output::Event(e) => write!(f, "event {e}"),
             Output::Broker(op) => write!(f, "broker {op}"),
+            Output::SpawnPane {
+                gid,
+                profile,
+                group,
+            } => write!(
+                f,
+                "spawn_pane {gid} profile={profile} group={}",
+                group.as_deref().unwrap_or("-")
+            ),
+            Output::ClosePane { gid } => write!(f, "close_pane {gid}"),
         }
     }
 }
@@ -447,6 +506,8 @@ impl fmt::Display for Response {
                 view.queued,
                 view.in_turn
             ),
+            Response::Spawned { gid, host } => write!(f, "spawned {gid} on {host}"),
+            Response::Broadcast { msg, key } => write!(f, "broadcast msg={msg} key={key}"),
             Response::Error(e) => write!(f, "error {e}"),
         }
     }

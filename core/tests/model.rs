@@ -249,7 +249,9 @@ impl Harness {
                 }
                 Output::Event(e) => self.on_event(e, &mut last_call_enqueued),
                 Output::PollStatus { .. } | Output::Audit(_) => {}
-                Output::Broker(op) => panic!("a single-host gateway spoke to the broker: {op}"),
+                Output::Broker(_) | Output::SpawnPane { .. } | Output::ClosePane { .. } => {
+                    panic!("an output this workload cannot cause: {out}")
+                }
             }
         }
     }

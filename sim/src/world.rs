@@ -312,7 +312,11 @@ impl World {
             }
             Output::Respond { call, response } => self.on_response(call, response),
             // The single-host world runs no federation: no broker output can occur.
-            Output::Audit(_) | Output::Event(_) | Output::Broker(_) => {}
+            Output::Audit(_)
+            | Output::Event(_)
+            | Output::Broker(_)
+            | Output::SpawnPane { .. }
+            | Output::ClosePane { .. } => {}
         }
     }
 
@@ -716,5 +720,13 @@ fn describe(r: &Request) -> String {
         Request::Ack { target, ids } => format!("ack {target} {} id(s)", ids.len()),
         Request::Drain { target } => format!("drain {target}"),
         Request::Status { target } => format!("status {target}"),
+        Request::Spawn { host, profile, .. } => format!(
+            "spawn {profile} on {}",
+            host.as_ref().map_or("this host", |h| h.as_str())
+        ),
+        Request::Broadcast { group, content } => format!(
+            "broadcast to {} {content:?}",
+            group.as_deref().unwrap_or("all")
+        ),
     }
 }

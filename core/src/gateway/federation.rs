@@ -9,7 +9,7 @@
 //! gateway owns only the waiter, keyed by the brief's msgId.
 
 use super::{Delegation, Gateway, Mode, TimerKind};
-use crate::admission::{admit, presence_key, SeenSet};
+use crate::admission::{admit_in, presence_key, SeenSet};
 use crate::authz::Principal;
 use crate::broker::{
     Binding, BrokerEvent, BrokerOp, Consume, DeliveryId, Exchange, Names, PublishId, PublishResult,
@@ -36,8 +36,6 @@ pub struct Federation {
     pub namespace: String,
     /// Gateways allowed to send this host control (SPAWN), checked against the signature.
     pub control_allowlist: BTreeSet<HostId>,
-    /// Profile names this host can spawn, advertised in its `_gateway` heartbeat.
-    pub profiles: Vec<String>,
 }
 
 /// A reply-path delivery held unacked until the lead has the message (at-least-once).
@@ -76,6 +74,8 @@ pub(super) struct Fed {
     roster: Roster,
     /// Entities served here, and whether each is announced (members after the readiness gate).
     local: BTreeMap<SessionId, (EntityKind, bool)>,
+    /// The broadcast group of each member that joined one at spawn.
+    groups: BTreeMap<SessionId, String>,
     next_publish: u64,
     /// Publishes whose confirm decides a delegation ("no such recipient" at once).
     publishes: BTreeMap<PublishId, TicketId>,
@@ -84,6 +84,12 @@ pub(super) struct Fed {
     remote_asks: BTreeMap<TurnId, RemoteAsk>,
     held: BTreeMap<MsgId, Held>,
     held_by: BTreeMap<Holder, MsgId>,
+}
+
+impl Fed {
+    pub(super) fn host(&self) -> &HostId {
+        &self.cfg.host
+    }
 }
 
 impl std::fmt::Debug for Fed {
@@ -120,6 +126,7 @@ impl Gateway {
             done: SeenSet::new(c.seen_capacity),
             roster: Roster::new(Duration::from_millis(c.presence_ttl_ms)),
             local: BTreeMap::new(),
+            groups: BTreeMap::new(),
             next_publish: 0,
             publishes: BTreeMap::new(),
             remote_waiters: BTreeMap::new(),
@@ -149,6 +156,102 @@ impl Gateway {
         let gids: Vec<(SessionId, EntityKind)> =
             f.local.iter().map(|(g, (k, _))| (g.clone(), *k)).collect();
         Some(slice(&self.cfg, f, &gids, true))
+    }
+
+    pub(super) fn broker_is_up(&self) -> bool {
+        self.fed.as_ref().is_some_and(|f| f.broker_up)
+    }
+
+    /// The profiles `host` advertised, if its gateway heartbeat is fresh.
+    pub(super) fn profiles_of(&self, host: &HostId) -> Option<Vec<String>> {
+        self.fed.as_ref()?.roster.profiles_of(self.now, host)
+    }
+
+    /// A member this gateway serves now (its gid is in a live pane's label).
+    pub(super) fn is_live_member(&self, gid: &SessionId) -> bool {
+        self.fed.as_ref().is_some_and(|f| {
+            f.local
+                .get(gid)
+                .is_some_and(|(k, _)| *k == EntityKind::Member)
+        })
+    }
+
+    pub(super) fn fed_envelope(
+        &mut self,
+        kind: Kind,
+        from: &SessionId,
+        to: String,
+        re: Option<MsgId>,
+        body: Vec<u8>,
+        ttl_ms: u64,
+    ) -> Envelope {
+        self.envelope(kind, from, to, re, None, None, body, ttl_ms, None)
+    }
+
+    pub(super) fn fed_publish(&mut self, exchange: Exchange, env: Envelope) -> Option<PublishId> {
+        self.publish(exchange, env)
+    }
+
+    /// Records the broadcast group a member joins; its inbox binds `broadcast.<group>`.
+    pub(super) fn join_group(&mut self, gid: &SessionId, group: &str) {
+        if let Some(f) = &mut self.fed {
+            f.groups.insert(gid.clone(), group.to_string());
+        }
+    }
+
+    pub(super) fn announce_now(&mut self, gid: &SessionId) {
+        self.announce(gid);
+    }
+
+    /// U8: one publish to `broadcast.all` (or a group); the broker copies it into every bound
+    /// inbox and each copy follows the per-recipient rules. Not mandatory: an empty group is
+    /// legal silence.
+    pub(super) fn on_broadcast(
+        &mut self,
+        call: CallId,
+        caller: &Principal,
+        group: Option<String>,
+        content: String,
+    ) {
+        if self.fed.is_none() {
+            return self.invalid(call, "broadcast runs over the broker; none is configured");
+        }
+        if content.trim().is_empty() {
+            return self.invalid(call, "content must not be empty");
+        }
+        if group
+            .as_deref()
+            .is_some_and(|g| g.is_empty() || g.contains(['.', '*', '#']))
+        {
+            return self.invalid(call, "a group name is one word (no '.', '*' or '#')");
+        }
+        let Some(from) = caller.session.clone().filter(|s| !self.is_remote(s)) else {
+            return self.invalid(call, "this caller is not attached to the gateway");
+        };
+        if !self.broker_is_up() {
+            return self.respond(call, Response::Error(CallError::BrokerUnavailable));
+        }
+        let key = match &group {
+            Some(g) => format!("broadcast.{g}"),
+            None => "broadcast.all".to_string(),
+        };
+        let ttl = self.cfg.injected_timeout_ms;
+        let env = self.envelope(
+            Kind::Broadcast,
+            &from,
+            key.clone(),
+            None,
+            None,
+            None,
+            content.into_bytes(),
+            ttl,
+            None,
+        );
+        let msg = env.msg_id;
+        match self.publish(Exchange::Msg, env) {
+            Some(_) => self.respond(call, Response::Broadcast { msg, key }),
+            None => self.respond(call, Response::Error(CallError::BrokerUnavailable)),
+        }
     }
 
     fn unix_now(&self) -> u64 {
@@ -196,6 +299,7 @@ impl Gateway {
         let Some(f) = &mut self.fed else { return };
         if f.local.remove(gid).is_some() {
             f.roster.forget(gid);
+            f.groups.remove(gid);
             let name = f.names.inbox(gid);
             self.out
                 .push_back(Output::Broker(BrokerOp::DeleteQueue { name }));
@@ -586,6 +690,13 @@ impl Gateway {
             BrokerEvent::Up { generation } => self.on_broker_up(now, generation),
             BrokerEvent::Down => self.on_broker_down(now),
             BrokerEvent::Published { publish, result } => {
+                let spawn = match result {
+                    PublishResult::Unroutable => self.spawn_unroutable(publish),
+                    _ => self.spawn_published(publish),
+                };
+                if spawn {
+                    return;
+                }
                 let ticket = self.fed.as_mut().and_then(|f| f.publishes.remove(&publish));
                 let Some(ticket) = ticket else { return };
                 match result {
@@ -686,11 +797,12 @@ impl Gateway {
             return self.on_dead_letter(now, delivery, headers, body);
         }
         let (roster, keyring) = (&f.roster, &f.cfg.keyring);
-        let admitted = admit(
+        let admitted = admit_in(
             keyring,
             headers,
             body,
             routing_key,
+            queue,
             unix,
             |g| roster.host_of(now, g),
             &mut f.seen,
@@ -701,11 +813,30 @@ impl Gateway {
         };
         let control = queue == f.names.control(&f.cfg.host);
         let roster_q = queue == f.names.roster(&f.cfg.host);
-        let local_to = SessionId::new(&env.to);
-        let inbox = f.local.contains_key(&local_to) && queue == f.names.inbox(&local_to);
+        let inbox_of = f.names.inbox_gid(queue).filter(|g| f.local.contains_key(g));
+        // Point-to-point kinds must be addressed to the inbox they arrived in.
+        let inbox = inbox_of.as_ref().is_some_and(|g| g.as_str() == env.to);
+        if control && !f.cfg.control_allowlist.contains(&env.signer) {
+            let why = format!("{} may not send control to this host", env.signer);
+            return self.reject(delivery, queue, "not_allowed", why);
+        }
         match env.kind {
+            Kind::Spawn if control => {
+                self.ack(delivery);
+                if let Err(why) = self.on_spawn_message(now, env) {
+                    self.event(Event::Rejected {
+                        queue: queue.to_string(),
+                        code: "malformed".into(),
+                        detail: why,
+                    });
+                }
+            }
+            Kind::Broadcast if inbox_of.is_some() => {
+                let member = inbox_of.unwrap_or_else(|| SessionId::new(""));
+                self.on_broadcast_copy(now, delivery, queue, &member, env)
+            }
             Kind::Presence if roster_q => self.on_presence(now, delivery, queue, env),
-            Kind::Send | Kind::Broadcast if inbox => self.on_brief(now, delivery, queue, env),
+            Kind::Send if inbox => self.on_brief(now, delivery, queue, env),
             Kind::Answer if inbox => {
                 self.ack(delivery);
                 self.on_answer_message(now, env);
@@ -766,6 +897,7 @@ impl Gateway {
                 if let Some(f) = &mut self.fed {
                     f.roster.observe(now, &env.signer, &env.from, p);
                 }
+                self.spawn_seen(&env.from, &env.signer);
             }
             Err(e) => self.reject(delivery, queue, "malformed", format!("presence body: {e}")),
         }
@@ -821,6 +953,37 @@ impl Gateway {
             msg,
         });
         self.out.push_back(Output::PollStatus { target });
+    }
+
+    /// One copy of a broadcast, in one member's inbox: the forward path's rules (ack first,
+    /// status-gated, FIFO with everything else queued for it) without a waiter — replies to a
+    /// broadcast are ordinary replies to its sender.
+    fn on_broadcast_copy(
+        &mut self,
+        _now: Instant,
+        delivery: DeliveryId,
+        queue: &str,
+        member: &SessionId,
+        env: Envelope,
+    ) {
+        let Ok(text) = String::from_utf8(env.body.clone()) else {
+            return self.reject(delivery, queue, "malformed", "body is not UTF-8".into());
+        };
+        self.ack(delivery);
+        if text.trim().is_empty() {
+            return;
+        }
+        let msg = self.ids.msg();
+        self.last_delegator.insert(member.clone(), env.from.clone());
+        self.injector.enqueue(member, msg, text);
+        self.event(Event::Enqueued {
+            ticket: None,
+            target: member.clone(),
+            msg,
+        });
+        self.out.push_back(Output::PollStatus {
+            target: member.clone(),
+        });
     }
 
     /// ANSWER for a member's ask: delivered into the ask only if that turn still waits, and
@@ -1012,6 +1175,12 @@ impl Gateway {
     }
 
     fn on_failed_message(&mut self, now: Instant, env: Envelope) {
+        if let Some(re) = env.re {
+            let reason = String::from_utf8_lossy(&env.body).into_owned();
+            if self.spawn_failed(re, reason) {
+                return;
+            }
+        }
         let ticket = env
             .re
             .and_then(|re| self.fed.as_ref()?.remote_waiters.get(&re).copied());
@@ -1149,7 +1318,7 @@ impl Gateway {
         if !f.broker_up {
             return;
         }
-        let (host, profiles) = (f.cfg.host.clone(), f.cfg.profiles.clone());
+        let (host, profiles) = (f.cfg.host.clone(), self.cfg.profiles.clone());
         let gids: Vec<SessionId> = f.local.keys().cloned().collect();
         let gw = SessionId::new(GATEWAY_GID);
         let body = Presence {
@@ -1295,6 +1464,13 @@ fn slice(cfg: &CoreConfig, f: &Fed, gids: &[(SessionId, EntityKind)], full: bool
                 exchange: Exchange::Msg,
                 key: "broadcast.all".into(),
             });
+            if let Some(g) = f.groups.get(gid) {
+                t.bindings.push(Binding {
+                    queue: name.clone(),
+                    exchange: Exchange::Msg,
+                    key: format!("broadcast.{g}"),
+                });
+            }
         }
         t.consumers.push(Consume {
             queue: name,

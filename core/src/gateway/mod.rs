@@ -15,11 +15,14 @@ use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 mod federation;
+mod spawn;
 use federation::Fed;
 pub use federation::Federation;
+pub use spawn::SpawnSpec;
+use spawn::Spawns;
 
 /// Why the gateway wants to be woken up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum TimerKind {
     /// Sample every active target's status.
     StatusPoll,
@@ -39,6 +42,8 @@ pub enum TimerKind {
     Presence,
     /// Cross-host: ack held reply-path deliveries past their `expiresAt`.
     HeldSweep,
+    /// A spawn's readiness bound (target side) or answer bound (requester side).
+    Spawn(SessionId),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,6 +92,7 @@ pub struct Stats {
     pub push_nudges_total: u64,
     pub auth_failures_total: u64,
     pub injections_total: u64,
+    pub spawns_total: u64,
 }
 
 /// The single-host delivery core.
@@ -129,6 +135,7 @@ pub struct Gateway {
     stats: Stats,
     /// Cross-host state; `None` in single-host mode, where every path is local.
     fed: Option<Fed>,
+    spawns: Spawns,
 }
 
 impl Gateway {
@@ -165,6 +172,7 @@ impl Gateway {
             out: VecDeque::new(),
             stats: Stats::default(),
             fed: None,
+            spawns: Spawns::default(),
         })
     }
 
@@ -179,6 +187,11 @@ impl Gateway {
     /// Held replies across all targets (`fleet_inbox_depth`).
     pub fn inbox_depth(&self) -> usize {
         self.inbox.total()
+    }
+
+    /// Spawns reserved and not yet ready or failed (`fleet_sessions{state="spawning"}`).
+    pub fn spawns_in_flight(&self) -> usize {
+        self.spawns.reserved()
     }
 
     /// Open delegations (sends not yet ended).
@@ -222,7 +235,9 @@ impl Gateway {
             Input::MemberConnected { target } => {
                 self.injector.open_gate(&target);
                 self.local_entity(&target, crate::roster::EntityKind::Member, true);
+                self.spawn_ready(&target);
             }
+            Input::Spawned { gid, result } => self.on_spawned(now, gid, result),
             Input::LeadAttached { lead } => {
                 self.local_entity(&lead, crate::roster::EntityKind::Lead, true)
             }
@@ -243,16 +258,17 @@ impl Gateway {
     /// When to call `handle(_, Input::Tick)` even if nothing arrives.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<(Instant, TimerKind)> {
-        let mut best = self.timers.first().copied();
-        let mut consider = |at: Option<Instant>, kind: TimerKind| {
+        let mut best = self.timers.first().cloned();
+        for (at, kind) in [
+            (self.next_poll, TimerKind::StatusPoll),
+            (self.injector.next_deadline(), TimerKind::Injector),
+        ] {
             if let Some(at) = at {
-                if best.is_none_or(|(b, _)| at < b) {
+                if best.as_ref().is_none_or(|(b, _)| at < *b) {
                     best = Some((at, kind));
                 }
             }
-        };
-        consider(self.next_poll, TimerKind::StatusPoll);
-        consider(self.injector.next_deadline(), TimerKind::Injector);
+        }
         best
     }
 
@@ -372,6 +388,7 @@ impl Gateway {
                 self.rendezvous.ask(*turn_id).map(|a| a.session.clone())
             }
             Request::Poll { ticket } => self.tickets.get(ticket).map(|t| t.target.clone()),
+            Request::Spawn { .. } | Request::Broadcast { .. } => None,
         };
         let action = request.action();
         let decision = authz::permits(&caller, action, target.as_ref());
@@ -434,6 +451,14 @@ impl Gateway {
             Request::Status { target } => {
                 let view = self.injector.view(&target);
                 self.respond(call, Response::Status { target, view });
+            }
+            Request::Spawn {
+                host,
+                profile,
+                group,
+            } => self.on_spawn(now, call, caller.session.clone(), host, profile, group),
+            Request::Broadcast { group, content } => {
+                self.on_broadcast(call, &caller, group, content)
             }
         }
     }
@@ -965,7 +990,7 @@ impl Gateway {
 
     fn on_tick(&mut self, now: Instant) {
         self.injector.on_timer(now);
-        while let Some((at, kind)) = self.timers.first().copied() {
+        while let Some((at, kind)) = self.timers.first().cloned() {
             if at > now {
                 break;
             }
@@ -999,6 +1024,7 @@ impl Gateway {
                 TimerKind::InjectBy(ticket) => self.on_inject_by(now, ticket),
                 TimerKind::Presence => self.on_presence_tick(now),
                 TimerKind::HeldSweep => self.on_held_sweep(now),
+                TimerKind::Spawn(gid) => self.on_spawn_timer(now, gid),
                 TimerKind::StatusPoll | TimerKind::Injector => {}
             }
         }

@@ -117,6 +117,12 @@ pub struct Fleet {
     confirms: VecDeque<(usize, BrokerEvent)>,
     /// Hosts cut off from the broker.
     pub partitioned: BTreeSet<usize>,
+    /// The scripted launcher: members connect as soon as their pane exists.
+    pub auto_ready: bool,
+    /// The scripted launcher fails every spawn.
+    pub launcher_fails: bool,
+    /// Every pane the launcher started, by host.
+    pub spawned: Vec<(usize, SessionId)>,
 }
 
 pub fn host_name(i: usize) -> HostId {
@@ -130,6 +136,8 @@ pub fn core_config() -> CoreConfig {
         presence_interval_ms: 5_000,
         presence_ttl_ms: 20_000,
         ask_timeout_ms: 60_000,
+        profiles: vec!["claude".into()],
+        spawn_ready_timeout_ms: 30_000,
         ..CoreConfig::default()
     }
 }
@@ -141,6 +149,15 @@ impl Fleet {
     }
 
     pub fn with(n: usize, cfg: CoreConfig) -> Fleet {
+        Self::with_control(n, cfg, |_| (0..n).map(host_name).collect())
+    }
+
+    /// `allow(i)`: the gateways host `i` accepts control from.
+    pub fn with_control(
+        n: usize,
+        cfg: CoreConfig,
+        allow: impl Fn(usize) -> BTreeSet<HostId>,
+    ) -> Fleet {
         let secrets: Vec<[u8; 32]> = (0..n).map(|i| [i as u8 + 1; 32]).collect();
         let publics: BTreeMap<HostId, [u8; 32]> = (0..n)
             .map(|i| {
@@ -157,8 +174,7 @@ impl Fleet {
                     host: host_name(i),
                     keyring,
                     namespace: "test".into(),
-                    control_allowlist: (0..n).map(host_name).collect(),
-                    profiles: vec!["claude".into()],
+                    control_allowlist: allow(i),
                 };
                 Host {
                     gw: Gateway::federated(
@@ -185,6 +201,9 @@ impl Fleet {
             next_call: 0,
             confirms: VecDeque::new(),
             partitioned: BTreeSet::new(),
+            auto_ready: true,
+            launcher_fails: false,
+            spawned: Vec::new(),
         };
         f.broker.generation = 1;
         for i in 0..n {
@@ -249,6 +268,45 @@ impl Fleet {
                             result: screen.ok_or_else(|| "pane_not_found".to_string()),
                         },
                     );
+                }
+                Output::SpawnPane { gid, .. } => {
+                    if self.launcher_fails {
+                        self.hosts[h].gw.handle(
+                            self.now,
+                            Input::Spawned {
+                                gid,
+                                result: Err("profile binary not found".into()),
+                            },
+                        );
+                    } else {
+                        self.hosts[h].panes.insert(
+                            gid.clone(),
+                            Pane {
+                                status: AgentStatus::Idle,
+                                screen: "❯ ".into(),
+                                typed: Vec::new(),
+                            },
+                        );
+                        self.hosts[h].gw.handle(
+                            self.now,
+                            Input::Spawned {
+                                gid: gid.clone(),
+                                result: Ok(()),
+                            },
+                        );
+                        self.spawned.push((h, gid.clone()));
+                        if self.auto_ready {
+                            self.hosts[h]
+                                .gw
+                                .handle(self.now, Input::MemberConnected { target: gid });
+                        }
+                    }
+                }
+                Output::ClosePane { gid } => {
+                    self.hosts[h].panes.remove(&gid);
+                    self.hosts[h]
+                        .gw
+                        .handle(self.now, Input::PaneGone { target: gid });
                 }
                 Output::Audit(_) | Output::Event(_) => {}
             }

@@ -618,3 +618,252 @@ fn redact(s: &str) -> String {
 
 #[allow(dead_code)]
 fn _uses(_: Event, _: Output) {}
+
+fn spawn(host: Option<usize>, profile: &str, group: Option<&str>) -> Request {
+    Request::Spawn {
+        host: host.map(host_name),
+        profile: profile.into(),
+        group: group.map(str::to_string),
+    }
+}
+
+fn spawned(r: Option<&Response>) -> Option<(SessionId, String)> {
+    match r? {
+        Response::Spawned { gid, host } => Some((gid.clone(), host.to_string())),
+        _ => None,
+    }
+}
+
+/// U4: a lead on a spawns on b. The new member is announced only after its readiness gate,
+/// answers the spawn, appears in a's roster, and is then reachable by U1.
+#[test]
+fn u4_spawn_on_another_host_then_delegate_to_it() {
+    let mut f = Fleet::new(2);
+    let lead = f.lead(0, LEAD);
+    f.advance(Duration::from_millis(10));
+    let c = f.call(0, lead.clone(), spawn(Some(1), "claude", None));
+    f.settle();
+    let (gid, host) = spawned(f.response(0, c)).expect("spawned");
+    assert_eq!(host, "b");
+    assert_eq!(f.spawned, vec![(1, gid.clone())]);
+    assert!(f.hosts[0]
+        .gw
+        .roster()
+        .iter()
+        .any(|r| r.gid == gid && r.host == host_name(1)));
+    let s = f.call(0, lead, send(&gid, "hello, new member", true));
+    f.advance(Duration::from_secs(1));
+    assert_eq!(f.hosts[1].panes[&gid].typed, vec!["hello, new member"]);
+    assert_eq!(f.response(0, s), None, "in flight");
+}
+
+/// A SPAWN redelivered while the first is still in its readiness gate starts no second pane;
+/// one redelivered after it is ready is answered with the existing member (no ledger).
+#[test]
+fn a_duplicate_spawn_never_starts_a_second_pane() {
+    let mut f = Fleet::new(2);
+    let lead = f.lead(0, LEAD);
+    f.advance(Duration::from_millis(10));
+    f.auto_ready = false;
+    // Keep b off the broker for a moment so the SPAWN can be copied as a redelivery would be.
+    f.partitioned.insert(1);
+    let c = f.call(0, lead, spawn(Some(1), "claude", None));
+    let control = "test.control.b".to_string();
+    let m = f.broker.queues[&control]
+        .front()
+        .cloned()
+        .expect("the SPAWN is queued");
+    f.broker
+        .queues
+        .get_mut(&control)
+        .expect("queue")
+        .push_back(m.clone());
+    f.partitioned.remove(&1);
+    f.settle();
+    assert_eq!(f.spawned.len(), 1, "one pane for two deliveries");
+    assert_eq!(f.response(0, c), None, "not ready yet");
+    let gid = f.spawned[0].1.clone();
+    f.input(
+        1,
+        Input::MemberConnected {
+            target: gid.clone(),
+        },
+    );
+    f.settle();
+    assert_eq!(spawned(f.response(0, c)).map(|s| s.0), Some(gid.clone()));
+    // A third delivery, after ready: the existing member is re-announced, no new pane.
+    f.broker
+        .queues
+        .get_mut(&control)
+        .expect("queue")
+        .push_back(m);
+    f.settle();
+    assert_eq!(f.spawned.len(), 1);
+}
+
+/// Control is honoured only from allowed gateways, checked against the verified signature
+/// before anything else.
+#[test]
+fn control_from_a_gateway_not_on_the_allowlist_is_refused() {
+    let mut f = Fleet::with_control(2, harness::core_config(), |i| match i {
+        1 => std::collections::BTreeSet::new(), // b accepts control from nobody
+        _ => (0..2).map(host_name).collect(),
+    });
+    let lead = f.lead(0, LEAD);
+    f.advance(Duration::from_millis(10));
+    let c = f.call(0, lead, spawn(Some(1), "claude", None));
+    f.settle();
+    assert!(f.spawned.is_empty());
+    assert!(f.trace(1).contains("not_allowed"));
+    assert_eq!(
+        f.response(0, c),
+        None,
+        "the requester learns by its own bound"
+    );
+    f.advance(Duration::from_secs(61));
+    assert!(matches!(
+        f.response(0, c),
+        Some(Response::Error(CallError::SpawnFailed { .. }))
+    ));
+}
+
+/// An unknown profile is a clear error: at once from the roster's advertised profiles, and
+/// from the target itself for a local spawn.
+#[test]
+fn an_unknown_profile_is_a_clear_error() {
+    let mut f = Fleet::new(2);
+    let lead = f.lead(0, LEAD);
+    f.advance(Duration::from_millis(10));
+    let c = f.call(0, lead.clone(), spawn(Some(1), "gpt-9", None));
+    assert_eq!(
+        f.response(0, c),
+        Some(&Response::Error(CallError::UnknownProfile {
+            host: host_name(1),
+            profile: "gpt-9".into(),
+            offered: vec!["claude".into()],
+        }))
+    );
+    let l = f.call(0, lead, spawn(None, "gpt-9", None));
+    assert!(matches!(
+        f.response(0, l),
+        Some(Response::Error(CallError::SpawnFailed { reason })) if reason.contains("gpt-9")
+    ));
+    assert!(f.spawned.is_empty());
+}
+
+/// A member that never connects is reaped at the readiness bound and the spawn fails; a
+/// launcher failure fails it at once; a host nobody serves is "no such host".
+#[test]
+fn spawn_failures_are_reported_not_hung() {
+    let mut f = Fleet::new(2);
+    let lead = f.lead(0, LEAD);
+    f.advance(Duration::from_millis(10));
+    f.auto_ready = false;
+    let c = f.call(0, lead.clone(), spawn(Some(1), "claude", None));
+    f.advance(Duration::from_secs(31));
+    assert!(matches!(
+        f.response(0, c),
+        Some(Response::Error(CallError::SpawnFailed { reason })) if reason.contains("ready")
+    ));
+    let gid = f.spawned[0].1.clone();
+    assert!(!f.hosts[1].panes.contains_key(&gid), "reaped");
+    assert!(f.trace(1).contains(&format!("close_pane {gid}")));
+
+    f.launcher_fails = true;
+    let c = f.call(0, lead.clone(), spawn(Some(1), "claude", None));
+    assert!(matches!(
+        f.response(0, c),
+        Some(Response::Error(CallError::SpawnFailed { reason })) if reason.contains("launcher")
+    ));
+
+    let c = f.call(0, lead, spawn(Some(2), "claude", None));
+    assert_eq!(
+        f.response(0, c),
+        Some(&Response::Error(CallError::NoSuchHost {
+            host: host_name(2)
+        }))
+    );
+}
+
+/// U8: one publish reaches every member's inbox (mandatory=false); a group broadcast only
+/// that group's; each copy is typed by its own gateway.
+#[test]
+fn u8_broadcast_reaches_every_member_and_groups_only_theirs() {
+    let mut f = Fleet::new(2);
+    let lead = f.lead(0, LEAD);
+    f.advance(Duration::from_millis(10));
+    let r1 = f.call(0, lead.clone(), spawn(Some(1), "claude", Some("reviewers")));
+    let r2 = f.call(0, lead.clone(), spawn(Some(1), "claude", None));
+    let r3 = f.call(0, lead.clone(), spawn(None, "claude", Some("reviewers")));
+    let ids: Vec<SessionId> = [r1, r2, r3]
+        .iter()
+        .map(|c| spawned(f.response(0, *c)).expect("spawned").0)
+        .collect();
+    let where_ = |i: usize| if i < 2 { 1 } else { 0 };
+    let all = f.call(
+        0,
+        lead.clone(),
+        Request::Broadcast {
+            group: None,
+            content: "everyone: stop".into(),
+        },
+    );
+    assert!(
+        matches!(f.response(0, all), Some(Response::Broadcast { key, .. }) if key == "broadcast.all")
+    );
+    f.advance(Duration::from_secs(1));
+    for (i, gid) in ids.iter().enumerate() {
+        assert_eq!(
+            f.hosts[where_(i)].panes[gid].typed,
+            vec!["everyone: stop"],
+            "{i}"
+        );
+    }
+    f.call(
+        0,
+        lead.clone(),
+        Request::Broadcast {
+            group: Some("reviewers".into()),
+            content: "reviewers: look at #42".into(),
+        },
+    );
+    // One message per turn: the scripted panes never show WORKING, so the first copy's turn
+    // ends by the pickup bound (8 polls) before the second copy may be typed.
+    f.advance(Duration::from_secs(6));
+    assert_eq!(f.hosts[1].panes[&ids[0]].typed.len(), 2);
+    assert_eq!(f.hosts[1].panes[&ids[1]].typed.len(), 1, "not in the group");
+    assert_eq!(f.hosts[0].panes[&ids[2]].typed.len(), 2);
+    // An empty group is legal silence, not an error.
+    let empty = f.call(
+        0,
+        lead,
+        Request::Broadcast {
+            group: Some("nobody".into()),
+            content: "hello?".into(),
+        },
+    );
+    assert!(matches!(
+        f.response(0, empty),
+        Some(Response::Broadcast { .. })
+    ));
+}
+
+/// A U4 trace on both hosts, for the record.
+#[test]
+fn u4_trace_snapshot() {
+    let mut f = Fleet::new(2);
+    let lead = f.lead(0, LEAD);
+    f.advance(Duration::from_millis(10));
+    let start: Vec<usize> = f.hosts.iter().map(|h| h.trace.len()).collect();
+    f.call(0, lead, spawn(Some(1), "claude", None));
+    f.settle();
+    let mut lines = Vec::new();
+    for (h, s) in start.iter().enumerate() {
+        for l in &f.hosts[h].trace[*s..] {
+            if !l.contains("poll_status") && !l.contains(" audit ") {
+                lines.push(l.clone());
+            }
+        }
+    }
+    insta::assert_snapshot!(redact(&lines.join("\n")));
+}

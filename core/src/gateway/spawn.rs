@@ -1,0 +1,341 @@
+//! Spawning members (U4, CB-308 §7.2, §7.5, §7.8): on this host, or on another through a
+//! SPAWN control message.
+//!
+//! Idempotence without a ledger: the requester mints the spawn id, which *is* the new member's
+//! gid and lives in its pane label, so the target's live registry (rebuilt from labels after a
+//! restart) answers a redelivery with the existing member; a reservation entered before the
+//! launcher call absorbs a redelivery that arrives while the first spawn is still inside its
+//! readiness gate. A member is announced only once it is ready.
+
+use super::{Gateway, TimerKind};
+use crate::broker::{Exchange, PublishId};
+use crate::envelope::{Envelope, Kind};
+use crate::ids::{CallId, HostId, MsgId, SessionId};
+use crate::io::{CallError, Output, Response};
+use crate::outcome::Outcome;
+use crate::roster::GATEWAY_GID;
+use crate::time::{Duration, Instant};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The body of a SPAWN message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnSpec {
+    pub profile: String,
+    #[serde(default)]
+    pub group: Option<String>,
+}
+
+/// Who is told when a reserved spawn ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Reply {
+    /// A caller on this host.
+    Local(CallId),
+    /// A requester on another host, answered by presence (ready) or FAILED (`re` = the SPAWN).
+    Remote { requester: SessionId, re: MsgId },
+}
+
+#[derive(Clone, Debug)]
+struct Reservation {
+    reply: Reply,
+    deadline: Instant,
+    group: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+struct Waiting {
+    call: CallId,
+    host: HostId,
+    deadline: Instant,
+}
+
+/// Both sides of spawning.
+#[derive(Debug, Default)]
+pub(super) struct Spawns {
+    /// Target side: spawns entered before the launcher call, until ready or failed.
+    reserved: BTreeMap<SessionId, Reservation>,
+    /// Requester side: remote spawns awaiting the new member's presence, by gid.
+    waiting: BTreeMap<SessionId, Waiting>,
+    /// Requester side: the SPAWN msgId of each waiting gid (a FAILED answers it).
+    by_msg: BTreeMap<MsgId, SessionId>,
+    /// Requester side: SPAWN publishes awaiting their confirm (unroutable = no such host).
+    publishes: BTreeMap<PublishId, SessionId>,
+}
+
+impl Spawns {
+    pub(super) fn reserved(&self) -> usize {
+        self.reserved.len()
+    }
+}
+
+impl Gateway {
+    fn own_host(&self) -> HostId {
+        self.fed
+            .as_ref()
+            .map_or_else(|| HostId::new("local"), |f| f.host().clone())
+    }
+
+    fn spawn_ready_timeout(&self) -> Duration {
+        Duration::from_millis(self.cfg.spawn_ready_timeout_ms)
+    }
+
+    /// `fleet_spawn` from a caller on this host.
+    pub(super) fn on_spawn(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        caller_gid: Option<SessionId>,
+        host: Option<HostId>,
+        profile: String,
+        group: Option<String>,
+    ) {
+        if profile.trim().is_empty() {
+            return self.invalid(call, "profile must not be empty");
+        }
+        let own = self.own_host();
+        let host = host.unwrap_or_else(|| own.clone());
+        let gid = self.ids.gid();
+        if host == own {
+            return self.spawn_here(now, gid, profile, group, Reply::Local(call));
+        }
+        let Some(from) = caller_gid.filter(|g| !self.is_remote(g)) else {
+            return self.invalid(
+                call,
+                "this caller is not attached to the gateway, so it cannot spawn on another host",
+            );
+        };
+        if !self.broker_is_up() {
+            return self.respond(call, Response::Error(CallError::BrokerUnavailable));
+        }
+        if let Some(offered) = self.profiles_of(&host) {
+            if !offered.contains(&profile) {
+                return self.respond(
+                    call,
+                    Response::Error(CallError::UnknownProfile {
+                        host,
+                        profile,
+                        offered,
+                    }),
+                );
+            }
+        }
+        let spec = SpawnSpec { profile, group };
+        let body = serde_json::to_vec(&spec).unwrap_or_default();
+        let ttl = self.cfg.spawn_ready_timeout_ms;
+        let mut env = self.fed_envelope(Kind::Spawn, &from, host.to_string(), None, body, ttl);
+        env.spawn_id = Some(gid.clone());
+        let msg = env.msg_id;
+        let Some(publish) = self.fed_publish(Exchange::Control, env) else {
+            return self.respond(call, Response::Error(CallError::BrokerUnavailable));
+        };
+        let deadline = now + self.spawn_ready_timeout() + Duration::from_secs(30);
+        self.spawns.waiting.insert(
+            gid.clone(),
+            Waiting {
+                call,
+                host,
+                deadline,
+            },
+        );
+        self.spawns.by_msg.insert(msg, gid.clone());
+        self.spawns.publishes.insert(publish, gid.clone());
+        self.timers.insert((deadline, TimerKind::Spawn(gid)));
+    }
+
+    /// The target side: dedup by the live registry, then by the reservation set, then the
+    /// profile check, then reserve and ask the launcher.
+    fn spawn_here(
+        &mut self,
+        now: Instant,
+        gid: SessionId,
+        profile: String,
+        group: Option<String>,
+        reply: Reply,
+    ) {
+        if self.is_live_member(&gid) {
+            // A redelivered SPAWN: answer with the member that exists (its presence, again).
+            self.announce_now(&gid);
+            return self.spawn_done(&gid, reply, Ok(()));
+        }
+        if self.spawns.reserved.contains_key(&gid) {
+            return; // the first delivery is still in its readiness gate and will answer
+        }
+        if !self.cfg.profiles.contains(&profile) {
+            let reason = format!(
+                "host {} has no profile {profile:?} (it offers: {:?})",
+                self.own_host(),
+                self.cfg.profiles
+            );
+            return self.spawn_done(&gid, reply, Err(reason));
+        }
+        let deadline = now + self.spawn_ready_timeout();
+        self.spawns.reserved.insert(
+            gid.clone(),
+            Reservation {
+                reply,
+                deadline,
+                group: group.clone(),
+            },
+        );
+        self.timers
+            .insert((deadline, TimerKind::Spawn(gid.clone())));
+        self.stats.spawns_total += 1;
+        self.out.push_back(Output::SpawnPane {
+            gid,
+            profile,
+            group,
+        });
+    }
+
+    /// The launcher's answer. A pane that exists still waits for its readiness gate.
+    pub(super) fn on_spawned(&mut self, now: Instant, gid: SessionId, result: Result<(), String>) {
+        match result {
+            Ok(()) => {
+                let group = self.spawns.reserved.get(&gid).and_then(|r| r.group.clone());
+                if let Some(g) = group {
+                    self.join_group(&gid, &g);
+                }
+                self.injector.gate(&gid);
+                self.local_entity(&gid, crate::roster::EntityKind::Member, false);
+            }
+            Err(reason) => {
+                if let Some(r) = self.spawns.reserved.remove(&gid) {
+                    self.spawn_done(&gid, r.reply, Err(format!("the launcher failed: {reason}")));
+                }
+            }
+        }
+        let _ = now;
+    }
+
+    /// A member connected: if it was being spawned, the spawn is done.
+    pub(super) fn spawn_ready(&mut self, gid: &SessionId) {
+        if let Some(r) = self.spawns.reserved.remove(gid) {
+            self.spawn_done(gid, r.reply, Ok(()));
+        }
+    }
+
+    fn spawn_done(&mut self, gid: &SessionId, reply: Reply, result: Result<(), String>) {
+        match (reply, result) {
+            (Reply::Local(call), Ok(())) => {
+                let host = self.own_host();
+                self.respond(
+                    call,
+                    Response::Spawned {
+                        gid: gid.clone(),
+                        host,
+                    },
+                );
+            }
+            (Reply::Local(call), Err(reason)) => {
+                self.respond(call, Response::Error(CallError::SpawnFailed { reason }))
+            }
+            // Ready: the requester learns it from the member's presence, which the readiness
+            // gate (`MemberConnected`) has just published.
+            (Reply::Remote { .. }, Ok(())) => {}
+            (Reply::Remote { requester, re }, Err(reason)) => {
+                let ttl = self.cfg.reply_ttl_ms;
+                let mut env = self.fed_envelope(
+                    Kind::Failed,
+                    &SessionId::new(GATEWAY_GID),
+                    requester.to_string(),
+                    Some(re),
+                    reason.into_bytes(),
+                    ttl,
+                );
+                env.outcome = Some(Outcome::WorkerFailed);
+                env.spawn_id = Some(gid.clone());
+                self.fed_publish(Exchange::Msg, env);
+            }
+        }
+    }
+
+    /// The spawn timer: a reservation that never became ready is reaped; a requester that
+    /// never heard back is told.
+    pub(super) fn on_spawn_timer(&mut self, now: Instant, gid: SessionId) {
+        if let Some(r) = self.spawns.reserved.get(&gid) {
+            if r.deadline <= now {
+                let r = self.spawns.reserved.remove(&gid).expect("checked above");
+                self.out.push_back(Output::ClosePane { gid: gid.clone() });
+                let why = format!(
+                    "the member did not become ready within {} ms; its pane is reaped",
+                    self.cfg.spawn_ready_timeout_ms
+                );
+                self.spawn_done(&gid, r.reply, Err(why));
+            }
+        }
+        if let Some(w) = self.spawns.waiting.get(&gid) {
+            if w.deadline <= now {
+                let w = self.spawns.waiting.remove(&gid).expect("checked above");
+                self.spawns.by_msg.retain(|_, g| g != &gid);
+                let reason = format!("host {} never reported the member ready", w.host);
+                self.respond(w.call, Response::Error(CallError::SpawnFailed { reason }));
+            }
+        }
+    }
+
+    /// Requester side: presence for a gid we are waiting on means it is ready.
+    pub(super) fn spawn_seen(&mut self, gid: &SessionId, host: &HostId) {
+        let Some(w) = self.spawns.waiting.get(gid) else {
+            return;
+        };
+        if &w.host != host {
+            return;
+        }
+        let w = self.spawns.waiting.remove(gid).expect("checked above");
+        self.spawns.by_msg.retain(|_, g| g != gid);
+        self.respond(
+            w.call,
+            Response::Spawned {
+                gid: gid.clone(),
+                host: host.clone(),
+            },
+        );
+    }
+
+    /// Requester side: FAILED answering a SPAWN. Returns false if `re` is not a spawn.
+    pub(super) fn spawn_failed(&mut self, re: MsgId, reason: String) -> bool {
+        let Some(gid) = self.spawns.by_msg.remove(&re) else {
+            return false;
+        };
+        if let Some(w) = self.spawns.waiting.remove(&gid) {
+            self.respond(w.call, Response::Error(CallError::SpawnFailed { reason }));
+        }
+        true
+    }
+
+    /// Requester side: a SPAWN nobody was bound to receive.
+    pub(super) fn spawn_unroutable(&mut self, publish: PublishId) -> bool {
+        let Some(gid) = self.spawns.publishes.remove(&publish) else {
+            return false;
+        };
+        self.spawns.by_msg.retain(|_, g| g != &gid);
+        if let Some(w) = self.spawns.waiting.remove(&gid) {
+            self.respond(
+                w.call,
+                Response::Error(CallError::NoSuchHost { host: w.host }),
+            );
+        }
+        true
+    }
+
+    /// Requester side: the SPAWN's confirm came back routed.
+    pub(super) fn spawn_published(&mut self, publish: PublishId) -> bool {
+        self.spawns.publishes.remove(&publish).is_some()
+    }
+
+    /// Target side: a verified SPAWN from an allowed gateway.
+    pub(super) fn on_spawn_message(&mut self, now: Instant, env: Envelope) -> Result<(), String> {
+        let gid = env
+            .spawn_id
+            .clone()
+            .ok_or_else(|| "SPAWN without a spawnId".to_string())?;
+        let spec: SpawnSpec =
+            serde_json::from_slice(&env.body).map_err(|e| format!("SPAWN body: {e}"))?;
+        let reply = Reply::Remote {
+            requester: env.from.clone(),
+            re: env.msg_id,
+        };
+        self.spawn_here(now, gid, spec.profile, spec.group, reply);
+        Ok(())
+    }
+}
