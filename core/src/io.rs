@@ -59,6 +59,9 @@ pub enum Input {
     /// The wall clock read `unix_ms` at this `now` (for envelope stamps and expiry). Fed at
     /// start and whenever the driver notices the wall clock moved against the monotonic one.
     WallClock { unix_ms: u64 },
+    /// The daemon is shutting down gracefully: delegations from other hosts still open here
+    /// are reported ABANDONED to their senders (nothing will feed their waiters now).
+    Shutdown,
     /// `poll_timeout` was reached.
     Tick,
 }
@@ -108,6 +111,8 @@ pub enum Request {
         /// The broadcast group the member joins (`broadcast.<group>`), if any.
         group: Option<String>,
     },
+    /// `fleet_stop`: close a member's pane on this host; its inbox goes with it.
+    Stop { target: SessionId },
     /// Broadcast (U8): the same text to every member, or to one group, fleet-wide.
     Broadcast {
         group: Option<String>,
@@ -124,6 +129,7 @@ impl Request {
             Request::Peek { .. } | Request::Ack { .. } | Request::Drain { .. } => Action::Drain,
             Request::Status { .. } => Action::Read,
             Request::Spawn { .. } => Action::Spawn,
+            Request::Stop { .. } => Action::Stop,
             Request::Broadcast { .. } => Action::Send,
         }
     }
@@ -166,6 +172,10 @@ pub enum Response {
     Spawned {
         gid: SessionId,
         host: HostId,
+    },
+    /// The member's pane is being closed; its open delegations ended.
+    Stopped {
+        target: SessionId,
     },
     /// A broadcast was published; each copy then follows the per-recipient rules.
     Broadcast {
@@ -507,6 +517,7 @@ impl fmt::Display for Response {
                 view.in_turn
             ),
             Response::Spawned { gid, host } => write!(f, "spawned {gid} on {host}"),
+            Response::Stopped { target } => write!(f, "stopped {target}"),
             Response::Broadcast { msg, key } => write!(f, "broadcast msg={msg} key={key}"),
             Response::Error(e) => write!(f, "error {e}"),
         }

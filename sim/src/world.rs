@@ -724,6 +724,7 @@ fn describe(r: &Request) -> String {
             "spawn {profile} on {}",
             host.as_ref().map_or("this host", |h| h.as_str())
         ),
+        Request::Stop { target } => format!("stop {target}"),
         Request::Broadcast { group, content } => format!(
             "broadcast to {} {content:?}",
             group.as_deref().unwrap_or("all")

@@ -683,6 +683,79 @@ impl Gateway {
         }
     }
 
+    /// `fleet_stop` of a member on this host: its pane is closed; delegations from other hosts
+    /// are reported ABANDONED, local ones end WORKER_FAILED; the inbox goes when the pane does.
+    pub(super) fn on_stop(&mut self, now: Instant, call: CallId, target: SessionId) {
+        if self.is_remote(&target) {
+            return self.invalid(call, "stop a member through the gateway of its own host");
+        }
+        self.abandon(now, |d| d.target == target, "stopped by its lead");
+        self.out.push_back(Output::ClosePane {
+            gid: target.clone(),
+        });
+        self.respond(call, Response::Stopped { target });
+    }
+
+    /// Graceful shutdown (CB-516 abandon on teardown).
+    pub(super) fn abandon_all(&mut self, now: Instant) {
+        self.abandon(now, |_| true, "its host's gateway shut down");
+    }
+
+    fn abandon(&mut self, now: Instant, which: impl Fn(&Delegation) -> bool, why: &str) {
+        let hit: Vec<TicketId> = self
+            .delegations
+            .iter()
+            .filter(|(_, d)| which(d))
+            .map(|(t, _)| *t)
+            .collect();
+        for ticket in hit {
+            let Some(d) = self.delegations.get(&ticket) else {
+                continue;
+            };
+            match d.mode.clone() {
+                Mode::Remote { reply_to, re } => {
+                    let (target, msg) = (d.target.clone(), d.msg);
+                    self.delegations.remove(&ticket);
+                    self.rendezvous
+                        .take(&target, msg, crate::rendezvous::Kind::Failed);
+                    let ttl = self.cfg.reply_ttl_ms;
+                    let env = self.envelope(
+                        Kind::Abandoned,
+                        &target,
+                        reply_to.to_string(),
+                        Some(re),
+                        None,
+                        None,
+                        why.as_bytes().to_vec(),
+                        ttl,
+                        None,
+                    );
+                    self.publish(Exchange::Msg, env);
+                    self.event(Event::Resolved {
+                        ticket,
+                        target,
+                        outcome: Outcome::WorkerFailed,
+                    });
+                }
+                _ if self.fed.is_none() || !self.is_remote(&d.target) => {
+                    let (target, msg) = (d.target.clone(), d.msg);
+                    self.injector
+                        .withdraw(&target, msg, crate::injector::Cause::PaneGone);
+                    self.rendezvous
+                        .take(&target, msg, crate::rendezvous::Kind::Failed);
+                    self.finish(
+                        now,
+                        ticket,
+                        Outcome::WorkerFailed,
+                        Some(why.to_string()),
+                        None,
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+
     // ---- the broker ------------------------------------------------------------------------
 
     pub(super) fn on_broker(&mut self, now: Instant, ev: BrokerEvent) {

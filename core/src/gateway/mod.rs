@@ -244,6 +244,7 @@ impl Gateway {
             Input::Broker(ev) => self.on_broker(now, ev),
             Input::WallClock { unix_ms } => self.on_wall_clock(now, unix_ms),
             Input::PaneGone { target } => self.on_pane_gone(now, &target),
+            Input::Shutdown => self.abandon_all(now),
             Input::Tick => self.on_tick(now),
         }
         self.settle(now);
@@ -388,6 +389,7 @@ impl Gateway {
                 self.rendezvous.ask(*turn_id).map(|a| a.session.clone())
             }
             Request::Poll { ticket } => self.tickets.get(ticket).map(|t| t.target.clone()),
+            Request::Stop { target } => Some(target.clone()),
             Request::Spawn { .. } | Request::Broadcast { .. } => None,
         };
         let action = request.action();
@@ -457,6 +459,7 @@ impl Gateway {
                 profile,
                 group,
             } => self.on_spawn(now, call, caller.session.clone(), host, profile, group),
+            Request::Stop { target } => self.on_stop(now, call, target),
             Request::Broadcast { group, content } => {
                 self.on_broadcast(call, &caller, group, content)
             }

@@ -867,3 +867,44 @@ fn u4_trace_snapshot() {
     }
     insta::assert_snapshot!(redact(&lines.join("\n")));
 }
+
+/// ABANDONED stitches the turn split: the worker's gateway tells the sender at once when the
+/// member is stopped, or when the gateway itself shuts down, instead of leaving the waiter to
+/// its timeout.
+#[test]
+fn stop_and_shutdown_abandon_remote_delegations() {
+    let (mut f, lead, worker) = two_hosts();
+    let c = f.call(0, lead.clone(), send(&worker, "task", true));
+    f.advance(Duration::from_secs(1));
+    let b_lead = f.lead(1, "55555555-5555-4555-8555-555555555555");
+    let s = f.call(
+        1,
+        b_lead,
+        Request::Stop {
+            target: worker.clone(),
+        },
+    );
+    assert_eq!(
+        f.response(1, s),
+        Some(&Response::Stopped {
+            target: worker.clone()
+        })
+    );
+    let (o, body) = outcome(f.response(0, c)).expect("abandoned at once");
+    assert_eq!(o, Outcome::WorkerFailed);
+    assert!(body.unwrap_or_default().contains("stopped"));
+    assert!(
+        !f.hosts[1].panes.contains_key(&worker),
+        "the pane was closed"
+    );
+
+    let w2 = f.member(1, "66666666-6666-4666-8666-666666666666");
+    f.advance(Duration::from_millis(10));
+    let c = f.call(0, lead, send(&w2, "task", true));
+    f.advance(Duration::from_secs(1));
+    f.input(1, Input::Shutdown);
+    f.settle();
+    let (o, body) = outcome(f.response(0, c)).expect("abandoned on shutdown");
+    assert_eq!(o, Outcome::WorkerFailed);
+    assert!(body.unwrap_or_default().contains("shut down"));
+}
