@@ -1,0 +1,425 @@
+//! Core throughput with federation in the mix: two gateways in one process, 500 member
+//! targets each, joined by a minimal in-bench router (direct delivery by routing key; every
+//! publish confirmed routed). A tenth of the sends cross to the other gateway, so the mix has
+//! signed SEND / INJECTED / REPLY envelopes, admission with ed25519 verification, presence
+//! heartbeats and acks, beside the local traffic of the single-host benchmark.
+//!
+//! Also measures, alone, what one ed25519 sign and one admission (decode + verify + checks)
+//! cost, since those dominate every cross-host message.
+//!
+//! Run: `cargo bench -p fleet-core --bench federated` (add `-- --targets N --rounds R`).
+
+use fleet_core::admission::{admit, SeenSet};
+use fleet_core::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange, PublishResult};
+use fleet_core::envelope::{Envelope, Kind, VERSION};
+use fleet_core::signing::Keyring;
+use fleet_core::{
+    AgentStatus, CallId, CoreConfig, Duration, Federation, Gateway, HostId, Input, Instant, MsgId,
+    Output, Principal, Request, SessionId, TraceId,
+};
+use std::collections::{BTreeMap, VecDeque};
+
+const UNIX0: u64 = 1_790_000_000_000;
+
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Agent {
+    Idle,
+    Working { left: u8 },
+}
+
+struct Bench {
+    gws: Vec<Gateway>,
+    now: Instant,
+    rng: XorShift,
+    /// Per gateway: its members and their tiny agents.
+    members: Vec<Vec<SessionId>>,
+    agents: Vec<Vec<Agent>>,
+    leads: Vec<Principal>,
+    owner: BTreeMap<SessionId, usize>,
+    inputs: VecDeque<(usize, Input)>,
+    next_call: u64,
+    next_tag: u64,
+    events: u64,
+    remote_sends: u64,
+    deliveries: u64,
+}
+
+fn index(s: &SessionId) -> Option<(usize, usize)> {
+    let (g, i) = s.as_str().strip_prefix('m')?.split_once('-')?;
+    Some((g.parse().ok()?, i.parse().ok()?))
+}
+
+impl Bench {
+    fn new(per_gateway: usize) -> Bench {
+        let hosts = [HostId::new("a"), HostId::new("b")];
+        let secrets = [[1u8; 32], [2u8; 32]];
+        let publics: BTreeMap<HostId, [u8; 32]> = (0..2)
+            .map(|i| {
+                let k = Keyring::new(hosts[i].clone(), secrets[i], &BTreeMap::new()).expect("key");
+                (hosts[i].clone(), k.public_key())
+            })
+            .collect();
+        let mut b = Bench {
+            gws: Vec::new(),
+            now: Instant::ZERO,
+            rng: XorShift(0x9e37_79b9_7f4a_7c15),
+            members: vec![Vec::new(), Vec::new()],
+            agents: vec![Vec::new(), Vec::new()],
+            leads: Vec::new(),
+            owner: BTreeMap::new(),
+            inputs: VecDeque::new(),
+            next_call: 0,
+            next_tag: 0,
+            events: 0,
+            remote_sends: 0,
+            deliveries: 0,
+        };
+        for (i, host) in hosts.iter().enumerate() {
+            let fed = Federation {
+                host: host.clone(),
+                keyring: Keyring::new(host.clone(), secrets[i], &publics).expect("keys"),
+                namespace: "bench".into(),
+                control_allowlist: hosts.iter().cloned().collect(),
+            };
+            let gw = Gateway::federated(CoreConfig::default(), fed, i as u64, Instant::ZERO, UNIX0)
+                .expect("valid config");
+            b.gws.push(gw);
+        }
+        for g in 0..2 {
+            b.push(g, Input::Broker(BrokerEvent::Up { generation: 1 }));
+            for l in 0..5 {
+                let gid = SessionId::new(format!("lead{g}-{l}"));
+                b.owner.insert(gid.clone(), g);
+                b.leads
+                    .push(Principal::primary(gid.as_str(), Some(gid.clone())));
+                b.push(g, Input::LeadAttached { lead: gid });
+            }
+            for i in 0..per_gateway {
+                let gid = SessionId::new(format!("m{g}-{i}"));
+                b.owner.insert(gid.clone(), g);
+                b.members[g].push(gid.clone());
+                b.agents[g].push(Agent::Idle);
+                b.push(
+                    g,
+                    Input::MemberStarted {
+                        target: gid.clone(),
+                    },
+                );
+                b.push(g, Input::MemberConnected { target: gid });
+            }
+        }
+        b.run();
+        b
+    }
+
+    fn push(&mut self, g: usize, input: Input) {
+        self.inputs.push_back((g, input));
+    }
+
+    fn run(&mut self) {
+        while let Some((g, input)) = self.inputs.pop_front() {
+            self.gws[g].handle(self.now, input);
+            self.events += 1;
+            while let Some(out) = self.gws[g].poll_output() {
+                self.carry_out(g, out);
+            }
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        g: usize,
+        queue: String,
+        key: String,
+        headers: fleet_core::envelope::Headers,
+        body: Vec<u8>,
+    ) {
+        self.next_tag += 1;
+        self.deliveries += 1;
+        let delivery = DeliveryId {
+            generation: 1,
+            tag: self.next_tag,
+        };
+        self.push(
+            g,
+            Input::Broker(BrokerEvent::Delivery {
+                delivery,
+                queue,
+                routing_key: key,
+                redelivered: false,
+                headers,
+                body,
+            }),
+        );
+    }
+
+    fn carry_out(&mut self, g: usize, out: Output) {
+        match out {
+            Output::Inject { target, msg, .. } => {
+                if let Some((mg, i)) = index(&target) {
+                    self.agents[mg][i] = Agent::Working {
+                        left: 1 + (self.rng.next() % 3) as u8,
+                    };
+                }
+                self.push(
+                    g,
+                    Input::Injected {
+                        target,
+                        msg,
+                        result: Ok("❯ ".into()),
+                    },
+                );
+            }
+            Output::ReadPane { target, msg } => self.push(
+                g,
+                Input::PaneRead {
+                    target,
+                    msg,
+                    result: Ok("❯ \n> task\ndone".into()),
+                },
+            ),
+            Output::Broker(BrokerOp::Publish {
+                publish,
+                exchange,
+                key,
+                headers,
+                body,
+                ..
+            }) => {
+                self.push(
+                    g,
+                    Input::Broker(BrokerEvent::Published {
+                        publish,
+                        result: PublishResult::Routed,
+                    }),
+                );
+                match exchange {
+                    Exchange::Msg => {
+                        if let Some(&to) = self.owner.get(&SessionId::new(&key)) {
+                            let queue = format!("bench.agent.{key}.inbox.v2");
+                            self.deliver(to, queue, key, headers, body);
+                        }
+                    }
+                    Exchange::Roster => {
+                        for to in 0..2 {
+                            let queue = format!("bench.roster.{}", ["a", "b"][to]);
+                            self.deliver(to, queue, key.clone(), headers.clone(), body.clone());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn call(&mut self, g: usize, caller: Principal, request: Request) {
+        self.next_call += 1;
+        self.push(
+            g,
+            Input::Call {
+                call: CallId(self.next_call),
+                caller,
+                request,
+            },
+        );
+    }
+
+    fn round(&mut self) {
+        for g in 0..2 {
+            for i in 0..self.members[g].len() {
+                let target = self.members[g][i].clone();
+                let roll = self.rng.next() % 100;
+                match self.agents[g][i] {
+                    Agent::Idle => {
+                        if roll < 15 {
+                            // A tenth of the delegations come from a lead on the other host.
+                            let remote = roll < 2;
+                            let lg = if remote { 1 - g } else { g };
+                            let lead = self.leads[lg * 5 + (self.rng.next() % 5) as usize].clone();
+                            if remote {
+                                self.remote_sends += 1;
+                            }
+                            self.call(
+                                lg,
+                                lead,
+                                Request::Send {
+                                    target: target.clone(),
+                                    content: "task".into(),
+                                    wait: roll % 2 == 0,
+                                    timeout_ms: Some(120_000),
+                                },
+                            );
+                        }
+                        self.push(
+                            g,
+                            Input::StatusSampled {
+                                target,
+                                status: AgentStatus::Idle,
+                                screen: None,
+                            },
+                        );
+                    }
+                    Agent::Working { left: 0 } => {
+                        if roll % 2 == 0 {
+                            self.call(
+                                g,
+                                Principal::worker(target.clone()),
+                                Request::Reply {
+                                    content: "done".into(),
+                                },
+                            );
+                        }
+                        self.agents[g][i] = Agent::Idle;
+                        self.push(
+                            g,
+                            Input::StatusSampled {
+                                target,
+                                status: AgentStatus::Idle,
+                                screen: None,
+                            },
+                        );
+                    }
+                    Agent::Working { left } => {
+                        self.agents[g][i] = Agent::Working { left: left - 1 };
+                        self.push(
+                            g,
+                            Input::StatusSampled {
+                                target,
+                                status: AgentStatus::Working,
+                                screen: None,
+                            },
+                        );
+                    }
+                }
+                self.run();
+            }
+        }
+        self.now = self.now + Duration::from_millis(500);
+        for g in 0..2 {
+            self.push(g, Input::Tick);
+        }
+        self.run();
+    }
+}
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[allow(clippy::disallowed_methods)] // a benchmark measures wall time; it never feeds the core
+fn crypto_costs() -> (f64, f64) {
+    let peers = BTreeMap::from([(
+        HostId::new("b"),
+        Keyring::new(HostId::new("b"), [2; 32], &BTreeMap::new())
+            .expect("k")
+            .public_key(),
+    )]);
+    let a = Keyring::new(HostId::new("a"), [1; 32], &BTreeMap::new()).expect("k");
+    let b = Keyring::new(
+        HostId::new("b"),
+        [2; 32],
+        &BTreeMap::from([(HostId::new("a"), a.public_key())]),
+    )
+    .expect("k");
+    let _ = peers;
+    let mut env = Envelope {
+        v: VERSION,
+        kind: Kind::Send,
+        msg_id: MsgId(uuid::Uuid::from_u128(1)),
+        trace_id: TraceId(uuid::Uuid::from_u128(2)),
+        from: SessionId::new("lead"),
+        to: "w".into(),
+        signer: HostId::new("a"),
+        re: None,
+        turn_id: None,
+        spawn_id: None,
+        outcome: None,
+        ts: UNIX0,
+        expires_at: UNIX0 + 60_000,
+        sig: None,
+        body: vec![b'x'; 200],
+    };
+    let n = 2_000;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        a.sign(&mut env);
+    }
+    let sign_us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+    let headers = env.to_headers();
+    let t = std::time::Instant::now();
+    for i in 0..n {
+        let mut seen = SeenSet::new(4);
+        let r = admit(
+            &b,
+            &headers,
+            env.body.clone(),
+            "w",
+            UNIX0 + i,
+            |_| Some(HostId::new("a")),
+            &mut seen,
+        );
+        assert!(r.is_ok());
+    }
+    let admit_us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+    (sign_us, admit_us)
+}
+
+#[allow(clippy::disallowed_methods)] // a benchmark measures wall time; it never feeds the core
+fn main() {
+    let per = arg("--targets", 500);
+    let rounds = arg("--rounds", 200);
+    let runs = arg("--runs", 5).max(1);
+    let (sign_us, admit_us) = crypto_costs();
+    let mut rates = Vec::new();
+    let mut last = (0, 0, 0);
+    for _ in 0..runs {
+        let mut b = Bench::new(per);
+        for _ in 0..20 {
+            b.round();
+        }
+        let (e0, r0, d0) = (b.events, b.remote_sends, b.deliveries);
+        let t = std::time::Instant::now();
+        for _ in 0..rounds {
+            b.round();
+        }
+        let secs = t.elapsed().as_secs_f64();
+        rates.push((b.events - e0) as f64 / secs);
+        last = (b.events - e0, b.remote_sends - r0, b.deliveries - d0);
+    }
+    rates.sort_by(f64::total_cmp);
+    let median = rates[rates.len() / 2];
+    println!("federated throughput: 2 gateways x {per} targets, {rounds} rounds, {runs} runs");
+    println!(
+        "  median {median:.0} events/s ({:.0} ns/event), min {:.0}, max {:.0}",
+        1e9 / median,
+        rates[0],
+        rates[rates.len() - 1]
+    );
+    println!(
+        "  per run: {} events, {} cross-host sends, {} broker deliveries ({:.1}% of events)",
+        last.0,
+        last.1,
+        last.2,
+        100.0 * last.2 as f64 / last.0 as f64
+    );
+    println!("  one ed25519 sign: {sign_us:.1} us; one admission (decode + verify + checks): {admit_us:.1} us");
+}
