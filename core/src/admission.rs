@@ -100,12 +100,13 @@ pub fn admit(
         routing_key,
         now_unix_ms,
         host_of,
-        seen,
+        Some(seen),
     )
 }
 
 /// `admit` for a delivery out of `queue`: replays are recognised per queue, because the
-/// copies of one broadcast share a msgId but each lands in its own inbox exactly once.
+/// copies of one broadcast share a msgId but each lands in its own inbox exactly once. With
+/// `seen` absent the replay check is skipped: the caller handles a broker redelivery itself.
 #[allow(clippy::too_many_arguments)]
 pub fn admit_in(
     keyring: &Keyring,
@@ -115,7 +116,7 @@ pub fn admit_in(
     queue: &str,
     now_unix_ms: u64,
     host_of: impl Fn(&SessionId) -> Option<HostId>,
-    seen: &mut SeenSet,
+    seen: Option<&mut SeenSet>,
 ) -> Result<Envelope, Rejection> {
     let env = Envelope::from_parts(headers, body).map_err(Rejection::Decode)?;
     keyring.check(&env).map_err(|e| match e {
@@ -151,12 +152,16 @@ pub fn admit_in(
             now: now_unix_ms,
         });
     }
-    // The forward path acks before it injects, so no broker redelivery can explain a second
-    // copy: it is a replay. The reply path is at-least-once instead, deduped by msgId later.
-    if env.kind.replay_guarded()
-        && !seen.insert_scoped(env.msg_id, queue, env.expires_at, now_unix_ms)
-    {
-        return Err(Rejection::Replayed(env.msg_id));
+    // A second copy on the forward path that the broker does not mark redelivered is a
+    // replay. (A redelivery — an ack lost with its connection — is the caller's to handle: it
+    // must never be typed again, nor be mistaken for an attack.) The reply path is
+    // at-least-once instead, deduped by msgId later.
+    if let Some(seen) = seen {
+        if env.kind.replay_guarded()
+            && !seen.insert_scoped(env.msg_id, queue, env.expires_at, now_unix_ms)
+        {
+            return Err(Rejection::Replayed(env.msg_id));
+        }
     }
     Ok(env)
 }
@@ -215,6 +220,10 @@ impl SeenSet {
 
     pub fn contains(&self, id: MsgId) -> bool {
         self.by_id.contains_key(&(id, 0))
+    }
+
+    pub fn contains_scoped(&self, id: MsgId, scope: &str) -> bool {
+        self.by_id.contains_key(&(id, scope_key(scope)))
     }
 
     pub fn len(&self) -> usize {

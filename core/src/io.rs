@@ -337,6 +337,12 @@ pub enum Event {
     RosterExpired {
         gid: SessionId,
     },
+    /// A report to another host could not be published (broker down, no inbox any more).
+    Undelivered {
+        kind: String,
+        to: SessionId,
+        why: String,
+    },
     /// A dead-lettered forward brief was reported to its sender as FAILED.
     DeadLetterReported {
         msg: MsgId,
@@ -415,6 +421,7 @@ impl fmt::Display for Event {
                 detail,
             } => write!(f, "rejected {queue} {code}: {detail}"),
             Event::RosterExpired { gid } => write!(f, "roster_expired {gid}"),
+            Event::Undelivered { kind, to, why } => write!(f, "undelivered {kind} to {to}: {why}"),
             Event::DeadLetterReported { msg, sender } => {
                 write!(f, "dead_letter_reported msg={msg} to {sender}")
             }

@@ -55,10 +55,28 @@ enum Holder {
     Ticket(TicketId),
 }
 
-/// An ASK from a remote worker that resolved one of our waiters: where to send the answer.
+/// An ASK from a remote worker that resolved one of our waiters: where to send the answer,
+/// and until when it is worth remembering.
 #[derive(Clone, Debug)]
 struct RemoteAsk {
     worker: SessionId,
+    until: Instant,
+}
+
+/// What a publish's confirm decides.
+#[derive(Clone, Debug)]
+enum Pending {
+    /// A delegation's brief or answer: unroutable is "no such recipient" at once.
+    Delegation(TicketId),
+    /// A member's `fleet_reply` that goes to another host: the member is answered only once
+    /// the broker has the reply (a reply is accepted when it is safe, never before).
+    MemberReply {
+        call: CallId,
+        held: Option<ReplyId>,
+        to: SessionId,
+    },
+    /// A turn's ending reported to its sender; a failure here is loud.
+    Report { to: SessionId, kind: Kind },
 }
 
 pub(super) struct Fed {
@@ -77,8 +95,13 @@ pub(super) struct Fed {
     /// The broadcast group of each member that joined one at spawn.
     groups: BTreeMap<SessionId, String>,
     next_publish: u64,
-    /// Publishes whose confirm decides a delegation ("no such recipient" at once).
-    publishes: BTreeMap<PublishId, TicketId>,
+    /// Publishes whose confirm decides something.
+    publishes: BTreeMap<PublishId, Pending>,
+    /// A member's reply call being answered by a report to another host: see `Pending`.
+    reply_call: Option<CallId>,
+    /// Timers armed (one chain each, however often the broker bounces).
+    presence_armed: bool,
+    sweep_armed: bool,
     /// Sender side: the waiter of each brief or answer we published, by its msgId.
     remote_waiters: BTreeMap<MsgId, TicketId>,
     remote_asks: BTreeMap<TurnId, RemoteAsk>,
@@ -129,6 +152,9 @@ impl Gateway {
             groups: BTreeMap::new(),
             next_publish: 0,
             publishes: BTreeMap::new(),
+            reply_call: None,
+            presence_armed: false,
+            sweep_armed: false,
             remote_waiters: BTreeMap::new(),
             remote_asks: BTreeMap::new(),
             held: BTreeMap::new(),
@@ -173,6 +199,14 @@ impl Gateway {
             f.local
                 .get(gid)
                 .is_some_and(|(k, _)| *k == EntityKind::Member)
+        })
+    }
+
+    pub(super) fn is_local_non_member(&self, gid: &SessionId) -> bool {
+        self.fed.as_ref().is_some_and(|f| {
+            f.local
+                .get(gid)
+                .is_some_and(|(k, _)| *k != EntityKind::Member)
         })
     }
 
@@ -297,6 +331,11 @@ impl Gateway {
     /// A member's pane is gone: its inbox is deleted with it (no broadcasts to the dead).
     pub(super) fn local_entity_gone(&mut self, gid: &SessionId) {
         let Some(f) = &mut self.fed else { return };
+        // A lead's inbox is durable across its pane's restarts (x-expires collects it);
+        // only a member's inbox goes with its pane.
+        if f.local.get(gid).is_some_and(|(k, _)| *k != EntityKind::Member) {
+            return;
+        }
         if f.local.remove(gid).is_some() {
             f.roster.forget(gid);
             f.groups.remove(gid);
@@ -426,7 +465,7 @@ impl Gateway {
         self.stats.sends_total += 1;
         let ticket = self.ids.ticket();
         if let Some(f) = &mut self.fed {
-            f.publishes.insert(publish, ticket);
+            f.publishes.insert(publish, Pending::Delegation(ticket));
             f.remote_waiters.insert(msg, ticket);
         }
         self.open_delegation(now, call, ticket, &target, msg, caller, wait, timeout);
@@ -500,8 +539,17 @@ impl Gateway {
             None,
         );
         let msg = env.msg_id;
-        if self.publish(Exchange::Msg, env).is_none() {
+        let Some(publish) = self.publish(Exchange::Msg, env) else {
             return self.respond(call, Response::Error(CallError::BrokerUnavailable));
+        };
+        let ticket_for_publish = self
+            .asking_tickets
+            .get(&turn)
+            .copied()
+            .unwrap_or_else(|| self.ids.ticket());
+        if let Some(f) = &mut self.fed {
+            f.publishes
+                .insert(publish, Pending::Delegation(ticket_for_publish));
         }
         if let Some(ticket) = self.asking_tickets.remove(&turn) {
             // A paused async ticket resumes, now waiting on the answer's continuation.
@@ -527,7 +575,7 @@ impl Gateway {
             return;
         }
         self.stats.sends_total += 1;
-        let ticket = self.ids.ticket();
+        let ticket = ticket_for_publish;
         if let Some(f) = &mut self.fed {
             f.remote_waiters.insert(msg, ticket);
         }
@@ -591,11 +639,58 @@ impl Gateway {
             ttl,
             None,
         );
-        if self.publish(Exchange::Msg, env).is_none() {
-            self.event(Event::Stale {
-                what: format!("{kind} for {re} not sent: broker down"),
-                target: worker.clone(),
-            });
+        let call = self.fed.as_mut().and_then(|f| f.reply_call.take());
+        match (self.publish(Exchange::Msg, env), call) {
+            (Some(publish), Some(call)) => self.pending(
+                publish,
+                Pending::MemberReply {
+                    call,
+                    held: None,
+                    to: reply_to.clone(),
+                },
+            ),
+            (Some(publish), None) => self.pending(
+                publish,
+                Pending::Report {
+                    to: reply_to.clone(),
+                    kind,
+                },
+            ),
+            (None, Some(call)) => {
+                self.respond(call, Response::Error(CallError::BrokerUnavailable))
+            }
+            (None, None) => self.event(Event::Undelivered {
+                kind: kind.to_string(),
+                to: reply_to.clone(),
+                why: "the broker is down".into(),
+            }),
+        }
+    }
+
+    /// Reports a brief's failure to its sender (no member call involved).
+    fn publish_outcome_report(
+        &mut self,
+        worker: &SessionId,
+        reply_to: &SessionId,
+        re: MsgId,
+        outcome: Outcome,
+        why: String,
+    ) {
+        let now = self.now;
+        self.publish_outcome(now, worker, reply_to, re, outcome, Some(why));
+    }
+
+    /// The member's reply resolves a delegation from another host: it is answered once the
+    /// report is confirmed (see `Pending::MemberReply`).
+    pub(super) fn answer_reply_on_confirm(&mut self, call: CallId) {
+        if let Some(f) = &mut self.fed {
+            f.reply_call = Some(call);
+        }
+    }
+
+    fn pending(&mut self, publish: PublishId, what: Pending) {
+        if let Some(f) = &mut self.fed {
+            f.publishes.insert(publish, what);
         }
     }
 
@@ -652,7 +747,14 @@ impl Gateway {
         );
         let id = ReplyId(env.msg_id.0);
         match self.publish(Exchange::Msg, env) {
-            Some(_) => self.respond(call, Response::ReplyAccepted { held: Some(id) }),
+            Some(publish) => self.pending(
+                publish,
+                Pending::MemberReply {
+                    call,
+                    held: Some(id),
+                    to: lead.clone(),
+                },
+            ),
             None => self.respond(call, Response::Error(CallError::BrokerUnavailable)),
         }
     }
@@ -716,6 +818,9 @@ impl Gateway {
                 Mode::Remote { reply_to, re } => {
                     let (target, msg) = (d.target.clone(), d.msg);
                     self.delegations.remove(&ticket);
+                    // Told ABANDONED, the brief must not be typed after all.
+                    self.injector
+                        .withdraw(&target, msg, crate::injector::Cause::PaneGone);
                     self.rendezvous
                         .take(&target, msg, crate::rendezvous::Kind::Failed);
                     let ttl = self.cfg.reply_ttl_ms;
@@ -763,36 +868,41 @@ impl Gateway {
             BrokerEvent::Up { generation } => self.on_broker_up(now, generation),
             BrokerEvent::Down => self.on_broker_down(now),
             BrokerEvent::Published { publish, result } => {
-                let spawn = match result {
+                let spawn = match &result {
                     PublishResult::Unroutable => self.spawn_unroutable(publish),
-                    _ => self.spawn_published(publish),
+                    PublishResult::Failed(_) => self.spawn_published(publish, true),
+                    PublishResult::Routed => self.spawn_published(publish, false),
                 };
                 if spawn {
                     return;
                 }
-                let ticket = self.fed.as_mut().and_then(|f| f.publishes.remove(&publish));
-                let Some(ticket) = ticket else { return };
-                match result {
-                    PublishResult::Routed => {}
-                    PublishResult::Unroutable => {
-                        let target = self.delegations.get(&ticket).map(|d| d.target.clone());
-                        if let Some(target) = target {
-                            self.fail_call(now, ticket, CallError::NoSuchRecipient { target });
-                        }
-                    }
-                    PublishResult::Failed(_) => {
-                        self.fail_call(now, ticket, CallError::BrokerUnavailable)
-                    }
+                let what = self.fed.as_mut().and_then(|f| f.publishes.remove(&publish));
+                if let Some(what) = what {
+                    self.confirmed(now, what, result);
                 }
             }
             BrokerEvent::Delivery {
                 delivery,
                 queue,
                 routing_key,
-                redelivered: _,
+                redelivered,
                 headers,
                 body,
-            } => self.on_delivery(now, delivery, &queue, &routing_key, &headers, body),
+            } => {
+                let current = self
+                    .fed
+                    .as_ref()
+                    .is_some_and(|f| f.broker_up && f.generation == delivery.generation);
+                if !current {
+                    // A delivery of a dead connection: its tag is void and the broker has
+                    // requeued it for the next generation.
+                    return self.event(Event::Stale {
+                        what: format!("delivery {delivery} of an old connection"),
+                        target: SessionId::new(&queue),
+                    });
+                }
+                self.on_delivery(now, delivery, &queue, &routing_key, redelivered, &headers, body)
+            }
         }
     }
 
@@ -804,12 +914,19 @@ impl Gateway {
         let gids: Vec<(SessionId, EntityKind)> =
             f.local.iter().map(|(g, (k, _))| (g.clone(), *k)).collect();
         let t = slice(&cfg, f, &gids, true);
+        let (arm_presence, arm_sweep) = (!f.presence_armed, !f.sweep_armed);
+        f.presence_armed = true;
+        f.sweep_armed = true;
         self.out.push_back(Output::Broker(BrokerOp::Declare(t)));
-        self.timers.insert((now, TimerKind::Presence));
-        self.timers.insert((
-            now + Duration::from_millis(cfg.held_sweep_interval_ms),
-            TimerKind::HeldSweep,
-        ));
+        if arm_presence {
+            self.timers.insert((now, TimerKind::Presence));
+        }
+        if arm_sweep {
+            self.timers.insert((
+                now + Duration::from_millis(cfg.held_sweep_interval_ms),
+                TimerKind::HeldSweep,
+            ));
+        }
     }
 
     /// Held deliveries lose their tags (the broker requeues them for the next generation);
@@ -820,9 +937,45 @@ impl Gateway {
         for h in f.held.values_mut() {
             h.delivery = None;
         }
-        let pending: Vec<TicketId> = std::mem::take(&mut f.publishes).into_values().collect();
-        for ticket in pending {
-            self.fail_call(now, ticket, CallError::BrokerUnavailable);
+        let pending: Vec<Pending> = std::mem::take(&mut f.publishes).into_values().collect();
+        for what in pending {
+            self.confirmed(now, what, PublishResult::Failed("the connection closed".into()));
+        }
+        self.spawns_broker_down();
+    }
+
+    /// A publish's fate, as the confirm (or its absence) tells it.
+    fn confirmed(&mut self, now: Instant, what: Pending, result: PublishResult) {
+        match (what, result) {
+            (Pending::MemberReply { call, held, .. }, PublishResult::Routed) => {
+                self.respond(call, Response::ReplyAccepted { held })
+            }
+            (_, PublishResult::Routed) => {}
+            (Pending::Delegation(ticket), PublishResult::Unroutable) => {
+                let target = self.delegations.get(&ticket).map(|d| d.target.clone());
+                if let Some(target) = target {
+                    self.fail_call(now, ticket, CallError::NoSuchRecipient { target });
+                }
+            }
+            (Pending::Delegation(ticket), PublishResult::Failed(_)) => {
+                self.fail_call(now, ticket, CallError::BrokerUnavailable)
+            }
+            (Pending::MemberReply { call, to, .. }, PublishResult::Unroutable) => self.respond(
+                call,
+                Response::Error(CallError::NoSuchRecipient { target: to }),
+            ),
+            (Pending::MemberReply { call, .. }, PublishResult::Failed(_)) => {
+                self.respond(call, Response::Error(CallError::BrokerUnavailable))
+            }
+            (Pending::Report { to, kind }, r) => self.event(Event::Undelivered {
+                kind: kind.to_string(),
+                to,
+                why: match r {
+                    PublishResult::Unroutable => "no inbox is bound to its sender any more".into(),
+                    PublishResult::Failed(why) => why,
+                    PublishResult::Routed => String::new(),
+                },
+            }),
         }
     }
 
@@ -855,12 +1008,14 @@ impl Gateway {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn on_delivery(
         &mut self,
         now: Instant,
         delivery: DeliveryId,
         queue: &str,
         routing_key: &str,
+        redelivered: bool,
         headers: &Headers,
         body: Vec<u8>,
     ) {
@@ -878,12 +1033,16 @@ impl Gateway {
             queue,
             unix,
             |g| roster.host_of(now, g),
-            &mut f.seen,
+            (!redelivered).then_some(&mut f.seen),
         );
         let env = match admitted {
             Ok(env) => env,
             Err(r) => return self.reject(delivery, queue, r.code(), r.to_string()),
         };
+        if redelivered && env.kind.replay_guarded() {
+            return self.on_forward_redelivery(delivery, queue, env);
+        }
+        let Some(f) = &mut self.fed else { return };
         let control = queue == f.names.control(&f.cfg.host);
         let roster_q = queue == f.names.roster(&f.cfg.host);
         let inbox_of = f.names.inbox_gid(queue).filter(|g| f.local.contains_key(g));
@@ -963,10 +1122,59 @@ impl Gateway {
         }
     }
 
+    /// A forward-path message the broker redelivers: our ack was lost with a connection (or
+    /// this gateway restarted). It may already have been typed, so it is never typed again:
+    /// acked, and — unless we know we handled it — its sender is told it may have been lost.
+    fn on_forward_redelivery(&mut self, delivery: DeliveryId, queue: &str, env: Envelope) {
+        self.ack(delivery);
+        let handled = self
+            .fed
+            .as_ref()
+            .is_some_and(|f| f.seen.contains_scoped(env.msg_id, queue));
+        if handled {
+            return;
+        }
+        let to = SessionId::new(&env.to);
+        let why = "redelivered after a lost ack: it may already have been typed, so it was not \
+                   typed again"
+            .to_string();
+        match env.kind {
+            Kind::Send => {
+                self.publish_outcome_report(&to, &env.from, env.msg_id, Outcome::WorkerFailed, why);
+            }
+            Kind::Answer => {
+                let ttl = self.cfg.reply_ttl_ms;
+                let late = self.envelope(
+                    Kind::TooLate,
+                    &to,
+                    env.from.to_string(),
+                    Some(env.msg_id),
+                    env.turn_id,
+                    None,
+                    why.into_bytes(),
+                    ttl,
+                    Some(env.trace_id),
+                );
+                self.publish(Exchange::Msg, late);
+            }
+            _ => {}
+        }
+    }
+
     fn on_presence(&mut self, now: Instant, delivery: DeliveryId, queue: &str, env: Envelope) {
         match Presence::from_body(&env.body) {
             Ok(p) => {
                 self.ack(delivery);
+                let Some(f) = &mut self.fed else { return };
+                if f.local.contains_key(&env.from) && env.signer != f.cfg.host {
+                    // Another host claims a gid served here: ours stands.
+                    let why = format!("{} claims {}, which this host serves", env.signer, env.from);
+                    return self.event(Event::Rejected {
+                        queue: queue.to_string(),
+                        code: "gid_claimed".into(),
+                        detail: why,
+                    });
+                }
                 if let Some(f) = &mut self.fed {
                     f.roster.observe(now, &env.signer, &env.from, p);
                 }
@@ -998,8 +1206,15 @@ impl Gateway {
         }
         let ticket = self.ids.ticket();
         let msg = env.msg_id;
-        let unix = self.unix_now();
-        let deadline = now + Duration::from_millis(env.expires_at.saturating_sub(unix));
+        // Typed by the brief's own lifetime, measured from its arrival on this host's clock
+        // (never from the two hosts' wall clocks against each other), less the skew
+        // allowance, and never longer than this host's own bound.
+        let lifetime = env
+            .expires_at
+            .saturating_sub(env.ts)
+            .min(self.cfg.injected_timeout_ms)
+            .saturating_sub(self.cfg.clock_skew_ms);
+        let deadline = now + Duration::from_millis(lifetime);
         self.last_delegator.insert(target.clone(), env.from.clone());
         self.rendezvous.open(&target, msg, ticket);
         self.injector.enqueue(&target, msg, text);
@@ -1130,7 +1345,12 @@ impl Gateway {
     fn on_reply_message(&mut self, now: Instant, delivery: DeliveryId, env: Envelope) {
         let Some(f) = &mut self.fed else { return };
         if let Some(h) = f.held.get_mut(&env.msg_id) {
-            h.delivery = Some(delivery); // redelivered after a reconnect: adopt the new tag
+            match h.delivery {
+                // A second copy within one connection: the held one stays, this one is acked.
+                Some(d) if d.generation == delivery.generation => return self.ack(delivery),
+                // Redelivered after a reconnect: adopt the new tag.
+                _ => h.delivery = Some(delivery),
+            }
             return;
         }
         if f.done.contains(env.msg_id) {
@@ -1297,10 +1517,12 @@ impl Gateway {
             return;
         };
         if let Some(f) = &mut self.fed {
+            let until = now + Duration::from_millis(self.cfg.ask_timeout_ms);
             f.remote_asks.insert(
                 turn,
                 RemoteAsk {
                     worker: env.from.clone(),
+                    until,
                 },
             );
         }
@@ -1383,6 +1605,8 @@ impl Gateway {
 
     pub(super) fn on_presence_tick(&mut self, now: Instant) {
         let Some(f) = &mut self.fed else { return };
+        f.presence_armed = false;
+        f.remote_asks.retain(|_, a| a.until > now);
         for gid in f.roster.expire(now) {
             self.out
                 .push_back(Output::Event(Event::RosterExpired { gid }));
@@ -1418,6 +1642,9 @@ impl Gateway {
         }
         let next = now + Duration::from_millis(self.cfg.presence_interval_ms);
         self.timers.insert((next, TimerKind::Presence));
+        if let Some(f) = &mut self.fed {
+            f.presence_armed = true;
+        }
     }
 
     /// Held deliveries past their `expiresAt` are acked and dropped, so one abandoned backlog
@@ -1438,7 +1665,11 @@ impl Gateway {
             }
             self.release(holder);
         }
-        if self.fed.as_ref().is_some_and(|f| f.broker_up) {
+        let up = self.fed.as_ref().is_some_and(|f| f.broker_up);
+        if let Some(f) = &mut self.fed {
+            f.sweep_armed = up;
+        }
+        if up {
             let next = now + Duration::from_millis(self.cfg.held_sweep_interval_ms);
             self.timers.insert((next, TimerKind::HeldSweep));
         }

@@ -689,6 +689,15 @@ impl Gateway {
             .get(&session)
             .and_then(|m| self.rendezvous.resolve(&session, *m, Kind::Reply));
         if let Some(r) = resolved {
+            let remote = matches!(
+                self.delegations.get(&r.ticket).map(|d| &d.mode),
+                Some(Mode::Remote { .. })
+            );
+            if remote {
+                // Accepted only once the broker has it (answered at the report's confirm).
+                self.answer_reply_on_confirm(call);
+                return self.finish(now, r.ticket, Outcome::Replied, Some(content), None);
+            }
             self.finish(now, r.ticket, Outcome::Replied, Some(content), None);
             return self.respond(call, Response::ReplyAccepted { held: None });
         }

@@ -190,6 +190,10 @@ impl Gateway {
     /// The launcher's answer. A pane that exists still waits for its readiness gate.
     pub(super) fn on_spawned(&mut self, now: Instant, gid: SessionId, result: Result<(), String>) {
         match result {
+            Ok(()) if !self.spawns.reserved.contains_key(&gid) => {
+                // Too late: the spawn was already reaped and reported failed.
+                self.out.push_back(Output::ClosePane { gid });
+            }
             Ok(()) => {
                 let group = self.spawns.reserved.get(&gid).and_then(|r| r.group.clone());
                 if let Some(g) = group {
@@ -318,9 +322,33 @@ impl Gateway {
         true
     }
 
-    /// Requester side: the SPAWN's confirm came back routed.
-    pub(super) fn spawn_published(&mut self, publish: PublishId) -> bool {
-        self.spawns.publishes.remove(&publish).is_some()
+    /// Requester side: the SPAWN's confirm came back routed (or failed: then the spawn
+    /// fails fast rather than waiting out its readiness bound).
+    pub(super) fn spawn_published(&mut self, publish: PublishId, failed: bool) -> bool {
+        let Some(gid) = self.spawns.publishes.remove(&publish) else {
+            return false;
+        };
+        if failed {
+            self.spawn_broker_failed(&gid);
+        }
+        true
+    }
+
+    fn spawn_broker_failed(&mut self, gid: &SessionId) {
+        self.spawns.by_msg.retain(|_, g| g != gid);
+        if let Some(w) = self.spawns.waiting.remove(gid) {
+            self.respond(w.call, Response::Error(CallError::BrokerUnavailable));
+        }
+    }
+
+    /// The broker went down: SPAWNs awaiting their confirm fail fast.
+    pub(super) fn spawns_broker_down(&mut self) {
+        let gids: Vec<SessionId> = std::mem::take(&mut self.spawns.publishes)
+            .into_values()
+            .collect();
+        for gid in gids {
+            self.spawn_broker_failed(&gid);
+        }
     }
 
     /// Target side: a verified SPAWN from an allowed gateway.
@@ -329,6 +357,16 @@ impl Gateway {
             .spawn_id
             .clone()
             .ok_or_else(|| "SPAWN without a spawnId".to_string())?;
+        // A gid becomes a routing key and a pane label: only a canonical UUID is accepted, so
+        // no wildcard, no `_gateway`, nothing that could alias another entity's name.
+        let canonical = uuid::Uuid::parse_str(gid.as_str())
+            .is_ok_and(|u| u.hyphenated().to_string() == gid.as_str());
+        if !canonical {
+            return Err(format!("spawnId {gid:?} is not a canonical UUID"));
+        }
+        if self.is_local_non_member(&gid) {
+            return Err(format!("spawnId {gid} is already a lead on this host"));
+        }
         let spec: SpawnSpec =
             serde_json::from_slice(&env.body).map_err(|e| format!("SPAWN body: {e}"))?;
         let reply = Reply::Remote {

@@ -908,3 +908,155 @@ fn stop_and_shutdown_abandon_remote_delegations() {
     assert_eq!(o, Outcome::WorkerFailed);
     assert!(body.unwrap_or_default().contains("shut down"));
 }
+
+/// A forward brief the broker redelivers (its ack was lost with the connection) is never
+/// typed again: acked silently if this gateway handled it, otherwise acked and its sender told
+/// it may have been lost — never dead-lettered as a "replay".
+#[test]
+fn a_redelivered_brief_is_never_typed_twice() {
+    let (mut f, lead, worker) = two_hosts();
+    let inbox = format!("test.agent.{worker}.inbox.v2");
+    f.partitioned.insert(1);
+    let c1 = f.call(0, lead.clone(), send(&worker, "first", false));
+    let m1 = f.broker.queues[&inbox].front().cloned().expect("queued");
+    f.partitioned.remove(&1);
+    f.advance(Duration::from_secs(1));
+    assert_eq!(f.hosts[1].panes[&worker].typed, vec!["first"]);
+    // The same brief again, marked redelivered: handled before, so silently acked.
+    let mut again = m1.clone();
+    again.redelivered = true;
+    f.broker.queues.get_mut(&inbox).expect("inbox").push_back(again);
+    f.advance(Duration::from_secs(1));
+    assert_eq!(f.hosts[1].panes[&worker].typed, vec!["first"]);
+    assert!(!f.trace(1).contains("rejected"), "a redelivery is not an attack");
+    let _ = c1;
+
+    // A brief this gateway never saw, arriving redelivered (as after its own restart).
+    let w2 = f.member(1, "77777777-7777-4777-8777-777777777777");
+    f.advance(Duration::from_millis(10));
+    let inbox2 = format!("test.agent.{w2}.inbox.v2");
+    f.partitioned.insert(1);
+    let c2 = f.call(0, lead, send(&w2, "second", true));
+    let mut m2 = f.broker.queues.get_mut(&inbox2).and_then(|q| q.pop_front()).expect("queued");
+    m2.redelivered = true;
+    f.broker.queues.get_mut(&inbox2).expect("inbox").push_back(m2);
+    f.partitioned.remove(&1);
+    f.advance(Duration::from_secs(1));
+    assert!(f.hosts[1].panes[&w2].typed.is_empty(), "maybe typed before: never again");
+    let (o, body) = outcome(f.response(0, c2)).expect("told at once");
+    assert_eq!(o, Outcome::WorkerFailed);
+    assert!(body.unwrap_or_default().contains("may already have been typed"));
+}
+
+/// A delivery tagged with an older connection generation is ignored: its tag is void.
+#[test]
+fn a_delivery_of_an_old_connection_is_ignored() {
+    let (mut f, _lead, worker) = two_hosts();
+    f.input(
+        1,
+        Input::Broker(BrokerEvent::Delivery {
+            delivery: DeliveryId { generation: 0, tag: 5 },
+            queue: format!("test.agent.{worker}.inbox.v2"),
+            routing_key: worker.to_string(),
+            redelivered: false,
+            headers: Default::default(),
+            body: Vec::new(),
+        }),
+    );
+    assert!(f.trace(1).contains("of an old connection"));
+    assert!(!f.trace(1).contains("reject 0/5"));
+}
+
+/// A lead's inbox outlives its pane (only members' inboxes go with them).
+#[test]
+fn a_leads_inbox_is_not_deleted_with_its_pane() {
+    let (mut f, _lead, _worker) = two_hosts();
+    f.input(0, Input::PaneGone { target: SessionId::new(LEAD) });
+    assert!(!f.trace(0).contains("delete_queue"));
+}
+
+/// A member's reply to a delegation from another host is accepted only once the broker has
+/// it; with the lead's inbox gone it is an error the member sees, not a silent loss.
+#[test]
+fn a_reply_is_accepted_only_when_the_broker_confirms_it() {
+    let (mut f, lead, worker) = two_hosts();
+    f.call(0, lead, send(&worker, "task", true));
+    f.advance(Duration::from_secs(1));
+    let lead_inbox = format!("test.agent.{LEAD}.inbox.v2");
+    f.broker.queues.remove(&lead_inbox);
+    f.broker.bindings.retain(|(_, _, q)| q != &lead_inbox);
+    let r = f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "done".into(),
+        },
+    );
+    assert_eq!(
+        f.response(1, r),
+        Some(&Response::Error(CallError::NoSuchRecipient {
+            target: SessionId::new(LEAD)
+        }))
+    );
+}
+
+/// However often the broker bounces, each entity is heartbeated once per interval.
+#[test]
+fn heartbeats_do_not_multiply_with_broker_bounces() {
+    let (mut f, _lead, _worker) = two_hosts();
+    for _ in 0..4 {
+        f.bounce_broker();
+    }
+    f.advance(Duration::from_secs(6));
+    let before = count(&f.trace(0), "PRESENCE");
+    f.advance(Duration::from_secs(5));
+    let per_interval = count(&f.trace(0), "PRESENCE") - before;
+    assert_eq!(per_interval, 2, "the lead and a's _gateway, once each");
+}
+
+/// A spawnId must be a canonical UUID: it becomes a routing key and a pane label.
+#[test]
+fn a_spawn_id_that_is_not_a_uuid_is_refused() {
+    let (mut f, _lead, _worker) = two_hosts();
+    let a = Keyring::new(host_name(0), [1; 32], &BTreeMap::new()).expect("a's key");
+    let mut env = Envelope {
+        v: VERSION,
+        kind: Kind::Spawn,
+        msg_id: MsgId(uuid::Uuid::from_u128(9)),
+        trace_id: TraceId(uuid::Uuid::from_u128(9)),
+        from: SessionId::new(LEAD),
+        to: "b".into(),
+        signer: host_name(0),
+        re: None,
+        turn_id: None,
+        spawn_id: Some(SessionId::new("#")),
+        outcome: None,
+        ts: T0_UNIX,
+        expires_at: T0_UNIX + 600_000,
+        sig: None,
+        body: br#"{"profile":"claude"}"#.to_vec(),
+    };
+    a.sign(&mut env);
+    f.broker
+        .queues
+        .get_mut("test.control.b")
+        .expect("control")
+        .push_back(harness::Msg {
+            routing_key: "b".into(),
+            headers: env.to_headers(),
+            body: env.body.clone(),
+            redelivered: false,
+        });
+    f.settle();
+    assert!(f.spawned.is_empty());
+    assert!(f.trace(1).contains("not a canonical UUID"));
+}
+
+/// A launcher that reports success after the spawn was reaped gets its pane closed.
+#[test]
+fn a_late_launcher_success_is_closed() {
+    let (mut f, _lead, _worker) = two_hosts();
+    let gid = SessionId::new("88888888-8888-4888-8888-888888888888");
+    f.input(1, Input::Spawned { gid: gid.clone(), result: Ok(()) });
+    assert!(f.trace(1).contains(&format!("close_pane {gid}")));
+}
