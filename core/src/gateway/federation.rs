@@ -333,7 +333,10 @@ impl Gateway {
         let Some(f) = &mut self.fed else { return };
         // A lead's inbox is durable across its pane's restarts (x-expires collects it);
         // only a member's inbox goes with its pane.
-        if f.local.get(gid).is_some_and(|(k, _)| *k != EntityKind::Member) {
+        if f.local
+            .get(gid)
+            .is_some_and(|(k, _)| *k != EntityKind::Member)
+        {
             return;
         }
         if f.local.remove(gid).is_some() {
@@ -656,9 +659,7 @@ impl Gateway {
                     kind,
                 },
             ),
-            (None, Some(call)) => {
-                self.respond(call, Response::Error(CallError::BrokerUnavailable))
-            }
+            (None, Some(call)) => self.respond(call, Response::Error(CallError::BrokerUnavailable)),
             (None, None) => self.event(Event::Undelivered {
                 kind: kind.to_string(),
                 to: reply_to.clone(),
@@ -901,7 +902,15 @@ impl Gateway {
                         target: SessionId::new(&queue),
                     });
                 }
-                self.on_delivery(now, delivery, &queue, &routing_key, redelivered, &headers, body)
+                self.on_delivery(
+                    now,
+                    delivery,
+                    &queue,
+                    &routing_key,
+                    redelivered,
+                    &headers,
+                    body,
+                )
             }
         }
     }
@@ -939,7 +948,11 @@ impl Gateway {
         }
         let pending: Vec<Pending> = std::mem::take(&mut f.publishes).into_values().collect();
         for what in pending {
-            self.confirmed(now, what, PublishResult::Failed("the connection closed".into()));
+            self.confirmed(
+                now,
+                what,
+                PublishResult::Failed("the connection closed".into()),
+            );
         }
         self.spawns_broker_down();
     }

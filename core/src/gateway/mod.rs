@@ -139,7 +139,9 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// A gateway whose ids come from `seed` and whose clock starts at `now`.
+    /// A gateway whose ids come from `seed` and whose clock starts at `now`. Ids are dedup keys
+    /// across hosts: a daemon must draw a fresh seed on every start (only the simulation
+    /// reuses one, to replay a run).
     pub fn new(cfg: CoreConfig, seed: u64, now: Instant) -> Result<Self, ConfigError> {
         let compiled = cfg.validate()?;
         let bounds = Bounds {

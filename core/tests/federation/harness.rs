@@ -352,15 +352,23 @@ impl Fleet {
                 // An ack of an old generation would be a channel error on a real broker; an
                 // ack of an unknown tag (twice, or never delivered) too.
                 assert_eq!(
-                    delivery.generation, self.broker.generation,
+                    delivery.generation,
+                    self.broker.generation,
                     "{} acked a tag of an old connection",
                     host_name(h)
                 );
                 let known = self.broker.unacked.remove(&(h, delivery.tag)).is_some();
-                assert!(known || delivery.tag > 10_000, "{} acked {delivery} twice or unknown", host_name(h));
+                assert!(
+                    known || delivery.tag > 10_000,
+                    "{} acked {delivery} twice or unknown",
+                    host_name(h)
+                );
             }
             BrokerOp::Reject { delivery } => {
-                assert_eq!(delivery.generation, self.broker.generation, "reject of an old tag");
+                assert_eq!(
+                    delivery.generation, self.broker.generation,
+                    "reject of an old tag"
+                );
                 if let Some((_, m)) = self.broker.unacked.remove(&(h, delivery.tag)) {
                     self.broker.rejected.push(m.clone());
                     self.broker.route(Exchange::Dlx, "", m);

@@ -925,10 +925,17 @@ fn a_redelivered_brief_is_never_typed_twice() {
     // The same brief again, marked redelivered: handled before, so silently acked.
     let mut again = m1.clone();
     again.redelivered = true;
-    f.broker.queues.get_mut(&inbox).expect("inbox").push_back(again);
+    f.broker
+        .queues
+        .get_mut(&inbox)
+        .expect("inbox")
+        .push_back(again);
     f.advance(Duration::from_secs(1));
     assert_eq!(f.hosts[1].panes[&worker].typed, vec!["first"]);
-    assert!(!f.trace(1).contains("rejected"), "a redelivery is not an attack");
+    assert!(
+        !f.trace(1).contains("rejected"),
+        "a redelivery is not an attack"
+    );
     let _ = c1;
 
     // A brief this gateway never saw, arriving redelivered (as after its own restart).
@@ -937,15 +944,29 @@ fn a_redelivered_brief_is_never_typed_twice() {
     let inbox2 = format!("test.agent.{w2}.inbox.v2");
     f.partitioned.insert(1);
     let c2 = f.call(0, lead, send(&w2, "second", true));
-    let mut m2 = f.broker.queues.get_mut(&inbox2).and_then(|q| q.pop_front()).expect("queued");
+    let mut m2 = f
+        .broker
+        .queues
+        .get_mut(&inbox2)
+        .and_then(|q| q.pop_front())
+        .expect("queued");
     m2.redelivered = true;
-    f.broker.queues.get_mut(&inbox2).expect("inbox").push_back(m2);
+    f.broker
+        .queues
+        .get_mut(&inbox2)
+        .expect("inbox")
+        .push_back(m2);
     f.partitioned.remove(&1);
     f.advance(Duration::from_secs(1));
-    assert!(f.hosts[1].panes[&w2].typed.is_empty(), "maybe typed before: never again");
+    assert!(
+        f.hosts[1].panes[&w2].typed.is_empty(),
+        "maybe typed before: never again"
+    );
     let (o, body) = outcome(f.response(0, c2)).expect("told at once");
     assert_eq!(o, Outcome::WorkerFailed);
-    assert!(body.unwrap_or_default().contains("may already have been typed"));
+    assert!(body
+        .unwrap_or_default()
+        .contains("may already have been typed"));
 }
 
 /// A delivery tagged with an older connection generation is ignored: its tag is void.
@@ -955,7 +976,10 @@ fn a_delivery_of_an_old_connection_is_ignored() {
     f.input(
         1,
         Input::Broker(BrokerEvent::Delivery {
-            delivery: DeliveryId { generation: 0, tag: 5 },
+            delivery: DeliveryId {
+                generation: 0,
+                tag: 5,
+            },
             queue: format!("test.agent.{worker}.inbox.v2"),
             routing_key: worker.to_string(),
             redelivered: false,
@@ -971,7 +995,12 @@ fn a_delivery_of_an_old_connection_is_ignored() {
 #[test]
 fn a_leads_inbox_is_not_deleted_with_its_pane() {
     let (mut f, _lead, _worker) = two_hosts();
-    f.input(0, Input::PaneGone { target: SessionId::new(LEAD) });
+    f.input(
+        0,
+        Input::PaneGone {
+            target: SessionId::new(LEAD),
+        },
+    );
     assert!(!f.trace(0).contains("delete_queue"));
 }
 
@@ -1057,6 +1086,12 @@ fn a_spawn_id_that_is_not_a_uuid_is_refused() {
 fn a_late_launcher_success_is_closed() {
     let (mut f, _lead, _worker) = two_hosts();
     let gid = SessionId::new("88888888-8888-4888-8888-888888888888");
-    f.input(1, Input::Spawned { gid: gid.clone(), result: Ok(()) });
+    f.input(
+        1,
+        Input::Spawned {
+            gid: gid.clone(),
+            result: Ok(()),
+        },
+    );
     assert!(f.trace(1).contains(&format!("close_pane {gid}")));
 }
