@@ -1,38 +1,30 @@
-//! The `Clock` port: the only place production reads time. The simulation plugs in its own.
+//! The `Clock` implementation on tokio's timer: real time in the daemon, virtual time under
+//! `tokio::time::pause` and inside turmoil, where the simulation runs the same loop.
 
+use crate::ports::{Clock, PortFuture};
 use fleet_core::Instant;
 
-/// Monotonic time for the core, plus wall-clock time for stamps that leave the host.
-pub trait Clock {
-    /// Monotonic now, as the core's `Instant`.
-    fn now(&self) -> Instant;
-    /// Milliseconds since the Unix epoch.
-    fn unix_ms(&self) -> u64;
-}
-
-/// The real clock: monotonic from the moment it was built.
+/// Monotonic time measured from the moment the clock was built, on tokio's timer.
 #[derive(Debug, Clone, Copy)]
-pub struct SystemClock {
-    origin: std::time::Instant,
+pub struct TokioClock {
+    origin: tokio::time::Instant,
 }
 
-impl SystemClock {
-    #[allow(clippy::disallowed_methods)] // the one production read of the monotonic clock
+impl TokioClock {
     pub fn new() -> Self {
-        SystemClock {
-            origin: std::time::Instant::now(),
+        TokioClock {
+            origin: tokio::time::Instant::now(),
         }
     }
 }
 
-impl Default for SystemClock {
+impl Default for TokioClock {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Clock for SystemClock {
-    #[allow(clippy::disallowed_methods)] // the one production read of the monotonic clock
+impl Clock for TokioClock {
     fn now(&self) -> Instant {
         let ms = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
         Instant::from_millis(ms)
@@ -44,18 +36,23 @@ impl Clock for SystemClock {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
+
+    fn sleep_until(&self, at: Instant) -> PortFuture<()> {
+        let deadline = self.origin + std::time::Duration::from_millis(at.as_millis());
+        Box::pin(tokio::time::sleep_until(deadline))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_system_clock_never_runs_backwards() {
-        let c = SystemClock::new();
-        let a = c.now();
-        let b = c.now();
-        assert!(b >= a);
+    #[tokio::test(start_paused = true)]
+    async fn virtual_time_moves_only_when_the_runtime_sleeps() {
+        let c = TokioClock::new();
+        assert_eq!(c.now(), Instant::ZERO);
+        c.sleep_until(Instant::from_millis(1_500)).await;
+        assert_eq!(c.now(), Instant::from_millis(1_500));
         assert!(c.unix_ms() > 1_600_000_000_000, "wall clock is after 2020");
     }
 }

@@ -1,8 +1,15 @@
 //! # fleetd (the shell)
 //!
-//! The side-effecting half of fleetd: it turns bytes from herdr, the broker and the north faces
-//! into `fleet_core::Input`, and carries out `fleet_core::Output`. Today it holds the clock
-//! port; the driver loop, the herdr and broker ports and the north faces land in their issues
-//! (see `docs/architecture.md`).
+//! The side-effecting half of fleetd: it turns what happens — calls from the north faces,
+//! broker events, pane answers, time — into `fleet_core::Input`, and carries out
+//! `fleet_core::Output` through ports. The driver loop (`driver`) is the one place that does
+//! this; the daemon and the simulation run it with different ports (`ports`). The herdr and
+//! broker ports and the north faces land with their issues (see `docs/architecture.md`).
 
 pub mod clock;
+pub mod driver;
+pub mod ports;
+
+pub use clock::TokioClock;
+pub use driver::{Call, Driver, Gone, Handle, Observer, Quiet};
+pub use ports::{BrokerPort, Clock, HerdrError, HerdrPort, NoBroker, PortFuture, Sample};

@@ -1,0 +1,246 @@
+//! The driver loop: owns one `fleet_core::Gateway`, feeds it what happens — calls from the
+//! north faces, broker events, finished pane operations, its own deadlines — and carries out
+//! what it asks for through the ports. The daemon and the simulation run this same loop.
+//!
+//! One task, no locks: the gateway is only ever touched here. Pane operations run concurrently
+//! as futures owned by the loop; their results come back as inputs. The `select!` is `biased;`
+//! so, given the same events, the loop takes them in the same order.
+
+use crate::ports::{BrokerPort, Clock, HerdrError, HerdrPort, PortFuture};
+use fleet_core::{CallId, Gateway, Input, Instant, Output, Principal, Request, Response};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::collections::BTreeMap;
+use tokio::sync::{mpsc, oneshot};
+
+/// A call from a north face: who is calling (already resolved from the connection), what
+/// they ask, and where the one answer goes.
+#[derive(Debug)]
+pub struct Call {
+    pub caller: Principal,
+    pub request: Request,
+    pub reply: oneshot::Sender<Response>,
+}
+
+/// The north faces' handle on a running loop.
+#[derive(Clone, Debug)]
+pub struct Handle {
+    calls: mpsc::Sender<Call>,
+}
+
+/// The loop is gone (shut down); the call was not taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the gateway is shutting down")]
+pub struct Gone;
+
+impl Handle {
+    /// Makes a call and waits for its one answer.
+    pub async fn call(&self, caller: Principal, request: Request) -> Result<Response, Gone> {
+        let (reply, answer) = oneshot::channel();
+        self.calls
+            .send(Call {
+                caller,
+                request,
+                reply,
+            })
+            .await
+            .map_err(|_| Gone)?;
+        answer.await.map_err(|_| Gone)
+    }
+}
+
+/// Sees every output before it is carried out: logs, metrics, the simulation's trace.
+pub trait Observer {
+    fn output(&mut self, now: Instant, output: &Output);
+}
+
+/// Observes nothing.
+#[derive(Debug, Default)]
+pub struct Quiet;
+
+impl Observer for Quiet {
+    fn output(&mut self, _now: Instant, _output: &Output) {}
+}
+
+/// How many calls may wait for the loop before callers are slowed down.
+const CALL_QUEUE: usize = 1024;
+
+pub struct Driver<H, B, C, O = Quiet> {
+    gw: Gateway,
+    herdr: H,
+    broker: B,
+    clock: C,
+    observer: O,
+    ops: FuturesUnordered<PortFuture<Option<Input>>>,
+    waiting: BTreeMap<CallId, oneshot::Sender<Response>>,
+    next_call: u64,
+}
+
+/// What woke the loop.
+enum Step {
+    Shutdown,
+    Done(Option<Input>),
+    Broker(Option<fleet_core::broker::BrokerEvent>),
+    Call(Option<Call>),
+    Deadline,
+}
+
+impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
+    pub fn new(gw: Gateway, herdr: H, broker: B, clock: C, observer: O) -> Self {
+        Driver {
+            gw,
+            herdr,
+            broker,
+            clock,
+            observer,
+            ops: FuturesUnordered::new(),
+            waiting: BTreeMap::new(),
+            next_call: 0,
+        }
+    }
+
+    /// A handle for the north faces and the loop's call queue, to pass to `run`.
+    pub fn channel() -> (Handle, mpsc::Receiver<Call>) {
+        let (calls, rx) = mpsc::channel(CALL_QUEUE);
+        (Handle { calls }, rx)
+    }
+
+    /// Runs until `shutdown` fires (or every handle is dropped), then tells the core
+    /// (`Input::Shutdown`: open delegations from other hosts are abandoned), carries out what
+    /// that produces, answers any call still waiting with an error-free drop, and returns the
+    /// gateway for inspection.
+    pub async fn run(
+        mut self,
+        mut calls: mpsc::Receiver<Call>,
+        mut shutdown: oneshot::Receiver<()>,
+    ) -> Gateway {
+        let mut calls_open = true;
+        loop {
+            self.flush();
+            let sleep: PortFuture<()> = match self.gw.poll_timeout() {
+                Some((at, _)) => self.clock.sleep_until(at),
+                None => Box::pin(std::future::pending()),
+            };
+            let step = tokio::select! {
+                biased;
+                _ = &mut shutdown => Step::Shutdown,
+                Some(done) = self.ops.next(), if !self.ops.is_empty() => Step::Done(done),
+                ev = self.broker.next_event() => Step::Broker(ev),
+                call = calls.recv(), if calls_open => Step::Call(call),
+                () = sleep => Step::Deadline,
+            };
+            match step {
+                Step::Shutdown => break,
+                Step::Done(Some(input)) => self.feed(input),
+                Step::Done(None) => {}
+                Step::Broker(Some(ev)) => self.feed(Input::Broker(ev)),
+                // The broker port closed: it reports Down itself before that; nothing to do.
+                Step::Broker(None) => {}
+                Step::Call(Some(call)) => self.take_call(call),
+                Step::Call(None) => {
+                    calls_open = false;
+                    if self.ops.is_empty() && self.gw.poll_timeout().is_none() {
+                        break;
+                    }
+                }
+                Step::Deadline => self.feed(Input::Tick),
+            }
+        }
+        self.feed(Input::Shutdown);
+        self.flush();
+        self.gw
+    }
+
+    fn feed(&mut self, input: Input) {
+        let now = self.clock.now();
+        self.gw.handle(now, input);
+    }
+
+    fn take_call(&mut self, call: Call) {
+        self.next_call += 1;
+        let id = CallId(self.next_call);
+        self.waiting.insert(id, call.reply);
+        self.feed(Input::Call {
+            call: id,
+            caller: call.caller,
+            request: call.request,
+        });
+    }
+
+    /// Carries out everything the gateway asked for, in its order.
+    fn flush(&mut self) {
+        let now = self.clock.now();
+        while let Some(out) = self.gw.poll_output() {
+            self.observer.output(now, &out);
+            match out {
+                Output::PollStatus { target } => {
+                    let op = self.herdr.sample(&target);
+                    self.ops.push(Box::pin(async move {
+                        match op.await {
+                            Ok(s) => Some(Input::StatusSampled {
+                                target,
+                                status: s.status,
+                                screen: s.screen,
+                            }),
+                            Err(HerdrError::PaneNotFound) => Some(Input::PaneGone { target }),
+                            // No answer: the next poll samples again; the core's bounds count.
+                            Err(HerdrError::Unavailable(_)) => None,
+                        }
+                    }));
+                }
+                Output::Inject { target, msg, text } => {
+                    let op = self.herdr.inject(&target, &text);
+                    self.ops.push(Box::pin(async move {
+                        let result = op.await.map_err(|e| e.to_string());
+                        Some(Input::Injected {
+                            target,
+                            msg,
+                            result,
+                        })
+                    }));
+                }
+                Output::ReadPane { target, msg } => {
+                    let op = self.herdr.read(&target);
+                    self.ops.push(Box::pin(async move {
+                        let result = op.await.map_err(|e| e.to_string());
+                        Some(Input::PaneRead {
+                            target,
+                            msg,
+                            result,
+                        })
+                    }));
+                }
+                Output::SpawnPane {
+                    gid,
+                    profile,
+                    group,
+                } => {
+                    let op = self.herdr.spawn(&gid, &profile, group.as_deref());
+                    self.ops.push(Box::pin(async move {
+                        let result = op.await.map_err(|e| e.to_string());
+                        Some(Input::Spawned { gid, result })
+                    }));
+                }
+                Output::ClosePane { gid } => {
+                    let op = self.herdr.close(&gid);
+                    self.ops.push(Box::pin(async move {
+                        match op.await {
+                            Ok(()) | Err(HerdrError::PaneNotFound) => {
+                                Some(Input::PaneGone { target: gid })
+                            }
+                            Err(HerdrError::Unavailable(_)) => None,
+                        }
+                    }));
+                }
+                Output::Respond { call, response } => {
+                    if let Some(tx) = self.waiting.remove(&call) {
+                        // The caller may have gone away (a dropped MCP request): nothing lost
+                        // but the answer it no longer wants.
+                        let _ = tx.send(response);
+                    }
+                }
+                Output::Broker(op) => self.broker.submit(op),
+                Output::Audit(_) | Output::Event(_) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! The ports the driver loop talks through. Production plugs in herdr's socket client and
+//! lapin (their issues); the simulation plugs in its simulated herdr and broker. Port
+//! operations return `'static` futures, so the loop keeps many in flight without borrowing
+//! the port, and a slow pane never stalls the others.
+
+use fleet_core::broker::{BrokerEvent, BrokerOp};
+use fleet_core::{AgentStatus, Instant, SessionId};
+use std::future::Future;
+use std::pin::Pin;
+
+/// A port operation in flight.
+pub type PortFuture<T> = Pin<Box<dyn Future<Output = T> + 'static>>;
+
+/// What herdr said when a pane was sampled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sample {
+    pub status: AgentStatus,
+    /// The pane's text, attached when the status is unknown so the core can refine it.
+    pub screen: Option<String>,
+}
+
+/// Why a herdr operation failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HerdrError {
+    /// The pane is gone (herdr's `pane_not_found`): the core is told the pane died.
+    #[error("pane_not_found")]
+    PaneNotFound,
+    /// herdr did not answer or refused; the operation may be retried by the core's own bounds.
+    #[error("herdr unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Every pane operation fleetd performs, one request each.
+pub trait HerdrPort {
+    fn sample(&self, target: &SessionId) -> PortFuture<Result<Sample, HerdrError>>;
+    /// Read the pane (the baseline), then type `text` and submit it. Returns the baseline.
+    fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>>;
+    fn read(&self, target: &SessionId) -> PortFuture<Result<String, HerdrError>>;
+    /// Start a member pane labelled `fleet:<gid>` from `profile`.
+    fn spawn(
+        &self,
+        gid: &SessionId,
+        profile: &str,
+        group: Option<&str>,
+    ) -> PortFuture<Result<(), HerdrError>>;
+    fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>>;
+}
+
+/// The broker, as the core sees it: operations go in, events come out.
+pub trait BrokerPort {
+    /// Carry out one operation. Results (confirms, deliveries) come back as events.
+    fn submit(&mut self, op: BrokerOp);
+    /// The next thing the broker did. Must be cancel-safe: the loop drops it when another
+    /// branch wins and calls again.
+    fn next_event(&mut self) -> impl Future<Output = Option<BrokerEvent>>;
+}
+
+/// Single-host mode: no broker. Nothing is ever submitted (the core produces no broker
+/// output without federation) and no event ever arrives.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoBroker;
+
+impl BrokerPort for NoBroker {
+    fn submit(&mut self, _op: BrokerOp) {}
+
+    fn next_event(&mut self) -> impl Future<Output = Option<BrokerEvent>> {
+        std::future::pending()
+    }
+}
+
+/// Where time enters: monotonic time for the core, wall time for stamps, and sleeping.
+pub trait Clock {
+    fn now(&self) -> Instant;
+    fn unix_ms(&self) -> u64;
+    fn sleep_until(&self, at: Instant) -> PortFuture<()>;
+}
