@@ -9,6 +9,7 @@
 //! One seed is one run is one trace: same seed, same commit, same trace, byte for byte.
 
 pub mod agent;
+pub mod broker;
 pub mod oracle;
 pub mod run;
 pub mod world;
