@@ -225,7 +225,8 @@ impl Fleet {
             match out {
                 Output::Broker(op) => self.broker_op(h, op),
                 Output::Respond { call, response } => {
-                    self.hosts[h].responses.insert(call, response);
+                    let previous = self.hosts[h].responses.insert(call, response);
+                    assert!(previous.is_none(), "{} answered {call} twice", host_name(h));
                 }
                 Output::PollStatus { target } => {
                     if let Some(p) = self.hosts[h].panes.get(&target).cloned() {
@@ -531,6 +532,41 @@ impl Fleet {
             self.input(h, Input::Broker(BrokerEvent::Up { generation }));
         }
         self.settle();
+    }
+
+    /// Host `h` loses its broker connection (a partition): it is told Down, and what it held
+    /// unacked goes back to the queues, redelivered, for when it reconnects.
+    pub fn cut(&mut self, h: usize) {
+        if self.partitioned.contains(&h) {
+            return;
+        }
+        self.input(h, Input::Broker(BrokerEvent::Down));
+        self.partitioned.insert(h);
+        let mine: Vec<(usize, u64)> = self
+            .broker
+            .unacked
+            .keys()
+            .filter(|(g, _)| *g == h)
+            .copied()
+            .collect();
+        for key in mine.into_iter().rev() {
+            if let Some((q, mut m)) = self.broker.unacked.remove(&key) {
+                m.redelivered = true;
+                if let Some(queue) = self.broker.queues.get_mut(&q) {
+                    queue.push_front(m);
+                }
+            }
+        }
+        // Its exclusive roster queue dies with the connection.
+        let roster = format!("test.roster.{}", host_name(h));
+        self.broker.consumers.remove(&roster);
+    }
+
+    /// Host `h` reconnects (a new generation for everyone, as a reconnect is seen here).
+    pub fn heal(&mut self, h: usize) {
+        if self.partitioned.remove(&h) {
+            self.bounce_broker();
+        }
     }
 
     /// The whole trace of host `h`, one line per output.
