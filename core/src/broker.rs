@@ -171,7 +171,7 @@ pub enum PublishResult {
 }
 
 /// Please do this against the broker.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BrokerOp {
     Declare(Topology),
     /// Delete a queue (a stopped member's inbox: its broadcast bindings die with it).
@@ -198,7 +198,7 @@ pub enum BrokerOp {
 }
 
 /// What the broker did.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BrokerEvent {
     /// Connected, with a new generation of delivery tags; the core answers with its topology.
     Up { generation: u32 },

@@ -1,0 +1,233 @@
+//! `SimBroker` on its own turmoil host, reached over turmoil TCP: a small framed protocol (a
+//! 4-byte big-endian length, then JSON), a broker host that serves one `ConnId` per
+//! connection, and `SimBrokerClient`, the gateway's `BrokerPort`, which reconnects with backoff
+//! and reports each connection as a new generation. Heartbeats both ways detect a partition:
+//! turmoil's TCP never times out on its own.
+
+use crate::broker::{ConnId, SimBroker};
+use fleet_core::broker::{BrokerEvent, BrokerOp};
+use fleet_core::Instant;
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use turmoil::net::{TcpListener, TcpStream};
+
+/// The port the simulated broker listens on.
+pub const PORT: u16 = 5672;
+/// How often each side proves it is alive; three missed beats end the connection.
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+const MAX_FRAME: u32 = 16 * 1024 * 1024;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum ToBroker {
+    Op(BrokerOp),
+    Ping,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum FromBroker {
+    /// The connection is open; its deliveries carry this generation.
+    Welcome {
+        generation: u32,
+    },
+    Event(BrokerEvent),
+    /// A channel error (AMQP would close the channel): the connection is closed after it.
+    Error(String),
+    Pong,
+}
+
+async fn write_frame<W: AsyncWrite + Unpin, T: Serialize>(
+    w: &mut W,
+    msg: &T,
+) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
+    let len = u32::try_from(bytes.len()).map_err(std::io::Error::other)?;
+    w.write_all(&len.to_be_bytes()).await?;
+    w.write_all(&bytes).await?;
+    w.flush().await
+}
+
+async fn read_frame<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(
+    r: &mut R,
+) -> std::io::Result<T> {
+    let mut len = [0u8; 4];
+    r.read_exact(&mut len).await?;
+    let len = u32::from_be_bytes(len);
+    if len > MAX_FRAME {
+        return Err(std::io::Error::other(format!("frame of {len} bytes")));
+    }
+    let mut buf = vec![0u8; len as usize];
+    r.read_exact(&mut buf).await?;
+    serde_json::from_slice(&buf).map_err(std::io::Error::other)
+}
+
+type Outboxes = Rc<RefCell<BTreeMap<ConnId, mpsc::UnboundedSender<FromBroker>>>>;
+
+/// Hands every pending broker event to its connection's writer.
+fn dispatch(broker: &RefCell<SimBroker>, outboxes: &Outboxes) {
+    loop {
+        let next = broker.borrow_mut().poll_event();
+        let Some((conn, ev)) = next else { break };
+        if let Some(tx) = outboxes.borrow().get(&conn) {
+            let _ = tx.send(FromBroker::Event(ev));
+        }
+    }
+}
+
+/// The broker host's program: serve `broker` until the host is crashed. `broker` outlives the
+/// host (it is the broker's disk): a bounced host comes back with only its durable state.
+pub async fn serve(broker: Rc<RefCell<SimBroker>>) -> turmoil::Result {
+    broker.borrow_mut().restart();
+    let listener = TcpListener::bind((IpAddr::V4(Ipv4Addr::UNSPECIFIED), PORT)).await?;
+    let outboxes: Outboxes = Rc::new(RefCell::new(BTreeMap::new()));
+    let started = tokio::time::Instant::now();
+    {
+        // Time passes for the broker too: TTLs, x-expires, deliveries after them.
+        let (broker, outboxes) = (broker.clone(), outboxes.clone());
+        tokio::task::spawn_local(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                broker.borrow_mut().tick(Instant::from_millis(ms));
+                dispatch(&broker, &outboxes);
+            }
+        });
+    }
+    let mut next = 0u32;
+    loop {
+        let (stream, _) = listener.accept().await?;
+        next += 1;
+        let conn = ConnId(next);
+        tokio::task::spawn_local(serve_conn(conn, stream, broker.clone(), outboxes.clone()));
+    }
+}
+
+async fn serve_conn(
+    conn: ConnId,
+    stream: TcpStream,
+    broker: Rc<RefCell<SimBroker>>,
+    outboxes: Outboxes,
+) {
+    let (mut rd, mut wr) = stream.into_split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<FromBroker>();
+    outboxes.borrow_mut().insert(conn, tx.clone());
+    let generation = broker.borrow_mut().connect(conn);
+    let _ = tx.send(FromBroker::Welcome { generation });
+    let writer = tokio::task::spawn_local(async move {
+        while let Some(msg) = rx.recv().await {
+            if write_frame(&mut wr, &msg).await.is_err() {
+                break;
+            }
+        }
+    });
+    loop {
+        let frame = tokio::time::timeout(HEARTBEAT * 3, read_frame::<_, ToBroker>(&mut rd)).await;
+        match frame {
+            Ok(Ok(ToBroker::Op(op))) => {
+                let result = broker.borrow_mut().apply(conn, op);
+                dispatch(&broker, &outboxes);
+                if let Err(e) = result {
+                    let _ = tx.send(FromBroker::Error(e.to_string()));
+                    break;
+                }
+            }
+            Ok(Ok(ToBroker::Ping)) => {
+                let _ = tx.send(FromBroker::Pong);
+            }
+            // A closed socket, garbage, or three missed heartbeats (a partition).
+            Ok(Err(_)) | Err(_) => break,
+        }
+    }
+    outboxes.borrow_mut().remove(&conn);
+    broker.borrow_mut().disconnect(conn);
+    dispatch(&broker, &outboxes);
+    // Let a final error frame go out before the socket closes.
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    writer.abort();
+}
+
+/// A gateway's `BrokerPort` onto the simulated broker host.
+pub struct SimBrokerClient {
+    ops: mpsc::UnboundedSender<BrokerOp>,
+    events: mpsc::UnboundedReceiver<BrokerEvent>,
+}
+
+impl SimBrokerClient {
+    /// Starts the connection manager (on the current turmoil host) for `host`'s broker.
+    pub fn start(host: &'static str) -> SimBrokerClient {
+        let (ops, ops_rx) = mpsc::unbounded_channel();
+        let (events_tx, events) = mpsc::unbounded_channel();
+        tokio::task::spawn_local(manage(host, ops_rx, events_tx));
+        SimBrokerClient { ops, events }
+    }
+}
+
+impl fleetd::BrokerPort for SimBrokerClient {
+    fn submit(&mut self, op: BrokerOp) {
+        let _ = self.ops.send(op);
+    }
+
+    fn next_event(&mut self) -> impl std::future::Future<Output = Option<BrokerEvent>> {
+        self.events.recv()
+    }
+}
+
+/// Connect, announce `Up`, shuttle frames until the connection dies, announce `Down`, back
+/// off, repeat. Operations queued while no connection is up are dropped: their delivery tags
+/// belong to a dead generation, and the core publishes nothing while the broker is down.
+async fn manage(
+    host: &'static str,
+    mut ops: mpsc::UnboundedReceiver<BrokerOp>,
+    events: mpsc::UnboundedSender<BrokerEvent>,
+) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        if let Ok(stream) = TcpStream::connect((host, PORT)).await {
+            backoff = Duration::from_millis(100);
+            let (mut rd, mut wr) = stream.into_split();
+            let (frames_tx, mut frames) = mpsc::unbounded_channel::<FromBroker>();
+            let reader = tokio::task::spawn_local(async move {
+                while let Ok(f) = read_frame::<_, FromBroker>(&mut rd).await {
+                    if frames_tx.send(f).is_err() {
+                        break;
+                    }
+                }
+            });
+            let welcome = tokio::time::timeout(HEARTBEAT * 3, frames.recv()).await;
+            if let Ok(Some(FromBroker::Welcome { generation })) = welcome {
+                while ops.try_recv().is_ok() {} // stale: from before this connection
+                let _ = events.send(BrokerEvent::Up { generation });
+                let mut beat = tokio::time::interval(HEARTBEAT);
+                let mut last_heard = tokio::time::Instant::now();
+                loop {
+                    tokio::select! {
+                        biased;
+                        f = frames.recv() => match f {
+                            Some(FromBroker::Event(ev)) => { last_heard = tokio::time::Instant::now(); let _ = events.send(ev); }
+                            Some(FromBroker::Pong) | Some(FromBroker::Welcome { .. }) => last_heard = tokio::time::Instant::now(),
+                            Some(FromBroker::Error(_)) | None => break,
+                        },
+                        op = ops.recv() => match op {
+                            Some(op) => if write_frame(&mut wr, &ToBroker::Op(op)).await.is_err() { break },
+                            None => return,
+                        },
+                        _ = beat.tick() => {
+                            if last_heard.elapsed() > HEARTBEAT * 3 || write_frame(&mut wr, &ToBroker::Ping).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+                let _ = events.send(BrokerEvent::Down);
+            }
+            reader.abort();
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
