@@ -21,10 +21,18 @@ pub struct Call {
     pub reply: oneshot::Sender<Response>,
 }
 
+/// What the rest of the daemon hands the loop: calls, and facts the core must hear about
+/// that are not calls (a lead attached, a member's MCP connection opened, a pane exited).
+#[derive(Debug)]
+pub enum ToLoop {
+    Call(Call),
+    Tell(Input),
+}
+
 /// The north faces' handle on a running loop.
 #[derive(Clone, Debug)]
 pub struct Handle {
-    calls: mpsc::Sender<Call>,
+    calls: mpsc::Sender<ToLoop>,
 }
 
 /// The loop is gone (shut down); the call was not taken.
@@ -37,14 +45,19 @@ impl Handle {
     pub async fn call(&self, caller: Principal, request: Request) -> Result<Response, Gone> {
         let (reply, answer) = oneshot::channel();
         self.calls
-            .send(Call {
+            .send(ToLoop::Call(Call {
                 caller,
                 request,
                 reply,
-            })
+            }))
             .await
             .map_err(|_| Gone)?;
         answer.await.map_err(|_| Gone)
+    }
+
+    /// Tells the loop something happened (`LeadAttached`, `MemberConnected`, `PaneGone`, …).
+    pub async fn tell(&self, input: Input) -> Result<(), Gone> {
+        self.calls.send(ToLoop::Tell(input)).await.map_err(|_| Gone)
     }
 }
 
@@ -80,7 +93,7 @@ enum Step {
     Shutdown,
     Done(Option<Input>),
     Broker(Option<fleet_core::broker::BrokerEvent>),
-    Call(Option<Call>),
+    Call(Option<ToLoop>),
     Deadline,
 }
 
@@ -99,7 +112,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
     }
 
     /// A handle for the north faces and the loop's call queue, to pass to `run`.
-    pub fn channel() -> (Handle, mpsc::Receiver<Call>) {
+    pub fn channel() -> (Handle, mpsc::Receiver<ToLoop>) {
         let (calls, rx) = mpsc::channel(CALL_QUEUE);
         (Handle { calls }, rx)
     }
@@ -110,7 +123,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
     /// gateway for inspection.
     pub async fn run(
         mut self,
-        mut calls: mpsc::Receiver<Call>,
+        mut calls: mpsc::Receiver<ToLoop>,
         mut shutdown: oneshot::Receiver<()>,
     ) -> Gateway {
         let mut calls_open = true;
@@ -135,7 +148,8 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 Step::Broker(Some(ev)) => self.feed(Input::Broker(ev)),
                 // The broker port closed: it reports Down itself before that; nothing to do.
                 Step::Broker(None) => {}
-                Step::Call(Some(call)) => self.take_call(call),
+                Step::Call(Some(ToLoop::Call(call))) => self.take_call(call),
+                Step::Call(Some(ToLoop::Tell(input))) => self.feed(input),
                 Step::Call(None) => {
                     calls_open = false;
                     if self.ops.is_empty() && self.gw.poll_timeout().is_none() {

@@ -11,5 +11,5 @@ pub mod driver;
 pub mod ports;
 
 pub use clock::TokioClock;
-pub use driver::{Call, Driver, Gone, Handle, Observer, Quiet};
+pub use driver::{Call, Driver, Gone, Handle, Observer, Quiet, ToLoop};
 pub use ports::{BrokerPort, Clock, HerdrError, HerdrPort, NoBroker, PortFuture, Sample};

@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod broker;
+pub mod host;
 pub mod net;
 pub mod oracle;
 pub mod run;

@@ -1,0 +1,324 @@
+//! A gateway host of the turmoil world: the real driver loop (`fleetd::Driver`) with simulated
+//! ports — `SimBrokerClient` over turmoil TCP, `SimHerdr` for the host's panes, `SimClock` on
+//! the host's simulated time — plus the agents living in those panes, who call back into their
+//! gateway as members do.
+
+use crate::agent::{Behaviour, Pane, Task};
+use crate::net::SimBrokerClient;
+use fleet_core::signing::Keyring;
+use fleet_core::{
+    AgentStatus, CoreConfig, Federation, Gateway, HostId, Input, Instant, Principal, Request,
+    SessionId,
+};
+use fleetd::{Clock, Driver, Handle, HerdrError, HerdrPort, Observer, PortFuture, Sample};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Time on this host: tokio's clock, which turmoil drives; wall time is the simulation's
+/// epoch plus elapsed, so every run stamps the same instants.
+#[derive(Clone, Copy, Debug)]
+pub struct SimClock {
+    origin: tokio::time::Instant,
+    epoch_unix_ms: u64,
+}
+
+impl SimClock {
+    pub fn new(epoch_unix_ms: u64) -> Self {
+        SimClock {
+            origin: tokio::time::Instant::now(),
+            epoch_unix_ms,
+        }
+    }
+}
+
+impl Clock for SimClock {
+    fn now(&self) -> Instant {
+        Instant::from_millis(u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX))
+    }
+
+    fn unix_ms(&self) -> u64 {
+        self.epoch_unix_ms + self.now().as_millis()
+    }
+
+    fn sleep_until(&self, at: Instant) -> PortFuture<()> {
+        let deadline = self.origin + Duration::from_millis(at.as_millis());
+        Box::pin(tokio::time::sleep_until(deadline))
+    }
+}
+
+/// The panes of one host. Labels survive a gateway restart (they live in herdr), not a host
+/// crash (the panes die with it).
+#[derive(Clone, Default)]
+pub struct SimHerdr {
+    panes: Rc<RefCell<BTreeMap<SessionId, Pane>>>,
+}
+
+const HERDR_LATENCY: Duration = Duration::from_millis(3);
+
+impl SimHerdr {
+    pub fn add(&self, gid: &SessionId, behaviour: Behaviour) {
+        self.panes
+            .borrow_mut()
+            .insert(gid.clone(), Pane::new(behaviour, false));
+    }
+
+    pub fn typed(&self, gid: &SessionId) -> Vec<String> {
+        self.panes
+            .borrow()
+            .get(gid)
+            .map(|p| {
+                p.screen
+                    .iter()
+                    .filter_map(|l| l.strip_prefix("❯ ").map(str::to_string))
+                    .filter(|l| !l.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn gids(&self) -> Vec<SessionId> {
+        self.panes.borrow().keys().cloned().collect()
+    }
+}
+
+impl HerdrPort for SimHerdr {
+    fn sample(&self, target: &SessionId) -> PortFuture<Result<Sample, HerdrError>> {
+        let (panes, target) = (self.panes.clone(), target.clone());
+        Box::pin(async move {
+            tokio::time::sleep(HERDR_LATENCY).await;
+            let panes = panes.borrow();
+            let p = panes
+                .get(&target)
+                .filter(|p| p.alive)
+                .ok_or(HerdrError::PaneNotFound)?;
+            Ok(Sample {
+                status: p.status,
+                screen: (p.status == AgentStatus::Unknown).then(|| p.read()),
+            })
+        })
+    }
+
+    fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>> {
+        let (panes, target, text) = (self.panes.clone(), target.clone(), text.to_string());
+        Box::pin(async move {
+            tokio::time::sleep(HERDR_LATENCY).await;
+            let mut panes = panes.borrow_mut();
+            let p = panes
+                .get_mut(&target)
+                .filter(|p| p.alive)
+                .ok_or(HerdrError::PaneNotFound)?;
+            let baseline = p.read();
+            if p.screen.last().is_some_and(|l| l.trim_end() == "❯") {
+                p.screen.pop();
+            }
+            p.print(format!("❯ {text}"));
+            p.task = Some(Task { text });
+            Ok(baseline)
+        })
+    }
+
+    fn read(&self, target: &SessionId) -> PortFuture<Result<String, HerdrError>> {
+        let (panes, target) = (self.panes.clone(), target.clone());
+        Box::pin(async move {
+            tokio::time::sleep(HERDR_LATENCY).await;
+            let panes = panes.borrow();
+            Ok(panes
+                .get(&target)
+                .filter(|p| p.alive)
+                .ok_or(HerdrError::PaneNotFound)?
+                .read())
+        })
+    }
+
+    fn spawn(
+        &self,
+        gid: &SessionId,
+        _profile: &str,
+        _group: Option<&str>,
+    ) -> PortFuture<Result<(), HerdrError>> {
+        let (me, gid) = (self.clone(), gid.clone());
+        Box::pin(async move {
+            tokio::time::sleep(HERDR_LATENCY).await;
+            me.add(&gid, Behaviour::Replies);
+            Ok(())
+        })
+    }
+
+    fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>> {
+        let (panes, gid) = (self.panes.clone(), gid.clone());
+        Box::pin(async move {
+            panes.borrow_mut().remove(&gid);
+            Ok(())
+        })
+    }
+}
+
+/// The agents of one host: each takes the task typed into its pane, works on it, and ends the
+/// turn as its behaviour says — through the gateway, as a member does.
+pub async fn agents(herdr: SimHerdr, gateway: Handle) {
+    let mut busy: BTreeSet<SessionId> = BTreeSet::new();
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for gid in herdr.gids() {
+            if busy.contains(&gid) {
+                continue;
+            }
+            let job = {
+                let mut panes = herdr.panes.borrow_mut();
+                match panes.get_mut(&gid) {
+                    Some(p) if p.alive && p.task.is_some() && p.status == AgentStatus::Idle => {
+                        p.status = AgentStatus::Working;
+                        Some((p.behaviour, p.task.clone()))
+                    }
+                    _ => None,
+                }
+            };
+            let Some((behaviour, Some(task))) = job else {
+                continue;
+            };
+            busy.insert(gid.clone());
+            let (panes_of, gateway, gid2) = (herdr.clone(), gateway.clone(), gid.clone());
+            tokio::task::spawn_local(async move {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                if behaviour == Behaviour::Replies {
+                    let reply = Request::Reply {
+                        content: format!("done: {}", task.text),
+                    };
+                    let _ = gateway.call(Principal::worker(gid2.clone()), reply).await;
+                }
+                let mut panes = panes_of.panes.borrow_mut();
+                if let Some(p) = panes.get_mut(&gid2) {
+                    p.print(format!("● finished: {}", task.text));
+                    p.print("❯ ");
+                    p.task = None;
+                    p.status = AgentStatus::Idle;
+                }
+            });
+            // A finished agent is free again once its pane is idle with no task.
+            busy.retain(|g| {
+                herdr
+                    .panes
+                    .borrow()
+                    .get(g)
+                    .is_some_and(|p| p.task.is_some())
+            });
+        }
+    }
+}
+
+/// Every output of every host, in the order the simulation produced them: the run's trace.
+#[derive(Clone, Debug, Default)]
+pub struct Trace {
+    lines: Rc<RefCell<Vec<String>>>,
+}
+
+impl Trace {
+    pub fn text(&self) -> String {
+        let mut s = self.lines.borrow().join("\n");
+        s.push('\n');
+        s
+    }
+
+    pub fn len(&self) -> usize {
+        self.lines.borrow().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One host's view onto the shared trace.
+struct HostTrace {
+    host: HostId,
+    trace: Trace,
+}
+
+impl Observer for HostTrace {
+    fn output(&mut self, now: Instant, output: &fleet_core::Output) {
+        if matches!(output, fleet_core::Output::PollStatus { .. }) {
+            return;
+        }
+        self.trace.lines.borrow_mut().push(format!(
+            "{:>9} {} {output}",
+            now.to_string(),
+            self.host
+        ));
+    }
+}
+
+/// What one gateway host runs with.
+#[derive(Clone, Debug)]
+pub struct GatewaySpec {
+    pub host: HostId,
+    pub seed: u64,
+    pub secret: [u8; 32],
+    pub peers: BTreeMap<HostId, [u8; 32]>,
+    pub allow: BTreeSet<HostId>,
+    pub epoch_unix_ms: u64,
+    pub cfg: CoreConfig,
+    pub leads: Vec<SessionId>,
+    pub members: Vec<(SessionId, Behaviour)>,
+    pub trace: Trace,
+}
+
+/// The gateway host's program: the driver loop with simulated ports, its agents, and
+/// `script` (the host's leads), until the host is crashed.
+pub async fn run_gateway<F, Fut>(spec: GatewaySpec, script: F) -> turmoil::Result
+where
+    F: FnOnce(Handle, SimHerdr) -> Fut,
+    Fut: Future<Output = ()> + 'static,
+{
+    let clock = SimClock::new(spec.epoch_unix_ms);
+    let keyring = Keyring::new(spec.host.clone(), spec.secret, &spec.peers)?;
+    let federation = Federation {
+        host: spec.host.clone(),
+        keyring,
+        namespace: "fleet".into(),
+        control_allowlist: spec.allow.clone(),
+    };
+    let gw = Gateway::federated(
+        spec.cfg.clone(),
+        federation,
+        spec.seed,
+        clock.now(),
+        clock.unix_ms(),
+    )?;
+    let herdr = SimHerdr::default();
+    for (gid, b) in &spec.members {
+        herdr.add(gid, *b);
+    }
+    let broker = SimBrokerClient::start("broker");
+    let observer = HostTrace {
+        host: spec.host.clone(),
+        trace: spec.trace.clone(),
+    };
+    let driver = Driver::new(gw, herdr.clone(), broker, clock, observer);
+    let (handle, calls) = Driver::<SimHerdr, SimBrokerClient, SimClock, HostTrace>::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    for lead in &spec.leads {
+        handle
+            .tell(Input::LeadAttached { lead: lead.clone() })
+            .await?;
+    }
+    for (gid, _) in &spec.members {
+        handle
+            .tell(Input::MemberStarted {
+                target: gid.clone(),
+            })
+            .await?;
+        handle
+            .tell(Input::MemberConnected {
+                target: gid.clone(),
+            })
+            .await?;
+    }
+    tokio::task::spawn_local(agents(herdr.clone(), handle.clone()));
+    tokio::task::spawn_local(script(handle, herdr));
+    driver.run(calls, stopped).await;
+    drop(stop);
+    Ok(())
+}
