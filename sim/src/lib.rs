@@ -11,6 +11,7 @@
 pub mod agent;
 pub mod broker;
 pub mod host;
+pub mod multi;
 pub mod net;
 pub mod oracle;
 pub mod run;

@@ -1,6 +1,7 @@
 //! `fleet-sim`: run seeded simulations of fleetd and replay any one of them.
 
 use clap::{Parser, Subcommand};
+use fleet_sim::multi::{run_multi, MultiConfig, MultiReport};
 use fleet_sim::{run_seed, RunConfig, RunReport};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -55,7 +56,11 @@ enum Cmd {
 /// The shape of each simulated world; a seed derives everything else.
 #[derive(clap::Args)]
 struct WorldArgs {
-    /// Workers (member panes) per world.
+    /// Gateway hosts. 1: the single-host world (fast, no broker). 2 or more: the turmoil
+    /// world — a broker host and gateway hosts running the real driver loop, with faults.
+    #[arg(long, default_value_t = 1)]
+    hosts: usize,
+    /// Workers (member panes) per world (per host in the multi-host world).
     #[arg(long, default_value_t = 5)]
     workers: usize,
     /// Leads per world.
@@ -64,6 +69,16 @@ struct WorldArgs {
     /// Simulated seconds of workload per seed.
     #[arg(long, default_value_t = 60)]
     sim_secs: u64,
+}
+
+impl WorldArgs {
+    fn multi(&self) -> MultiConfig {
+        MultiConfig {
+            hosts: self.hosts,
+            members_per_host: self.workers,
+            sim_secs: self.sim_secs,
+        }
+    }
 }
 
 impl From<WorldArgs> for RunConfig {
@@ -96,6 +111,15 @@ fn parse_range(s: &str) -> Result<Range<u64>, String> {
 
 fn main() -> ExitCode {
     match Cli::parse().cmd {
+        Cmd::Run {
+            seeds,
+            jobs,
+            world,
+            check_determinism,
+        } if world.hosts > 1 => multi_run(seeds, jobs.max(1), world.multi(), check_determinism),
+        Cmd::Replay { seed, world, trace } if world.hosts > 1 => {
+            multi_replay(seed, world.multi(), trace)
+        }
         Cmd::Run {
             seeds,
             jobs,
@@ -272,6 +296,172 @@ fn replay(seed: u64, cfg: RunConfig, trace: Option<std::path::PathBuf>) -> ExitC
         println!("VIOLATION {v}");
     }
     if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn multi_replay_cmd(seed: u64, cfg: &MultiConfig) -> String {
+    format!(
+        "cargo run --release -p fleet-sim -- replay --seed {seed} --hosts {} --workers {} --sim-secs {}",
+        cfg.hosts, cfg.members_per_host, cfg.sim_secs
+    )
+}
+
+fn describe_multi(r: &MultiReport) -> String {
+    format!(
+        "seed {} profile {} faults {:?} sends {} trace {:016x}",
+        r.seed, r.profile, r.faults, r.sends, r.trace_hash
+    )
+}
+
+/// The multi-host batch: each seed on its own turmoil world (worlds are independent, so
+/// seeds run on parallel threads; each is deterministic on its own).
+#[allow(clippy::disallowed_methods)] // wall-clock speed-up is reported, never fed to a run
+fn multi_run(seeds: Range<u64>, jobs: usize, cfg: MultiConfig, determinism: bool) -> ExitCode {
+    let started = std::time::Instant::now();
+    let total = seeds.end - seeds.start;
+    println!(
+        "fleet-sim: seeds {}..{} ({total}), {jobs} job(s), {} hosts x {} members on turmoil, {} sim-s each{}",
+        seeds.start,
+        seeds.end,
+        cfg.hosts,
+        cfg.members_per_host,
+        cfg.sim_secs,
+        if determinism { ", determinism check" } else { "" }
+    );
+    let next = AtomicU64::new(seeds.start);
+    let done = AtomicU64::new(0);
+    let results: Mutex<Vec<(u64, Result<MultiReport, String>, Vec<String>)>> =
+        Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                let seed = next.fetch_add(1, Ordering::SeqCst);
+                if seed >= seeds.end {
+                    break;
+                }
+                let report = run_multi(seed, &cfg).map_err(|e| e.to_string());
+                let mut problems = Vec::new();
+                if let (true, Ok(r)) = (determinism, &report) {
+                    match run_multi(seed, &cfg) {
+                        Ok(again) if again.trace_hash != r.trace_hash => problems.push(format!(
+                            "determinism: trace hash {:016x} then {:016x}",
+                            r.trace_hash, again.trace_hash
+                        )),
+                        Ok(_) => {}
+                        Err(e) => problems.push(format!("the replay failed: {e}")),
+                    }
+                }
+                if let Ok(mut v) = results.lock() {
+                    v.push((seed, report, problems));
+                }
+                let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                if n % 10 == 0 || n == total {
+                    print!("\r  {n}/{total} seeds");
+                    let _ = std::io::stdout().flush();
+                }
+            });
+        }
+    });
+    println!();
+    let mut results = results.into_inner().unwrap_or_default();
+    results.sort_by_key(|(s, _, _)| *s);
+    let (mut sends, mut sim_ms, mut failed) = (0usize, 0u64, 0u64);
+    let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
+    let mut by_invariant: BTreeMap<String, u64> = BTreeMap::new();
+    let mut profiles: BTreeMap<String, u64> = BTreeMap::new();
+    for (seed, report, problems) in &results {
+        match report {
+            Ok(r) => {
+                sends += r.sends;
+                sim_ms += r.sim_ms;
+                *profiles.entry(r.profile.to_string()).or_default() += 1;
+                for (o, n) in &r.outcomes {
+                    *outcomes.entry(o.clone()).or_default() += n;
+                }
+                for v in &r.violations {
+                    *by_invariant.entry(v.invariant.to_string()).or_default() += 1;
+                }
+                if !r.violations.is_empty() || !problems.is_empty() {
+                    failed += 1;
+                    println!("\nFAILED {}", describe_multi(r));
+                    for v in &r.violations {
+                        println!("  {v}");
+                    }
+                    for p in problems {
+                        println!("  {p}");
+                    }
+                    let lines: Vec<&str> = r.trace.lines().collect();
+                    println!("  last events:");
+                    for l in &lines[lines.len().saturating_sub(15)..] {
+                        println!("    {l}");
+                    }
+                    println!("  replay: {}", multi_replay_cmd(*seed, &cfg));
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                println!("\nFAILED seed {seed}: the simulation itself failed: {e}");
+                println!("  replay: {}", multi_replay_cmd(*seed, &cfg));
+            }
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    println!(
+        "seeds {:>6}   sends {:>7}   wall {:.2}s   sim-time speed-up {:.0}x",
+        results.len(),
+        sends,
+        elapsed,
+        if elapsed > 0.0 {
+            sim_ms as f64 / 1000.0 / elapsed
+        } else {
+            0.0
+        }
+    );
+    println!("profiles: {profiles:?}");
+    println!("outcomes: {outcomes:?}");
+    println!(
+        "violations: {}",
+        if by_invariant.is_empty() {
+            "none".to_string()
+        } else {
+            format!("{by_invariant:?}")
+        }
+    );
+    println!("{} passed, {failed} failed", total - failed);
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn multi_replay(seed: u64, cfg: MultiConfig, trace: Option<std::path::PathBuf>) -> ExitCode {
+    let report = match run_multi(seed, &cfg) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("the simulation failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("{}", describe_multi(&report));
+    let text = report.trace.clone();
+    match trace {
+        Some(path) => match std::fs::write(&path, &text) {
+            Ok(()) => println!("trace written to {}", path.display()),
+            Err(e) => {
+                eprintln!("cannot write the trace to {}: {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+        },
+        None => print!("{text}"),
+    }
+    for v in &report.violations {
+        println!("VIOLATION {v}");
+    }
+    if report.violations.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
