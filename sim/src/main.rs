@@ -316,6 +316,10 @@ fn describe_multi(r: &MultiReport) -> String {
     )
 }
 
+/// One seed of a multi-host batch: its report (or why the simulation itself failed) and any
+/// determinism problem.
+type SeedOutcome = (u64, Result<MultiReport, String>, Vec<String>);
+
 /// The multi-host batch: each seed on its own turmoil world (worlds are independent, so
 /// seeds run on parallel threads; each is deterministic on its own).
 #[allow(clippy::disallowed_methods)] // wall-clock speed-up is reported, never fed to a run
@@ -333,8 +337,7 @@ fn multi_run(seeds: Range<u64>, jobs: usize, cfg: MultiConfig, determinism: bool
     );
     let next = AtomicU64::new(seeds.start);
     let done = AtomicU64::new(0);
-    let results: Mutex<Vec<(u64, Result<MultiReport, String>, Vec<String>)>> =
-        Mutex::new(Vec::new());
+    let results: Mutex<Vec<SeedOutcome>> = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| loop {
