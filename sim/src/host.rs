@@ -17,8 +17,9 @@ use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// Time on this host: tokio's clock, which turmoil drives; wall time is the simulation's
-/// epoch plus elapsed, so every run stamps the same instants.
+/// Time on this host: tokio's clock, which turmoil drives, measured from this gateway's start;
+/// wall time is the simulation's own (its epoch plus all the time it has run, across restarts),
+/// so every run stamps the same instants.
 #[derive(Clone, Copy, Debug)]
 pub struct SimClock {
     origin: tokio::time::Instant,
@@ -40,7 +41,10 @@ impl Clock for SimClock {
     }
 
     fn unix_ms(&self) -> u64 {
-        self.epoch_unix_ms + self.now().as_millis()
+        match turmoil::since_epoch() {
+            Some(d) => u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+            None => self.epoch_unix_ms + self.now().as_millis(),
+        }
     }
 
     fn sleep_until(&self, at: Instant) -> PortFuture<()> {
@@ -51,7 +55,7 @@ impl Clock for SimClock {
 
 /// The panes of one host. Labels survive a gateway restart (they live in herdr), not a host
 /// crash (the panes die with it).
-#[derive(Clone, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct SimHerdr {
     panes: Rc<RefCell<BTreeMap<SessionId, Pane>>>,
 }
@@ -169,7 +173,9 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
             let job = {
                 let mut panes = herdr.panes.borrow_mut();
                 match panes.get_mut(&gid) {
-                    Some(p) if p.alive && p.task.is_some() && p.status == AgentStatus::Idle => {
+                    // A task typed and not yet taken — or one an agent was working on when its
+                    // gateway restarted (the agent process lives in the pane, not the gateway).
+                    Some(p) if p.alive && p.task.is_some() && p.status != AgentStatus::Unknown => {
                         p.status = AgentStatus::Working;
                         Some((p.behaviour, p.task.clone()))
                     }
@@ -263,6 +269,10 @@ pub struct GatewaySpec {
     pub leads: Vec<SessionId>,
     pub members: Vec<(SessionId, Behaviour)>,
     pub trace: Trace,
+    /// This host's herdr: it outlives a gateway restart (its panes and their labels stay).
+    pub herdr: SimHerdr,
+    /// How many times this gateway has started; each start draws a fresh id seed.
+    pub starts: Rc<RefCell<u64>>,
 }
 
 /// The gateway host's program: the driver loop with simulated ports, its agents, and
@@ -273,6 +283,11 @@ where
     Fut: Future<Output = ()> + 'static,
 {
     let clock = SimClock::new(spec.epoch_unix_ms);
+    let start = {
+        let mut n = spec.starts.borrow_mut();
+        *n += 1;
+        *n
+    };
     let keyring = Keyring::new(spec.host.clone(), spec.secret, &spec.peers)?;
     let federation = Federation {
         host: spec.host.clone(),
@@ -283,13 +298,15 @@ where
     let gw = Gateway::federated(
         spec.cfg.clone(),
         federation,
-        spec.seed,
+        spec.seed.wrapping_add(start.wrapping_mul(0x9e37_79b9)),
         clock.now(),
         clock.unix_ms(),
     )?;
-    let herdr = SimHerdr::default();
-    for (gid, b) in &spec.members {
-        herdr.add(gid, *b);
+    let herdr = spec.herdr.clone();
+    if start == 1 {
+        for (gid, b) in &spec.members {
+            herdr.add(gid, *b);
+        }
     }
     let broker = SimBrokerClient::start("broker");
     let observer = HostTrace {
@@ -304,7 +321,9 @@ where
             .tell(Input::LeadAttached { lead: lead.clone() })
             .await?;
     }
-    for (gid, _) in &spec.members {
+    // The registry is rebuilt from the panes herdr still has (their `fleet:<gid>` labels),
+    // not from memory: a restarted gateway knows exactly the members that are still there.
+    for gid in herdr.gids() {
         handle
             .tell(Input::MemberStarted {
                 target: gid.clone(),

@@ -28,6 +28,9 @@ pub enum FaultProfile {
     BrokerBounce,
     /// Gateways lose their broker link for a while, then get it back.
     Partitions,
+    /// A gateway process crashes and restarts: its soft state is lost and rebuilt from the
+    /// panes, which live on in herdr.
+    GatewayRestart,
 }
 
 impl fmt::Display for FaultProfile {
@@ -36,6 +39,7 @@ impl fmt::Display for FaultProfile {
             FaultProfile::None => "no-faults",
             FaultProfile::BrokerBounce => "broker-bounce",
             FaultProfile::Partitions => "partitions",
+            FaultProfile::GatewayRestart => "gateway-restart",
         })
     }
 }
@@ -76,9 +80,13 @@ pub struct MultiReport {
 /// One delegation as its lead saw it.
 #[derive(Clone, Debug)]
 struct SendRecord {
+    host: usize,
     brief: String,
     answers: u32,
     response: Option<Response>,
+    /// The lead's own gateway crashed while the call was open: the call died with its
+    /// connection (the lead sees a dropped MCP request), so no outcome is owed to it.
+    lost: bool,
 }
 
 fn gid(host: usize, n: usize) -> SessionId {
@@ -92,10 +100,11 @@ fn lead_gid(host: usize) -> SessionId {
 /// Runs one seed on the turmoil world and judges it.
 pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::error::Error>> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x51ed_2701_a3c5_9b11);
-    let profile = match rng.next_u64() % 3 {
+    let profile = match rng.next_u64() % 4 {
         0 => FaultProfile::None,
         1 => FaultProfile::BrokerBounce,
-        _ => FaultProfile::Partitions,
+        2 => FaultProfile::Partitions,
+        _ => FaultProfile::GatewayRestart,
     };
     let trace = Trace::default();
     let mut sim = turmoil::Builder::new()
@@ -120,7 +129,7 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
         .flat_map(|h| (0..cfg.members_per_host).map(move |n| gid(h, n)))
         .collect();
     let sends: Rc<RefCell<Vec<SendRecord>>> = Rc::default();
-    let herdrs: Rc<RefCell<Vec<SimHerdr>>> = Rc::default();
+    let herdrs: Vec<SimHerdr> = (0..cfg.hosts).map(|_| SimHerdr::default()).collect();
     let workload_until = Duration::from_secs(cfg.sim_secs);
 
     for h in 0..cfg.hosts {
@@ -148,14 +157,33 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
             leads: vec![lead_gid(h)],
             members: behaviours,
             trace: trace.clone(),
+            herdr: herdrs[h].clone(),
+            starts: Rc::default(),
         };
         let lead_seed = rng.next_u64();
-        let (sends, herdrs, targets) = (sends.clone(), herdrs.clone(), members.clone());
+        let (sends, targets) = (sends.clone(), members.clone());
         sim.host(names[h].to_string(), move || {
-            let (sends, herdrs, targets) = (sends.clone(), herdrs.clone(), targets.clone());
-            run_gateway(spec.clone(), move |gateway, herdr| async move {
-                herdrs.borrow_mut().push(herdr);
-                lead(h, lead_seed, gateway, targets, sends, workload_until).await;
+            if *spec.starts.borrow() > 0 {
+                for s in sends.borrow_mut().iter_mut() {
+                    if s.host == h && s.answers == 0 {
+                        s.lost = true;
+                    }
+                }
+            }
+            let (sends, targets) = (sends.clone(), targets.clone());
+            let incarnation = *spec.starts.borrow() + 1;
+            let seed = lead_seed.wrapping_add(incarnation);
+            run_gateway(spec.clone(), move |gateway, _herdr| async move {
+                lead(
+                    h,
+                    incarnation,
+                    seed,
+                    gateway,
+                    targets,
+                    sends,
+                    workload_until,
+                )
+                .await;
             })
         });
     }
@@ -167,6 +195,11 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
         FaultProfile::BrokerBounce => {
             let at = Duration::from_millis(5_000 + rng.next_u64() % (cfg.sim_secs * 800));
             faults.push((at, at, None));
+        }
+        FaultProfile::GatewayRestart => {
+            let h = (rng.next_u64() % cfg.hosts as u64) as usize;
+            let at = Duration::from_millis(5_000 + rng.next_u64() % (cfg.sim_secs * 800));
+            faults.push((at, at, Some(usize::MAX - h)));
         }
         FaultProfile::Partitions => {
             for _ in 0..1 + rng.next_u64() % 3 {
@@ -190,6 +223,11 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
                         sim.bounce("broker");
                         fault_log.push(format!("{:.1}s broker bounce", now.as_secs_f64()));
                     }
+                    Some(r) if *r > cfg.hosts => {
+                        let h = usize::MAX - r;
+                        sim.bounce(names[h].to_string());
+                        fault_log.push(format!("{:.1}s restart {}", now.as_secs_f64(), names[h]));
+                    }
                     Some(h) => {
                         sim.partition(names[*h].to_string(), "broker");
                         fault_log.push(format!(
@@ -202,9 +240,9 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
             }
             if !applied[i].1 && now >= *stop {
                 applied[i].1 = true;
-                if let Some(h) = target {
-                    sim.repair(names[*h].to_string(), "broker");
-                    fault_log.push(format!("{:.1}s repair {}", now.as_secs_f64(), names[*h]));
+                if let Some(h) = target.filter(|r| *r < cfg.hosts) {
+                    sim.repair(names[h].to_string(), "broker");
+                    fault_log.push(format!("{:.1}s repair {}", now.as_secs_f64(), names[h]));
                 }
             }
         }
@@ -214,7 +252,7 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
     let mut violations = Vec::new();
     let at = Instant::from_millis(u64::try_from(sim.elapsed().as_millis()).unwrap_or(u64::MAX));
     // I1: no brief typed twice into any pane.
-    for herdr in herdrs.borrow().iter() {
+    for herdr in &herdrs {
         for g in herdr.gids() {
             let typed = herdr.typed(&g);
             let unique: BTreeSet<&String> = typed.iter().collect();
@@ -231,6 +269,11 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
     for s in sends.borrow().iter() {
         // I2: every send ended, exactly once.
         match (&s.response, s.answers) {
+            (None, 0) if s.lost => {
+                *outcomes
+                    .entry("lost with its lead's gateway".into())
+                    .or_insert(0) += 1;
+            }
             (Some(r), 1) => {
                 let name = match r {
                     Response::Outcome { outcome, .. } => outcome.to_string(),
@@ -289,6 +332,7 @@ fn error_code(e: &fleet_core::CallError) -> &'static str {
 /// the fleet, until the workload ends; records every answer.
 async fn lead(
     host: usize,
+    incarnation: u64,
     seed: u64,
     gateway: fleetd::Handle,
     targets: Vec<SessionId>,
@@ -303,13 +347,16 @@ async fn lead(
     while started.elapsed() < until {
         n += 1;
         let target = targets[(rng.next_u64() % targets.len() as u64) as usize].clone();
-        let brief = format!("brief {n} from lead{host} for {target}");
+        // Unique across the lead's restarts: I1 is judged on the text typed.
+        let brief = format!("brief {incarnation}.{n} from lead{host} for {target}");
         let index = {
             let mut s = sends.borrow_mut();
             s.push(SendRecord {
+                host,
                 brief: brief.clone(),
                 answers: 0,
                 response: None,
+                lost: false,
             });
             s.len() - 1
         };

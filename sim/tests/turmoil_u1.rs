@@ -41,6 +41,8 @@ fn specs(trace: &Trace) -> (GatewaySpec, GatewaySpec) {
         leads: Vec::new(),
         members: Vec::new(),
         trace: trace.clone(),
+        herdr: Default::default(),
+        starts: Rc::default(),
     };
     let mut a = spec(0);
     a.leads.push(SessionId::new(LEAD));
