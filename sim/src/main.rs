@@ -282,24 +282,8 @@ fn replay(seed: u64, cfg: RunConfig, trace: Option<std::path::PathBuf>) -> ExitC
         t.push('\n');
         t
     };
-    match trace {
-        Some(path) => match std::fs::write(&path, &text) {
-            Ok(()) => println!("trace written to {}", path.display()),
-            Err(e) => {
-                eprintln!("cannot write the trace to {}: {e}", path.display());
-                return ExitCode::FAILURE;
-            }
-        },
-        None => print!("{text}"),
-    }
-    for v in &report.violations {
-        println!("VIOLATION {v}");
-    }
-    if report.ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    let violations: Vec<String> = report.violations.iter().map(|v| v.to_string()).collect();
+    finish_replay(&text, trace, &violations)
 }
 
 fn multi_replay_cmd(seed: u64, cfg: &MultiConfig) -> String {
@@ -450,9 +434,15 @@ fn multi_replay(seed: u64, cfg: MultiConfig, trace: Option<std::path::PathBuf>) 
         }
     };
     println!("{}", describe_multi(&report));
-    let text = report.trace.clone();
-    match trace {
-        Some(path) => match std::fs::write(&path, &text) {
+    let violations: Vec<String> = report.violations.iter().map(|v| v.to_string()).collect();
+    finish_replay(&report.trace, trace, &violations)
+}
+
+/// Writes a replayed trace (to `path`, or standard output), prints its violations, and turns
+/// them into the exit code.
+fn finish_replay(text: &str, path: Option<std::path::PathBuf>, violations: &[String]) -> ExitCode {
+    match path {
+        Some(path) => match std::fs::write(&path, text) {
             Ok(()) => println!("trace written to {}", path.display()),
             Err(e) => {
                 eprintln!("cannot write the trace to {}: {e}", path.display());
@@ -461,10 +451,10 @@ fn multi_replay(seed: u64, cfg: MultiConfig, trace: Option<std::path::PathBuf>) 
         },
         None => print!("{text}"),
     }
-    for v in &report.violations {
+    for v in violations {
         println!("VIOLATION {v}");
     }
-    if report.violations.is_empty() {
+    if violations.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
