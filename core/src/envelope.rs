@@ -226,7 +226,7 @@ impl Envelope {
         };
         let outcome = match opt_str(h, "outcome")? {
             None => None,
-            Some(o) => Some(outcome_from_wire(o).ok_or_else(|| DecodeError::Malformed {
+            Some(o) => Some(Outcome::from_wire(o).ok_or_else(|| DecodeError::Malformed {
                 field: "outcome",
                 reason: format!("unknown outcome {o:?}"),
             })?),
@@ -284,23 +284,6 @@ impl Envelope {
 
 fn clamp_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-fn outcome_from_wire(s: &str) -> Option<Outcome> {
-    use Outcome::*;
-    [
-        Replied,
-        CompletedUnreplied,
-        WorkerFailed,
-        BackendExhausted,
-        Question,
-        TimedOutWorking,
-        TimedOutQueued,
-        Busy,
-        StaleTurn,
-    ]
-    .into_iter()
-    .find(|o| o.as_str() == s)
 }
 
 fn parse_version(s: &str) -> Result<Version, DecodeError> {

@@ -28,6 +28,23 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    pub const ALL: [Outcome; 9] = [
+        Outcome::Replied,
+        Outcome::CompletedUnreplied,
+        Outcome::WorkerFailed,
+        Outcome::BackendExhausted,
+        Outcome::Question,
+        Outcome::TimedOutWorking,
+        Outcome::TimedOutQueued,
+        Outcome::Busy,
+        Outcome::StaleTurn,
+    ];
+
+    /// The outcome a wire name stands for (`REPLIED`, …); `None` for anything else.
+    pub fn from_wire(s: &str) -> Option<Outcome> {
+        Outcome::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Replied => "REPLIED",
@@ -122,9 +139,12 @@ mod tests {
 
     #[test]
     fn outcomes_use_the_spec_names_on_the_wire() {
-        let json = serde_json_like(Outcome::CompletedUnreplied);
-        assert_eq!(json, "COMPLETED_UNREPLIED");
+        assert_eq!(Outcome::CompletedUnreplied.as_str(), "COMPLETED_UNREPLIED");
         assert_eq!(Outcome::TimedOutQueued.to_string(), "TIMED_OUT_QUEUED");
+        for o in Outcome::ALL {
+            assert_eq!(Outcome::from_wire(o.as_str()), Some(o));
+        }
+        assert_eq!(Outcome::from_wire("replied"), None);
     }
 
     #[test]
@@ -133,9 +153,5 @@ mod tests {
         assert_eq!(Outcome::Replied.phase(), Phase::Done);
         assert_eq!(Outcome::BackendExhausted.phase(), Phase::Failed);
         assert!(!Phase::Asking.is_terminal());
-    }
-
-    fn serde_json_like(o: Outcome) -> &'static str {
-        o.as_str()
     }
 }

@@ -764,22 +764,7 @@ impl Gateway {
         let Some(ask) = self.rendezvous.close_ask(turn) else {
             return;
         };
-        for c in &ask.calls {
-            self.respond(
-                *c,
-                Response::Ask {
-                    outcome,
-                    turn_id: Some(turn),
-                    answer: None,
-                },
-            );
-        }
-        self.event(Event::AskClosed {
-            target: ask.session.clone(),
-            turn_id: turn,
-            outcome,
-        });
-        self.injector.set_asking(&ask.session, false);
+        self.end_ask(&ask, turn, outcome, None);
         // Nobody is waiting on this proxy any more: it ends without a message.
         if let Some(ticket) = self.asking_tickets.remove(&turn) {
             self.delegations.remove(&ticket);
@@ -1320,22 +1305,7 @@ impl Gateway {
             return;
         };
         let answer = String::from_utf8_lossy(&env.body).into_owned();
-        for c in &ask.calls {
-            self.respond(
-                *c,
-                Response::Ask {
-                    outcome: AskOutcome::Answered,
-                    turn_id: Some(turn),
-                    answer: Some(answer.clone()),
-                },
-            );
-        }
-        self.event(Event::AskClosed {
-            target: worker.clone(),
-            turn_id: turn,
-            outcome: AskOutcome::Answered,
-        });
-        self.injector.set_asking(&worker, false);
+        self.end_ask(&ask, turn, AskOutcome::Answered, Some(answer));
         self.asking_tickets.remove(&turn);
         // The proxy continues the same turn; its ending now answers the ANSWER.
         if let Some(d) = self.delegations.get_mut(&ticket) {

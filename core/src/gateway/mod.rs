@@ -611,22 +611,7 @@ impl Gateway {
             );
         };
         let session = ask.session.clone();
-        for c in &ask.calls {
-            self.respond(
-                *c,
-                Response::Ask {
-                    outcome: AskOutcome::Answered,
-                    turn_id: Some(turn_id),
-                    answer: Some(content.clone()),
-                },
-            );
-        }
-        self.event(Event::AskClosed {
-            target: session.clone(),
-            turn_id,
-            outcome: AskOutcome::Answered,
-        });
-        self.injector.set_asking(&session, false);
+        self.end_ask(&ask, turn_id, AskOutcome::Answered, Some(content.clone()));
         let baseline = ask.baseline.unwrap_or_default();
         if let Some(ticket) = self.asking_tickets.remove(&turn_id) {
             // The async delegation that asked resumes on the same turn.
@@ -1094,22 +1079,7 @@ impl Gateway {
         let Some(ask) = self.rendezvous.close_ask(turn_id) else {
             return;
         };
-        for c in &ask.calls {
-            self.respond(
-                *c,
-                Response::Ask {
-                    outcome: AskOutcome::TimedOut,
-                    turn_id: Some(turn_id),
-                    answer: None,
-                },
-            );
-        }
-        self.event(Event::AskClosed {
-            target: ask.session.clone(),
-            turn_id,
-            outcome: AskOutcome::TimedOut,
-        });
-        self.injector.set_asking(&ask.session, false);
+        self.end_ask(&ask, turn_id, AskOutcome::TimedOut, None);
         if let Some(ticket) = self.asking_tickets.remove(&turn_id) {
             if resume {
                 let baseline = ask.baseline.unwrap_or_default();
@@ -1119,6 +1089,33 @@ impl Gateway {
     }
 
     // ---- endings -----------------------------------------------------------------------
+
+    /// A closed ask ends: every coalesced `fleet_ask` call gets the same answer, and the
+    /// member's paused turn resumes.
+    fn end_ask(
+        &mut self,
+        ask: &crate::rendezvous::Ask,
+        turn_id: TurnId,
+        outcome: AskOutcome,
+        answer: Option<String>,
+    ) {
+        for c in &ask.calls {
+            self.respond(
+                *c,
+                Response::Ask {
+                    outcome,
+                    turn_id: Some(turn_id),
+                    answer: answer.clone(),
+                },
+            );
+        }
+        self.event(Event::AskClosed {
+            target: ask.session.clone(),
+            turn_id,
+            outcome,
+        });
+        self.injector.set_asking(&ask.session, false);
+    }
 
     /// Ends a delegation with its one outcome.
     fn finish(

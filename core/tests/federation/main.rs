@@ -4,12 +4,12 @@
 mod harness;
 mod model;
 
-use fleet_core::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange};
+use fleet_core::broker::{BrokerEvent, DeliveryId, Exchange};
 use fleet_core::envelope::{Envelope, Kind, VERSION};
 use fleet_core::signing::Keyring;
 use fleet_core::{
-    AgentStatus, AskOutcome, CallError, Duration, Event, Input, MsgId, Outcome, Output, Phase,
-    Principal, Request, Response, SessionId, TraceId,
+    AgentStatus, AskOutcome, CallError, Duration, Input, MsgId, Outcome, Phase, Principal, Request,
+    Response, SessionId, TraceId,
 };
 use harness::{host_name, Fleet, T0_UNIX};
 use std::collections::BTreeMap;
@@ -556,9 +556,6 @@ fn the_topology_is_this_gateways_slice() {
         .find(|c| c.queue.contains("inbox"))
         .is_some_and(|c| c.exclusive));
     assert_eq!(t.exchanges, Exchange::ALL.to_vec());
-    let _ = BrokerOp::DeleteQueue {
-        name: String::new(),
-    };
 }
 
 /// A snapshot of the U1 trace on both hosts: the story of one cross-host delegation.
@@ -616,9 +613,6 @@ fn redact(s: &str) -> String {
     }
     out
 }
-
-#[allow(dead_code)]
-fn _uses(_: Event, _: Output) {}
 
 fn spawn(host: Option<usize>, profile: &str, group: Option<&str>) -> Request {
     Request::Spawn {
