@@ -70,6 +70,10 @@ pub struct CoreConfig {
     pub profiles: Vec<String>,
     /// A spawned member must connect (its readiness gate) within this, or it is reaped.
     pub spawn_ready_timeout_ms: u64,
+    /// A protocol bug to switch on, for proving the simulation's oracle (test builds only).
+    #[cfg(feature = "planted-bugs")]
+    #[serde(skip)]
+    pub planted: Option<crate::planted::PlantedBug>,
 }
 
 impl Default for CoreConfig {
@@ -116,6 +120,8 @@ impl Default for CoreConfig {
             held_sweep_interval_ms: 60_000,
             profiles: Vec::new(),
             spawn_ready_timeout_ms: 180_000,
+            #[cfg(feature = "planted-bugs")]
+            planted: None,
         }
     }
 }
@@ -138,6 +144,18 @@ pub enum ConfigError {
 }
 
 impl CoreConfig {
+    /// Whether `bug` is switched on. Always false outside `planted-bugs` builds.
+    #[cfg(feature = "planted-bugs")]
+    pub fn planted(&self, bug: crate::planted::PlantedBug) -> bool {
+        self.planted == Some(bug)
+    }
+
+    /// Whether `bug` is switched on. Always false outside `planted-bugs` builds.
+    #[cfg(not(feature = "planted-bugs"))]
+    pub const fn planted(&self, _bug: crate::planted::PlantedBug) -> bool {
+        false
+    }
+
     pub fn poll_interval(&self) -> Duration {
         Duration::from_millis(self.poll_interval_ms)
     }

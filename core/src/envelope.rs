@@ -78,8 +78,9 @@ impl Kind {
         }
     }
 
-    /// Kinds on the at-most-once forward path (acked before they act): a second copy can only
-    /// be a replay, so the seen-set refuses it.
+    /// Kinds a second first-delivery of which can only be a replay, so the seen-set refuses
+    /// it: the at-most-once forward path (acked before it acts), and SPAWN (whose broker
+    /// redeliveries the spawn dedup absorbs, but whose replay after a stop must not relaunch).
     pub fn replay_guarded(self) -> bool {
         matches!(
             self,

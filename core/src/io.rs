@@ -111,6 +111,8 @@ pub enum Request {
         /// The broadcast group the member joins (`broadcast.<group>`), if any.
         group: Option<String>,
     },
+    /// `fleet_list`: the fleet-wide roster as this gateway sees it (U5).
+    List,
     /// `fleet_stop`: close a member's pane on this host; its inbox goes with it.
     Stop { target: SessionId },
     /// Broadcast (U8): the same text to every member, or to one group, fleet-wide.
@@ -127,7 +129,7 @@ impl Request {
             Request::Reply { .. } => Action::Reply,
             Request::Ask { .. } => Action::Ask,
             Request::Peek { .. } | Request::Ack { .. } | Request::Drain { .. } => Action::Drain,
-            Request::Status { .. } => Action::Read,
+            Request::Status { .. } | Request::List => Action::Read,
             Request::Spawn { .. } => Action::Spawn,
             Request::Stop { .. } => Action::Stop,
             Request::Broadcast { .. } => Action::Send,
@@ -172,6 +174,10 @@ pub enum Response {
     Spawned {
         gid: SessionId,
         host: HostId,
+    },
+    /// `fleet_list`: the union view, one row per entity (and one per host's gateway).
+    Roster {
+        rows: Vec<crate::roster::RosterRow>,
     },
     /// The member's pane is being closed; its open delegations ended.
     Stopped {
@@ -226,6 +232,24 @@ pub enum CallError {
     },
     #[error("the spawn failed: {reason}")]
     SpawnFailed { reason: String },
+}
+
+impl CallError {
+    /// The stable code (the serde tag), for summaries and error bodies.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CallError::Denied { .. } => "denied",
+            CallError::NoSession => "no_session",
+            CallError::UnknownTicket => "unknown_ticket",
+            CallError::InboxFull { .. } => "inbox_full",
+            CallError::InvalidArgument { .. } => "invalid_argument",
+            CallError::BrokerUnavailable => "broker_unavailable",
+            CallError::NoSuchRecipient { .. } => "no_such_recipient",
+            CallError::NoSuchHost { .. } => "no_such_host",
+            CallError::UnknownProfile { .. } => "unknown_profile",
+            CallError::SpawnFailed { .. } => "spawn_failed",
+        }
+    }
 }
 
 /// Please do this. Drained with `Gateway::poll_output` after every `handle`.
@@ -524,6 +548,16 @@ impl fmt::Display for Response {
                 view.in_turn
             ),
             Response::Spawned { gid, host } => write!(f, "spawned {gid} on {host}"),
+            Response::Roster { rows } => {
+                write!(f, "roster [")?;
+                for (i, r) in rows.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{}@{}", r.gid, r.host)?;
+                }
+                f.write_str("]")
+            }
             Response::Stopped { target } => write!(f, "stopped {target}"),
             Response::Broadcast { msg, key } => write!(f, "broadcast msg={msg} key={key}"),
             Response::Error(e) => write!(f, "error {e}"),

@@ -22,6 +22,7 @@ pub mod inbox;
 pub mod injector;
 pub mod io;
 pub mod outcome;
+pub mod planted;
 pub mod push;
 pub mod rendezvous;
 pub mod roster;

@@ -58,6 +58,21 @@ impl Clock for SimClock {
 #[derive(Clone, Debug, Default)]
 pub struct SimHerdr {
     panes: Rc<RefCell<BTreeMap<SessionId, Pane>>>,
+    /// Spawned panes whose agent has not connected yet (their readiness gate), and when it will.
+    booting: Rc<RefCell<BTreeMap<SessionId, Duration>>>,
+    /// The oracle's record, which no crash wipes: every text typed, and every pane launched.
+    pub log: Rc<RefCell<PaneLog>>,
+}
+
+/// What happened to this host's panes, for the oracle.
+#[derive(Clone, Debug, Default)]
+pub struct PaneLog {
+    /// (pane, text) for every successful inject, in order.
+    pub typed: Vec<(SessionId, String)>,
+    /// How many panes each gid was launched into (a spawn), ever.
+    pub launches: BTreeMap<SessionId, u32>,
+    /// Questions asked, by pane: an answer is never typed, it returns to the asking call.
+    pub asks: u64,
 }
 
 const HERDR_LATENCY: Duration = Duration::from_millis(3);
@@ -86,6 +101,21 @@ impl SimHerdr {
     pub fn gids(&self) -> Vec<SessionId> {
         self.panes.borrow().keys().cloned().collect()
     }
+
+    /// Panes whose agent is up (spawned ones after their boot).
+    pub fn ready_gids(&self) -> Vec<SessionId> {
+        let booting = self.booting.borrow();
+        self.gids()
+            .into_iter()
+            .filter(|g| !booting.contains_key(g))
+            .collect()
+    }
+
+    /// The whole host went down: every pane and its agent died with it.
+    pub fn crash(&self) {
+        self.panes.borrow_mut().clear();
+        self.booting.borrow_mut().clear();
+    }
 }
 
 impl HerdrPort for SimHerdr {
@@ -107,6 +137,7 @@ impl HerdrPort for SimHerdr {
 
     fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>> {
         let (panes, target, text) = (self.panes.clone(), target.clone(), text.to_string());
+        let log = self.log.clone();
         Box::pin(async move {
             tokio::time::sleep(HERDR_LATENCY).await;
             let mut panes = panes.borrow_mut();
@@ -119,7 +150,8 @@ impl HerdrPort for SimHerdr {
                 p.screen.pop();
             }
             p.print(format!("❯ {text}"));
-            p.task = Some(Task { text });
+            p.task = Some(Task { text: text.clone() });
+            log.borrow_mut().typed.push((target, text));
             Ok(baseline)
         })
     }
@@ -144,20 +176,39 @@ impl HerdrPort for SimHerdr {
         _group: Option<&str>,
     ) -> PortFuture<Result<(), HerdrError>> {
         let (me, gid) = (self.clone(), gid.clone());
+        let salt = gid
+            .as_str()
+            .bytes()
+            .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
         Box::pin(async move {
-            tokio::time::sleep(HERDR_LATENCY).await;
+            // The launcher provisions the worktree and opens the pane: 1–6 s, chosen by the gid.
+            *me.log.borrow_mut().launches.entry(gid.clone()).or_insert(0) += 1;
+            tokio::time::sleep(Duration::from_millis(1_000 + salt % 5_000)).await;
             me.add(&gid, Behaviour::Replies);
+            // The agent boots, then connects (its readiness gate): 3–15 s, as a coding agent
+            // and its MCP connection take.
+            let boot = 3_000 + (salt >> 16) % 12_000;
+            me.booting
+                .borrow_mut()
+                .insert(gid, sim_now() + Duration::from_millis(boot));
             Ok(())
         })
     }
 
     fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>> {
         let (panes, gid) = (self.panes.clone(), gid.clone());
+        let booting = self.booting.clone();
         Box::pin(async move {
             panes.borrow_mut().remove(&gid);
+            booting.borrow_mut().remove(&gid);
             Ok(())
         })
     }
+}
+
+/// Simulated time since the world began: the same on every host and across restarts.
+fn sim_now() -> Duration {
+    turmoil::sim_elapsed().unwrap_or_default()
 }
 
 /// The agents of one host: each takes the task typed into its pane, works on it, and ends the
@@ -166,7 +217,20 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
     let mut busy: BTreeSet<SessionId> = BTreeSet::new();
     loop {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        for gid in herdr.gids() {
+        // Spawned agents that finished booting connect: their readiness gate opens.
+        let now = sim_now();
+        let up: Vec<SessionId> = herdr
+            .booting
+            .borrow()
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(g, _)| g.clone())
+            .collect();
+        for gid in up {
+            herdr.booting.borrow_mut().remove(&gid);
+            let _ = gateway.tell(Input::MemberConnected { target: gid }).await;
+        }
+        for gid in herdr.ready_gids() {
             if busy.contains(&gid) {
                 continue;
             }
@@ -189,7 +253,18 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
             let (panes_of, gateway, gid2) = (herdr.clone(), gateway.clone(), gid.clone());
             tokio::task::spawn_local(async move {
                 tokio::time::sleep(Duration::from_secs(2)).await;
-                if behaviour == Behaviour::Replies {
+                if behaviour == Behaviour::Asks {
+                    // Ask the lead mid-turn; whatever comes back (an answer, NO_WAITER, a
+                    // timeout), finish the turn with a reply.
+                    panes_of.log.borrow_mut().asks += 1;
+                    let ask = Request::Ask {
+                        question: format!("question on {}", task.text),
+                        timeout_ms: Some(6_000),
+                    };
+                    let _ = gateway.call(Principal::worker(gid2.clone()), ask).await;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                if matches!(behaviour, Behaviour::Replies | Behaviour::Asks) {
                     let reply = Request::Reply {
                         content: format!("done: {}", task.text),
                     };
@@ -329,11 +404,10 @@ where
                 target: gid.clone(),
             })
             .await?;
-        handle
-            .tell(Input::MemberConnected {
-                target: gid.clone(),
-            })
-            .await?;
+    }
+    // Agents still booting connect later, through `agents`.
+    for gid in herdr.ready_gids() {
+        handle.tell(Input::MemberConnected { target: gid }).await?;
     }
     tokio::task::spawn_local(agents(herdr.clone(), handle.clone()));
     tokio::task::spawn_local(script(handle, herdr));

@@ -11,9 +11,13 @@
 pub mod agent;
 pub mod broker;
 pub mod host;
+pub mod judge;
+pub mod lead;
 pub mod multi;
 pub mod net;
 pub mod oracle;
+#[cfg(feature = "planted-bugs")]
+pub mod prove;
 pub mod run;
 pub mod world;
 

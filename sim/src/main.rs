@@ -51,6 +51,38 @@ enum Cmd {
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
     },
+    /// Prove the oracle can fail: for each planted protocol bug, run seeds in order until one
+    /// is caught, and print that seed with its replay command. Exits 1 if a bug goes uncaught.
+    #[cfg(feature = "planted-bugs")]
+    Prove {
+        /// Seeds to try per bug, as START..END.
+        #[arg(long, default_value = "0..1000", value_parser = parse_range)]
+        seeds: Range<u64>,
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
+        /// Gateway hosts.
+        #[arg(long, default_value_t = 3)]
+        hosts: usize,
+        /// Members per host.
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        #[arg(long, default_value_t = 60)]
+        sim_secs: u64,
+        /// Only this bug (default: all of them).
+        #[arg(long, value_parser = parse_bug)]
+        bug: Option<fleet_core::planted::PlantedBug>,
+    },
+}
+
+#[cfg(feature = "planted-bugs")]
+fn parse_bug(s: &str) -> Result<fleet_core::planted::PlantedBug, String> {
+    fleet_core::planted::PlantedBug::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = fleet_core::planted::PlantedBug::ALL
+            .iter()
+            .map(|b| b.name())
+            .collect();
+        format!("unknown bug {s:?}; one of: {}", names.join(", "))
+    })
 }
 
 /// The shape of each simulated world; a seed derives everything else.
@@ -69,6 +101,10 @@ struct WorldArgs {
     /// Simulated seconds of workload per seed.
     #[arg(long, default_value_t = 60)]
     sim_secs: u64,
+    /// Switch on a planted protocol bug (multi-host world; `planted-bugs` builds only).
+    #[cfg(feature = "planted-bugs")]
+    #[arg(long, value_parser = parse_bug)]
+    plant: Option<fleet_core::planted::PlantedBug>,
 }
 
 impl WorldArgs {
@@ -77,6 +113,10 @@ impl WorldArgs {
             hosts: self.hosts,
             members_per_host: self.workers,
             sim_secs: self.sim_secs,
+            #[cfg(feature = "planted-bugs")]
+            planted: self.plant,
+            #[cfg(not(feature = "planted-bugs"))]
+            planted: None,
         }
     }
 }
@@ -127,6 +167,27 @@ fn main() -> ExitCode {
             check_determinism,
         } => run(seeds, jobs.max(1), world.into(), check_determinism),
         Cmd::Replay { seed, world, trace } => replay(seed, world.into(), trace),
+        #[cfg(feature = "planted-bugs")]
+        Cmd::Prove {
+            seeds,
+            jobs,
+            hosts,
+            workers,
+            sim_secs,
+            bug,
+        } => {
+            let cfg = MultiConfig {
+                hosts: hosts.max(2),
+                members_per_host: workers,
+                sim_secs,
+                planted: None,
+            };
+            let bugs = bug.map_or_else(
+                || fleet_core::planted::PlantedBug::ALL.to_vec(),
+                |b| vec![b],
+            );
+            fleet_sim::prove::prove(&bugs, seeds, jobs.max(1), &cfg)
+        }
     }
 }
 
@@ -287,10 +348,7 @@ fn replay(seed: u64, cfg: RunConfig, trace: Option<std::path::PathBuf>) -> ExitC
 }
 
 fn multi_replay_cmd(seed: u64, cfg: &MultiConfig) -> String {
-    format!(
-        "cargo run --release -p fleet-sim -- replay --seed {seed} --hosts {} --workers {} --sim-secs {}",
-        cfg.hosts, cfg.members_per_host, cfg.sim_secs
-    )
+    fleet_sim::multi::replay_command(seed, cfg)
 }
 
 fn describe_multi(r: &MultiReport) -> String {

@@ -1,15 +1,19 @@
 //! The multi-host world on turmoil: a broker host running `SimBroker`, N gateway hosts each
-//! running the real driver loop with simulated ports, one lead per host delegating to members
-//! anywhere in the fleet, and faults chosen by the seed. After the workload and the faults, a
-//! quiet phase with everything healed; then the oracle judges the history.
+//! running the real driver loop with simulated ports, one lead per host delegating, asking,
+//! draining and spawning anywhere in the fleet, and faults chosen by the seed. After the
+//! workload and the faults, a quiet phase with everything healed; then the oracle
+//! (`judge`) checks the history.
 
 use crate::agent::Behaviour;
 use crate::broker::SimBroker;
-use crate::host::{run_gateway, GatewaySpec, SimHerdr, Trace};
+use crate::host::{run_gateway, GatewaySpec, PaneLog, SimHerdr, Trace};
+use crate::judge;
+use crate::lead::{lead, lead_gid, LeadPlan, Ledger};
 use crate::net::serve;
 use crate::oracle::Violation;
+use fleet_core::planted::PlantedBug;
 use fleet_core::signing::Keyring;
-use fleet_core::{CoreConfig, HostId, Instant, Outcome, Principal, Request, Response, SessionId};
+use fleet_core::{CoreConfig, HostId, Instant, SessionId};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cell::RefCell;
@@ -20,17 +24,36 @@ use std::time::{Duration, SystemTime};
 
 const EPOCH_S: u64 = 1_790_000_000;
 
+/// The quiet phase after the workload: faults healed, every bound (send timeouts, ask
+/// timeouts, spawn readiness, roster TTL) long expired before the oracle looks.
+const QUIET_SECS: u64 = 400;
+
 /// Which faults a seed may inject (swarm testing: the profile first, then the events).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FaultProfile {
     None,
-    /// The broker host crashes and restarts (durable state survives).
+    /// The broker host crashes and restarts (durable state survives, transient does not).
     BrokerBounce,
-    /// Gateways lose their broker link for a while, then get it back.
+    /// Gateways lose their broker link — both ways or one way — for a while, then get it back.
     Partitions,
     /// A gateway process crashes and restarts: its soft state is lost and rebuilt from the
     /// panes, which live on in herdr.
     GatewayRestart,
+    /// A whole host goes down — gateway, panes, agents — and boots again empty.
+    HostCrash,
+    /// A little of everything.
+    Chaos,
+}
+
+impl FaultProfile {
+    pub const ALL: [FaultProfile; 6] = [
+        FaultProfile::None,
+        FaultProfile::BrokerBounce,
+        FaultProfile::Partitions,
+        FaultProfile::GatewayRestart,
+        FaultProfile::HostCrash,
+        FaultProfile::Chaos,
+    ];
 }
 
 impl fmt::Display for FaultProfile {
@@ -40,8 +63,93 @@ impl fmt::Display for FaultProfile {
             FaultProfile::BrokerBounce => "broker-bounce",
             FaultProfile::Partitions => "partitions",
             FaultProfile::GatewayRestart => "gateway-restart",
+            FaultProfile::HostCrash => "host-crash",
+            FaultProfile::Chaos => "chaos",
         })
     }
+}
+
+/// Which way a partition cuts a gateway's link to the broker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dir {
+    Both,
+    /// Gateway → broker lost (acks, publishes), broker → gateway still flowing.
+    Up,
+    /// Broker → gateway lost (deliveries, confirms).
+    Down,
+}
+
+impl fmt::Display for Dir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Dir::Both => "both-ways",
+            Dir::Up => "gateway->broker",
+            Dir::Down => "broker->gateway",
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum FaultStep {
+    BrokerBounce,
+    Restart(usize),
+    Crash(usize),
+    Boot(usize),
+    Cut(usize, Dir),
+    Heal(usize, Dir),
+}
+
+/// The fault events of one seed, all inside the workload window (the quiet phase is clean).
+fn schedule(
+    profile: FaultProfile,
+    cfg: &MultiConfig,
+    rng: &mut ChaCha8Rng,
+) -> Vec<(Duration, FaultStep)> {
+    let window = cfg.sim_secs.saturating_sub(8).max(1) * 1000;
+    let at = |rng: &mut ChaCha8Rng| Duration::from_millis(5_000 + rng.next_u64() % window);
+    let host = |rng: &mut ChaCha8Rng| (rng.next_u64() % cfg.hosts as u64) as usize;
+    let mut out = Vec::new();
+    let one = |kind: FaultProfile, rng: &mut ChaCha8Rng, out: &mut Vec<(Duration, FaultStep)>| {
+        let t = at(rng);
+        match kind {
+            FaultProfile::BrokerBounce => out.push((t, FaultStep::BrokerBounce)),
+            FaultProfile::GatewayRestart => out.push((t, FaultStep::Restart(host(rng)))),
+            FaultProfile::HostCrash => {
+                let h = host(rng);
+                let down = Duration::from_millis(2_000 + rng.next_u64() % 30_000);
+                out.push((t, FaultStep::Crash(h)));
+                out.push((t + down, FaultStep::Boot(h)));
+            }
+            FaultProfile::Partitions => {
+                let h = host(rng);
+                let dir = [Dir::Both, Dir::Up, Dir::Down][(rng.next_u64() % 3) as usize];
+                let len = Duration::from_millis(2_000 + rng.next_u64() % 30_000);
+                out.push((t, FaultStep::Cut(h, dir)));
+                out.push((t + len, FaultStep::Heal(h, dir)));
+            }
+            FaultProfile::None | FaultProfile::Chaos => {}
+        }
+    };
+    match profile {
+        FaultProfile::None => {}
+        FaultProfile::Chaos => {
+            for _ in 0..2 + rng.next_u64() % 3 {
+                let k = FaultProfile::ALL[1 + (rng.next_u64() % 4) as usize];
+                one(k, rng, &mut out);
+            }
+        }
+        FaultProfile::Partitions => {
+            for _ in 0..1 + rng.next_u64() % 3 {
+                one(profile, rng, &mut out);
+            }
+        }
+        other => {
+            for _ in 0..1 + rng.next_u64() % 2 {
+                one(other, rng, &mut out);
+            }
+        }
+    }
+    out
 }
 
 /// The knobs of one multi-host run.
@@ -50,6 +158,8 @@ pub struct MultiConfig {
     pub hosts: usize,
     pub members_per_host: usize,
     pub sim_secs: u64,
+    /// A protocol bug to switch on (takes effect only in `planted-bugs` builds).
+    pub planted: Option<PlantedBug>,
 }
 
 impl Default for MultiConfig {
@@ -58,6 +168,7 @@ impl Default for MultiConfig {
             hosts: 3,
             members_per_host: 2,
             sim_secs: 60,
+            planted: None,
         }
     }
 }
@@ -77,35 +188,28 @@ pub struct MultiReport {
     pub trace: String,
 }
 
-/// One delegation as its lead saw it.
-#[derive(Clone, Debug)]
-struct SendRecord {
-    host: usize,
-    brief: String,
-    answers: u32,
-    response: Option<Response>,
-    /// The lead's own gateway crashed while the call was open: the call died with its
-    /// connection (the lead sees a dropped MCP request), so no outcome is owed to it.
-    lost: bool,
-}
-
 fn gid(host: usize, n: usize) -> SessionId {
     SessionId::new(format!("{host:08x}-0000-4000-8000-{n:012x}"))
 }
 
-fn lead_gid(host: usize) -> SessionId {
-    SessionId::new(format!("{host:08x}-1111-4111-8111-111111111111"))
+/// The command that replays `seed` with `cfg`, as printed beside every failure.
+pub fn replay_command(seed: u64, cfg: &MultiConfig) -> String {
+    match cfg.planted {
+        Some(bug) => format!(
+            "cargo run --release -p fleet-sim --features planted-bugs -- replay --seed {seed} --hosts {} --workers {} --sim-secs {} --plant {bug}",
+            cfg.hosts, cfg.members_per_host, cfg.sim_secs
+        ),
+        None => format!(
+            "cargo run --release -p fleet-sim -- replay --seed {seed} --hosts {} --workers {} --sim-secs {}",
+            cfg.hosts, cfg.members_per_host, cfg.sim_secs
+        ),
+    }
 }
 
 /// Runs one seed on the turmoil world and judges it.
 pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::error::Error>> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x51ed_2701_a3c5_9b11);
-    let profile = match rng.next_u64() % 4 {
-        0 => FaultProfile::None,
-        1 => FaultProfile::BrokerBounce,
-        2 => FaultProfile::Partitions,
-        _ => FaultProfile::GatewayRestart,
-    };
+    let profile = FaultProfile::ALL[(rng.next_u64() % FaultProfile::ALL.len() as u64) as usize];
     let trace = Trace::default();
     let mut sim = turmoil::Builder::new()
         .rng_seed(seed)
@@ -125,20 +229,31 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
         let k = Keyring::new(names[i].clone(), secrets[i], &BTreeMap::new())?;
         publics.insert(names[i].clone(), k.public_key());
     }
-    let members: Vec<SessionId> = (0..cfg.hosts)
-        .flat_map(|h| (0..cfg.members_per_host).map(move |n| gid(h, n)))
+    let ledger: Rc<RefCell<Ledger>> = Rc::default();
+    ledger.borrow_mut().targets = (0..cfg.hosts)
+        .flat_map(|h| (0..cfg.members_per_host).map(move |n| (gid(h, n), h)))
         .collect();
-    let sends: Rc<RefCell<Vec<SendRecord>>> = Rc::default();
     let herdrs: Vec<SimHerdr> = (0..cfg.hosts).map(|_| SimHerdr::default()).collect();
     let workload_until = Duration::from_secs(cfg.sim_secs);
+    let settle_at = workload_until + Duration::from_secs(QUIET_SECS - 20);
+    #[allow(unused_mut)]
+    let mut core = CoreConfig {
+        profiles: vec!["claude".into()],
+        spawn_ready_timeout_ms: 30_000,
+        ..CoreConfig::default()
+    };
+    #[cfg(feature = "planted-bugs")]
+    {
+        core.planted = cfg.planted;
+    }
 
     for h in 0..cfg.hosts {
         let behaviours = (0..cfg.members_per_host)
             .map(|n| {
-                let b = if rng.next_u64() % 4 == 0 {
-                    Behaviour::CompletesSilently
-                } else {
-                    Behaviour::Replies
+                let b = match rng.next_u64() % 8 {
+                    0 | 1 => Behaviour::CompletesSilently,
+                    2 | 3 => Behaviour::Asks,
+                    _ => Behaviour::Replies,
                 };
                 (gid(h, n), b)
             })
@@ -150,10 +265,7 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
             peers: publics.clone(),
             allow: names.iter().cloned().collect::<BTreeSet<_>>(),
             epoch_unix_ms: EPOCH_S * 1000,
-            cfg: CoreConfig {
-                profiles: vec!["claude".into()],
-                ..CoreConfig::default()
-            },
+            cfg: core.clone(),
             leads: vec![lead_gid(h)],
             members: behaviours,
             trace: trace.clone(),
@@ -161,221 +273,126 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
             starts: Rc::default(),
         };
         let lead_seed = rng.next_u64();
-        let (sends, targets) = (sends.clone(), members.clone());
+        let (ledger, hosts) = (ledger.clone(), names.clone());
         sim.host(names[h].to_string(), move || {
             if *spec.starts.borrow() > 0 {
-                for s in sends.borrow_mut().iter_mut() {
-                    if s.host == h && s.answers == 0 {
-                        s.lost = true;
-                    }
-                }
+                ledger.borrow_mut().host_down(h);
             }
-            let (sends, targets) = (sends.clone(), targets.clone());
             let incarnation = *spec.starts.borrow() + 1;
-            let seed = lead_seed.wrapping_add(incarnation);
+            let plan = LeadPlan {
+                host: h,
+                incarnation,
+                seed: lead_seed.wrapping_add(incarnation),
+                hosts: hosts.clone(),
+                until: workload_until,
+                settle_at,
+            };
+            let ledger = ledger.clone();
             run_gateway(spec.clone(), move |gateway, _herdr| async move {
-                lead(
-                    h,
-                    incarnation,
-                    seed,
-                    gateway,
-                    targets,
-                    sends,
-                    workload_until,
-                )
-                .await;
+                lead(plan, gateway, ledger).await;
             })
         });
     }
 
     // Faults, chosen by the seed.
-    let mut faults: Vec<(Duration, Duration, Option<usize>)> = Vec::new();
-    match profile {
-        FaultProfile::None => {}
-        FaultProfile::BrokerBounce => {
-            let at = Duration::from_millis(5_000 + rng.next_u64() % (cfg.sim_secs * 800));
-            faults.push((at, at, None));
-        }
-        FaultProfile::GatewayRestart => {
-            let h = (rng.next_u64() % cfg.hosts as u64) as usize;
-            let at = Duration::from_millis(5_000 + rng.next_u64() % (cfg.sim_secs * 800));
-            faults.push((at, at, Some(usize::MAX - h)));
-        }
-        FaultProfile::Partitions => {
-            for _ in 0..1 + rng.next_u64() % 3 {
-                let h = (rng.next_u64() % cfg.hosts as u64) as usize;
-                let at = Duration::from_millis(5_000 + rng.next_u64() % (cfg.sim_secs * 800));
-                let len = Duration::from_millis(2_000 + rng.next_u64() % 30_000);
-                faults.push((at, at + len, Some(h)));
-            }
-        }
-    }
+    let faults = schedule(profile, cfg, &mut rng);
     let mut fault_log = Vec::new();
-    let end = workload_until + Duration::from_secs(400);
-    let mut applied = vec![(false, false); faults.len()];
+    let end = workload_until + Duration::from_secs(QUIET_SECS);
+    let mut next = 0;
+    let mut events: Vec<(Duration, FaultStep)> = faults;
+    events.sort_by_key(|(at, _)| *at);
+    // Hosts whose machine is down: a restart or another crash waits for the boot.
+    let mut down: BTreeSet<usize> = BTreeSet::new();
+    let mut crashed: BTreeSet<usize> = BTreeSet::new();
+    let mut restarted: BTreeSet<usize> = BTreeSet::new();
     while sim.elapsed() < end {
         let now = sim.elapsed();
-        for (i, (start, stop, target)) in faults.iter().enumerate() {
-            if !applied[i].0 && now >= *start {
-                applied[i].0 = true;
-                match target {
-                    None => {
-                        sim.bounce("broker");
-                        fault_log.push(format!("{:.1}s broker bounce", now.as_secs_f64()));
-                    }
-                    Some(r) if *r > cfg.hosts => {
-                        let h = usize::MAX - r;
-                        sim.bounce(names[h].to_string());
-                        fault_log.push(format!("{:.1}s restart {}", now.as_secs_f64(), names[h]));
-                    }
-                    Some(h) => {
-                        sim.partition(names[*h].to_string(), "broker");
-                        fault_log.push(format!(
-                            "{:.1}s partition {}",
-                            now.as_secs_f64(),
-                            names[*h]
-                        ));
-                    }
+        while next < events.len() && events[next].0 <= now {
+            let (_, step) = events[next];
+            next += 1;
+            let at = now.as_secs_f64();
+            match step {
+                FaultStep::BrokerBounce => {
+                    sim.bounce("broker");
+                    fault_log.push(format!("{at:.1}s broker bounce"));
                 }
-            }
-            if !applied[i].1 && now >= *stop {
-                applied[i].1 = true;
-                if let Some(h) = target.filter(|r| *r < cfg.hosts) {
-                    sim.repair(names[h].to_string(), "broker");
-                    fault_log.push(format!("{:.1}s repair {}", now.as_secs_f64(), names[h]));
+                FaultStep::Restart(h) | FaultStep::Crash(h) if down.contains(&h) => {}
+                FaultStep::Boot(h) if !down.contains(&h) => {}
+                FaultStep::Restart(h) => {
+                    restarted.insert(h);
+                    sim.bounce(names[h].to_string());
+                    fault_log.push(format!("{at:.1}s restart {}", names[h]));
+                }
+                FaultStep::Crash(h) => {
+                    sim.crash(names[h].to_string());
+                    herdrs[h].crash();
+                    down.insert(h);
+                    crashed.insert(h);
+                    restarted.insert(h);
+                    ledger.borrow_mut().host_down(h);
+                    fault_log.push(format!("{at:.1}s host crash {}", names[h]));
+                }
+                FaultStep::Boot(h) => {
+                    down.remove(&h);
+                    sim.bounce(names[h].to_string());
+                    fault_log.push(format!("{at:.1}s host boot {}", names[h]));
+                }
+                FaultStep::Cut(h, dir) => {
+                    let (gw, b) = (names[h].to_string(), "broker");
+                    match dir {
+                        Dir::Both => sim.partition(gw, b),
+                        Dir::Up => sim.partition_oneway(gw, b),
+                        Dir::Down => sim.partition_oneway(b, gw),
+                    }
+                    fault_log.push(format!("{at:.1}s partition {} {dir}", names[h]));
+                }
+                FaultStep::Heal(h, dir) => {
+                    let (gw, b) = (names[h].to_string(), "broker");
+                    match dir {
+                        Dir::Both => sim.repair(gw, b),
+                        Dir::Up => sim.repair_oneway(gw, b),
+                        Dir::Down => sim.repair_oneway(b, gw),
+                    }
+                    fault_log.push(format!("{at:.1}s repair {} {dir}", names[h]));
                 }
             }
         }
         sim.step()?;
     }
 
-    let mut violations = Vec::new();
     let at = Instant::from_millis(u64::try_from(sim.elapsed().as_millis()).unwrap_or(u64::MAX));
-    // I1: no brief typed twice into any pane.
-    for herdr in &herdrs {
-        for g in herdr.gids() {
-            let typed = herdr.typed(&g);
-            let unique: BTreeSet<&String> = typed.iter().collect();
-            if unique.len() != typed.len() {
-                violations.push(Violation {
-                    invariant: "I1",
-                    at,
-                    detail: format!("{g} was typed {typed:?}"),
-                });
-            }
-        }
-    }
-    let mut outcomes = BTreeMap::new();
-    for s in sends.borrow().iter() {
-        // I2: every send ended, exactly once.
-        match (&s.response, s.answers) {
-            (None, 0) if s.lost => {
-                *outcomes
-                    .entry("lost with its lead's gateway".into())
-                    .or_insert(0) += 1;
-            }
-            (Some(r), 1) => {
-                let name = match r {
-                    Response::Outcome { outcome, .. } => outcome.to_string(),
-                    Response::Error(e) => format!("error: {}", error_code(e)),
-                    other => format!("{other}"),
-                };
-                *outcomes.entry(name).or_insert(0) += 1;
-                // I5: a reply is its own brief's.
-                if let Response::Outcome {
-                    outcome: Outcome::Replied,
-                    body,
-                    ..
-                } = r
-                {
-                    if body.as_deref() != Some(format!("done: {}", s.brief).as_str()) {
-                        violations.push(Violation {
-                            invariant: "I5",
-                            at,
-                            detail: format!("{} answered with {body:?}", s.brief),
-                        });
-                    }
-                }
-            }
-            (_, n) => violations.push(Violation {
-                invariant: "I2",
-                at,
-                detail: format!("{} ended {n} times", s.brief),
-            }),
-        }
-    }
+    let logs: Vec<PaneLog> = herdrs.iter().map(|h| h.log.borrow().clone()).collect();
+    let truth: BTreeSet<(SessionId, HostId)> = herdrs
+        .iter()
+        .enumerate()
+        .flat_map(|(h, herdr)| {
+            let name = names[h].clone();
+            herdr
+                .ready_gids()
+                .into_iter()
+                .map(move |g| (g, name.clone()))
+        })
+        .collect();
+    let ledger = ledger.borrow();
+    let violations = judge::judge(&judge::Facts {
+        at,
+        ledger: &ledger,
+        logs: &logs,
+        truth: &truth,
+        crashed: &crashed,
+        restarted: &restarted,
+    });
+    let outcomes = judge::outcomes(&ledger);
     let text = trace.text();
-    let send_count = sends.borrow().len();
     Ok(MultiReport {
         seed,
         profile,
         faults: fault_log,
-        sends: send_count,
+        sends: ledger.sends.len(),
         outcomes,
         violations,
         trace_hash: crate::run::fnv1a(text.as_bytes()),
         sim_ms: u64::try_from(sim.elapsed().as_millis()).unwrap_or(u64::MAX),
         trace: text,
     })
-}
-
-fn error_code(e: &fleet_core::CallError) -> &'static str {
-    use fleet_core::CallError::*;
-    match e {
-        BrokerUnavailable => "broker_unavailable",
-        NoSuchRecipient { .. } => "no_such_recipient",
-        _ => "other",
-    }
-}
-
-/// A lead: delegates, one blocking send at a time, to a member chosen by its seed anywhere in
-/// the fleet, until the workload ends; records every answer.
-async fn lead(
-    host: usize,
-    incarnation: u64,
-    seed: u64,
-    gateway: fleetd::Handle,
-    targets: Vec<SessionId>,
-    sends: Rc<RefCell<Vec<SendRecord>>>,
-    until: Duration,
-) {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let me = Principal::primary(&format!("lead{host}"), Some(lead_gid(host)));
-    let started = tokio::time::Instant::now();
-    let mut n = 0;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    while started.elapsed() < until {
-        n += 1;
-        let target = targets[(rng.next_u64() % targets.len() as u64) as usize].clone();
-        // Unique across the lead's restarts: I1 is judged on the text typed.
-        let brief = format!("brief {incarnation}.{n} from lead{host} for {target}");
-        let index = {
-            let mut s = sends.borrow_mut();
-            s.push(SendRecord {
-                host,
-                brief: brief.clone(),
-                answers: 0,
-                response: None,
-                lost: false,
-            });
-            s.len() - 1
-        };
-        let r = gateway
-            .call(
-                me.clone(),
-                Request::Send {
-                    target,
-                    content: brief,
-                    wait: true,
-                    timeout_ms: Some(5_000 + rng.next_u64() % 60_000),
-                },
-            )
-            .await;
-        if let Ok(r) = r {
-            let mut s = sends.borrow_mut();
-            s[index].answers += 1;
-            s[index].response = Some(r);
-        }
-        tokio::time::sleep(Duration::from_millis(500 + rng.next_u64() % 4_000)).await;
-    }
 }

@@ -716,6 +716,7 @@ fn describe(r: &Request) -> String {
         Request::Reply { content } => format!("reply {content:?}"),
         Request::Ask { question, .. } => format!("ask {question:?}"),
         Request::Poll { ticket } => format!("poll ticket={ticket}"),
+        Request::List => "list".into(),
         Request::Peek { target } => format!("peek {target}"),
         Request::Ack { target, ids } => format!("ack {target} {} id(s)", ids.len()),
         Request::Drain { target } => format!("drain {target}"),

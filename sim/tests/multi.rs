@@ -9,6 +9,7 @@ fn a_batch_of_multi_host_seeds_holds_the_invariants() {
         hosts: 3,
         members_per_host: 2,
         sim_secs: 40,
+        planted: None,
     };
     for seed in 0..6 {
         let r = run_multi(seed, &cfg).expect("the simulation ran");
@@ -37,6 +38,7 @@ fn a_multi_host_seed_replays_byte_for_byte() {
         hosts: 3,
         members_per_host: 2,
         sim_secs: 30,
+        planted: None,
     };
     let one = run_multi(2, &cfg).expect("ran");
     let two = run_multi(2, &cfg).expect("ran");

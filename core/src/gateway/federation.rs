@@ -21,6 +21,7 @@ use crate::ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, T
 use crate::inbox::HeldReply;
 use crate::io::{CallError, Event, Output, Response};
 use crate::outcome::{AskOutcome, Outcome, Phase};
+use crate::planted::PlantedBug;
 use crate::push::Attention;
 use crate::roster::{EntityKind, Presence, Roster, GATEWAY_GID};
 use crate::signing::Keyring;
@@ -107,6 +108,9 @@ pub(super) struct Fed {
     remote_asks: BTreeMap<TurnId, RemoteAsk>,
     held: BTreeMap<MsgId, Held>,
     held_by: BTreeMap<Holder, MsgId>,
+    /// Forward-path deliveries left unacked until their turn ends. Only the planted
+    /// `AckAfterInject` bug fills it: the real forward path acks before the inject.
+    late_acks: BTreeMap<MsgId, DeliveryId>,
 }
 
 impl Fed {
@@ -147,7 +151,13 @@ impl Gateway {
             wall_unix: unix_ms,
             seen: SeenSet::new(c.seen_capacity),
             done: SeenSet::new(c.seen_capacity),
-            roster: Roster::new(Duration::from_millis(c.presence_ttl_ms)),
+            roster: Roster::new(Duration::from_millis(
+                if c.planted(PlantedBug::RosterNeverExpires) {
+                    u64::MAX / 4
+                } else {
+                    c.presence_ttl_ms
+                },
+            )),
             local: BTreeMap::new(),
             groups: BTreeMap::new(),
             next_publish: 0,
@@ -159,6 +169,7 @@ impl Gateway {
             remote_asks: BTreeMap::new(),
             held: BTreeMap::new(),
             held_by: BTreeMap::new(),
+            late_acks: BTreeMap::new(),
         });
         Ok(gw)
     }
@@ -409,6 +420,25 @@ impl Gateway {
             body: env.body,
         }));
         Some(publish)
+    }
+
+    /// Acks `delivery` if it belongs to the live connection (a tag from an earlier one died
+    /// with it; the broker has requeued that copy).
+    pub(super) fn ack_if_current(&mut self, delivery: DeliveryId) {
+        if self
+            .fed
+            .as_ref()
+            .is_some_and(|f| f.broker_up && f.generation == delivery.generation)
+        {
+            self.ack(delivery);
+        }
+    }
+
+    /// The planted `AckAfterInject` bug's ack, once the brief's turn has ended.
+    pub(super) fn late_ack(&mut self, msg: MsgId) {
+        if let Some(d) = self.fed.as_mut().and_then(|f| f.late_acks.remove(&msg)) {
+            self.ack_if_current(d);
+        }
     }
 
     fn ack(&mut self, delivery: DeliveryId) {
@@ -1037,7 +1067,13 @@ impl Gateway {
             Ok(env) => env,
             Err(r) => return self.reject(delivery, queue, r.code(), r.to_string()),
         };
-        if redelivered && env.kind.replay_guarded() {
+        // A SPAWN is at-least-once (acked once its member is ready or failed): a broker
+        // redelivery of one goes to the spawn dedup (registry, then reservation), not here.
+        if redelivered
+            && env.kind.replay_guarded()
+            && env.kind != Kind::Spawn
+            && !self.cfg.planted(PlantedBug::AckAfterInject)
+        {
             return self.on_forward_redelivery(delivery, queue, env);
         }
         let Some(f) = &mut self.fed else { return };
@@ -1052,8 +1088,8 @@ impl Gateway {
         }
         match env.kind {
             Kind::Spawn if control => {
-                self.ack(delivery);
-                if let Err(why) = self.on_spawn_message(now, env) {
+                if let Err(why) = self.on_spawn_message(now, delivery, env) {
+                    self.ack(delivery);
                     self.event(Event::Rejected {
                         queue: queue.to_string(),
                         code: "malformed".into(),
@@ -1188,7 +1224,13 @@ impl Gateway {
         let Ok(text) = String::from_utf8(env.body.clone()) else {
             return self.reject(delivery, queue, "malformed", "body is not UTF-8".into());
         };
-        self.ack(delivery);
+        if self.cfg.planted(PlantedBug::AckAfterInject) {
+            if let Some(f) = &mut self.fed {
+                f.late_acks.insert(env.msg_id, delivery);
+            }
+        } else {
+            self.ack(delivery);
+        }
         let target = SessionId::new(&env.to);
         let busy = self.rendezvous.has_waiter(&target) || self.paused_ticket_on(&target);
         if busy || text.trim().is_empty() {
@@ -1213,7 +1255,7 @@ impl Gateway {
             .min(self.cfg.injected_timeout_ms)
             .saturating_sub(self.cfg.clock_skew_ms);
         let deadline = now + Duration::from_millis(lifetime);
-        self.last_delegator.insert(target.clone(), env.from.clone());
+        self.delegator_of.insert(msg, env.from.clone());
         self.rendezvous.open(&target, msg, ticket);
         self.injector.enqueue(&target, msg, text);
         self.delegations.insert(
@@ -1260,7 +1302,7 @@ impl Gateway {
             return;
         }
         let msg = self.ids.msg();
-        self.last_delegator.insert(member.clone(), env.from.clone());
+        self.delegator_of.insert(msg, env.from.clone());
         self.injector.enqueue(member, msg, text);
         self.event(Event::Enqueued {
             ticket: None,
@@ -1286,6 +1328,13 @@ impl Gateway {
             (ask.session == worker && asked_of == env.from).then_some((turn, ticket))
         });
         let Some((turn, ticket)) = waiting else {
+            if self.cfg.planted(PlantedBug::AnswerWithoutTurnCheck) && self.is_live_member(&worker)
+            {
+                let answer = String::from_utf8_lossy(&env.body).into_owned();
+                self.injector.enqueue(&worker, env.msg_id, answer);
+                self.out.push_back(Output::PollStatus { target: worker });
+                return;
+            }
             let ttl = self.cfg.reply_ttl_ms;
             let late = self.envelope(
                 Kind::TooLate,
@@ -1326,8 +1375,9 @@ impl Gateway {
     /// answered to a blocking call at once, or held for a poll or a drain — and a redelivered
     /// copy is recognised by msgId.
     fn on_reply_message(&mut self, now: Instant, delivery: DeliveryId, env: Envelope) {
+        let dedup = !self.cfg.planted(PlantedBug::NoReplyDedup);
         let Some(f) = &mut self.fed else { return };
-        if let Some(h) = f.held.get_mut(&env.msg_id) {
+        if let Some(h) = f.held.get_mut(&env.msg_id).filter(|_| dedup) {
             match h.delivery {
                 // A second copy within one connection: the held one stays, this one is acked.
                 Some(d) if d.generation == delivery.generation => return self.ack(delivery),
@@ -1336,7 +1386,7 @@ impl Gateway {
             }
             return;
         }
-        if f.done.contains(env.msg_id) {
+        if dedup && f.done.contains(env.msg_id) {
             return self.ack(delivery); // already handed to the lead: a benign duplicate
         }
         let ticket = env.re.and_then(|re| f.remote_waiters.get(&re).copied());

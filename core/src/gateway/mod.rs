@@ -127,6 +127,9 @@ pub struct Gateway {
     turns: BTreeMap<SessionId, MsgId>,
     /// The lead pane that last delegated to each target (CB-532): who to nudge.
     last_delegator: BTreeMap<SessionId, SessionId>,
+    /// Who sent each queued message: it becomes its target's `last_delegator` only when typed,
+    /// so a turn still running an older brief does not hand its reply to a newer sender.
+    delegator_of: BTreeMap<MsgId, SessionId>,
     /// Nudge messages in the injector, by the lead they remind.
     nudges: BTreeMap<MsgId, SessionId>,
     timers: BTreeSet<(Instant, TimerKind)>,
@@ -168,6 +171,7 @@ impl Gateway {
             asking_tickets: BTreeMap::new(),
             turns: BTreeMap::new(),
             last_delegator: BTreeMap::new(),
+            delegator_of: BTreeMap::new(),
             nudges: BTreeMap::new(),
             timers: BTreeSet::new(),
             next_poll: None,
@@ -294,6 +298,9 @@ impl Gateway {
                     self.out.push_back(Output::Inject { target, msg, text });
                 }
                 InjectorEvent::Delivered { target, msg } => {
+                    if let Some(lead) = self.delegator_of.remove(&msg) {
+                        self.last_delegator.insert(target.clone(), lead);
+                    }
                     self.turns.insert(target.clone(), msg);
                     self.remote_injected(now, &target, msg);
                     if let Some(lead) = self.nudges.remove(&msg) {
@@ -336,6 +343,7 @@ impl Gateway {
                     }
                 }
                 InjectorEvent::Dropped { target, msg, cause } => {
+                    self.delegator_of.remove(&msg);
                     if let Some(lead) = self.nudges.remove(&msg) {
                         if let Some(at) = self.push.failed(now, &lead, msg) {
                             self.timers.insert((at, TimerKind::Nudge));
@@ -392,7 +400,7 @@ impl Gateway {
             }
             Request::Poll { ticket } => self.tickets.get(ticket).map(|t| t.target.clone()),
             Request::Stop { target } => Some(target.clone()),
-            Request::Spawn { .. } | Request::Broadcast { .. } => None,
+            Request::Spawn { .. } | Request::Broadcast { .. } | Request::List => None,
         };
         let action = request.action();
         let decision = authz::permits(&caller, action, target.as_ref());
@@ -455,6 +463,10 @@ impl Gateway {
             Request::Status { target } => {
                 let view = self.injector.view(&target);
                 self.respond(call, Response::Status { target, view });
+            }
+            Request::List => {
+                let rows = self.roster();
+                self.respond(call, Response::Roster { rows });
             }
             Request::Spawn {
                 host,
@@ -520,7 +532,7 @@ impl Gateway {
         let ticket = self.ids.ticket();
         let msg = self.ids.msg();
         if let Some(lead) = &caller.session {
-            self.last_delegator.insert(target.clone(), lead.clone());
+            self.delegator_of.insert(msg, lead.clone());
         }
         self.rendezvous.open(&target, msg, ticket);
         self.injector.enqueue(&target, msg, content);
@@ -1149,6 +1161,7 @@ impl Gateway {
                 },
             ),
             Mode::Remote { reply_to, re } => {
+                self.late_ack(d.msg);
                 self.publish_outcome(now, &d.target, &reply_to, re, outcome, body)
             }
             Mode::Async => {

@@ -8,11 +8,12 @@
 //! readiness gate. A member is announced only once it is ready.
 
 use super::{Gateway, TimerKind};
-use crate::broker::{Exchange, PublishId};
+use crate::broker::{DeliveryId, Exchange, PublishId};
 use crate::envelope::{Envelope, Kind};
 use crate::ids::{CallId, HostId, MsgId, SessionId};
 use crate::io::{CallError, Output, Response};
 use crate::outcome::Outcome;
+use crate::planted::PlantedBug;
 use crate::roster::GATEWAY_GID;
 use crate::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
@@ -32,7 +33,13 @@ enum Reply {
     /// A caller on this host.
     Local(CallId),
     /// A requester on another host, answered by presence (ready) or FAILED (`re` = the SPAWN).
-    Remote { requester: SessionId, re: MsgId },
+    /// The SPAWN stays unacked until then (`delivery`): a control message is at-least-once,
+    /// and a redelivery is harmless by construction (registry + reservation).
+    Remote {
+        requester: SessionId,
+        re: MsgId,
+        delivery: DeliveryId,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -157,8 +164,19 @@ impl Gateway {
             self.announce_now(&gid);
             return self.spawn_done(&gid, reply, Ok(()));
         }
-        if self.spawns.reserved.contains_key(&gid) {
-            return; // the first delivery is still in its readiness gate and will answer
+        let absorb = !self.cfg.planted(PlantedBug::SpawnWithoutReservation);
+        if let Some(r) = self.spawns.reserved.get_mut(&gid).filter(|_| absorb) {
+            // The first delivery is still in its readiness gate and will answer; a redelivery
+            // (the first copy's tag died with its connection) takes over the ack.
+            if let (Reply::Remote { delivery: held, .. }, Reply::Remote { delivery, .. }) =
+                (&mut r.reply, &reply)
+            {
+                let stale = std::mem::replace(held, *delivery);
+                if stale.generation == delivery.generation {
+                    self.ack_if_current(stale);
+                }
+            }
+            return;
         }
         if !self.cfg.profiles.contains(&profile) {
             let reason = format!(
@@ -235,8 +253,16 @@ impl Gateway {
             }
             // Ready: the requester learns it from the member's presence, which the readiness
             // gate (`MemberConnected`) has just published.
-            (Reply::Remote { .. }, Ok(())) => {}
-            (Reply::Remote { requester, re }, Err(reason)) => {
+            (Reply::Remote { delivery, .. }, Ok(())) => self.ack_if_current(delivery),
+            (
+                Reply::Remote {
+                    requester,
+                    re,
+                    delivery,
+                },
+                Err(reason),
+            ) => {
+                self.ack_if_current(delivery);
                 let ttl = self.cfg.reply_ttl_ms;
                 let mut env = self.fed_envelope(
                     Kind::Failed,
@@ -352,7 +378,13 @@ impl Gateway {
     }
 
     /// Target side: a verified SPAWN from an allowed gateway.
-    pub(super) fn on_spawn_message(&mut self, now: Instant, env: Envelope) -> Result<(), String> {
+    /// `Err` means the SPAWN is malformed: the caller acks it and reports it.
+    pub(super) fn on_spawn_message(
+        &mut self,
+        now: Instant,
+        delivery: DeliveryId,
+        env: Envelope,
+    ) -> Result<(), String> {
         let gid = env
             .spawn_id
             .clone()
@@ -372,6 +404,7 @@ impl Gateway {
         let reply = Reply::Remote {
             requester: env.from.clone(),
             re: env.msg_id,
+            delivery,
         };
         self.spawn_here(now, gid, spec.profile, spec.group, reply);
         Ok(())

@@ -1,0 +1,65 @@
+//! Protocol bugs the simulation must be able to catch — the proof that its oracle can fail.
+//!
+//! Each is one rule of the spec turned off. They take effect only in builds with the
+//! `planted-bugs` feature (which `fleetd` never enables) and only when
+//! `CoreConfig::planted` names one; otherwise [`PlantedBug`] is just a name.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlantedBug {
+    /// The forward path run at-least-once: a brief is acked only when its turn ends, and a
+    /// redelivered brief is typed like a new one (breaks I1).
+    AckAfterInject,
+    /// The reply path forgets msgId dedup: a redelivered REPLY is taken as a new one (I3).
+    NoReplyDedup,
+    /// An ANSWER whose turn no longer waits is typed anyway, as a plain message (I5).
+    AnswerWithoutTurnCheck,
+    /// A SPAWN redelivered during the readiness gate launches a second pane (I6).
+    SpawnWithoutReservation,
+    /// Roster entries live forever: a dead host's agents never leave the view (I7).
+    RosterNeverExpires,
+}
+
+impl PlantedBug {
+    pub const ALL: [PlantedBug; 5] = [
+        PlantedBug::AckAfterInject,
+        PlantedBug::NoReplyDedup,
+        PlantedBug::AnswerWithoutTurnCheck,
+        PlantedBug::SpawnWithoutReservation,
+        PlantedBug::RosterNeverExpires,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PlantedBug::AckAfterInject => "ack-after-inject",
+            PlantedBug::NoReplyDedup => "no-reply-dedup",
+            PlantedBug::AnswerWithoutTurnCheck => "answer-without-turn-check",
+            PlantedBug::SpawnWithoutReservation => "spawn-without-reservation",
+            PlantedBug::RosterNeverExpires => "roster-never-expires",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<PlantedBug> {
+        PlantedBug::ALL.into_iter().find(|b| b.name() == s)
+    }
+
+    /// The invariant its absence of a rule breaks.
+    pub fn breaks(self) -> &'static str {
+        match self {
+            PlantedBug::AckAfterInject => "I1",
+            PlantedBug::NoReplyDedup => "I3",
+            PlantedBug::AnswerWithoutTurnCheck => "I5",
+            PlantedBug::SpawnWithoutReservation => "I6",
+            PlantedBug::RosterNeverExpires => "I7",
+        }
+    }
+}
+
+impl fmt::Display for PlantedBug {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}

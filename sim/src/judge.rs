@@ -1,0 +1,256 @@
+//! The multi-host oracle: judges one run's history — what the leads did and were told
+//! ([`Ledger`]), what every pane had typed into it and how often each was launched
+//! ([`PaneLog`], which no crash wipes), and the truth about which agents are alive — against
+//! the invariants of `docs/invariants.md`. Safety is judged over the whole run; liveness
+//! (every send ended, rosters converged) after the quiet phase.
+
+use crate::host::PaneLog;
+use crate::lead::Ledger;
+use crate::oracle::Violation;
+use fleet_core::{CallError, HostId, Instant, Outcome, Response, SessionId};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A remote send that fails for the broker must fail fast: within the time the connection
+/// needs to notice a silent peer (three missed heartbeats, checked on each beat) and a second.
+const FAIL_FAST_MS: u64 = 4 * crate::net::HEARTBEAT.as_millis() as u64 + 1_000;
+
+pub struct Facts<'a> {
+    pub at: Instant,
+    pub ledger: &'a Ledger,
+    pub logs: &'a [PaneLog],
+    /// Every agent alive and connected at the end: (gid, its host).
+    pub truth: &'a BTreeSet<(SessionId, HostId)>,
+    /// Hosts whose machine went down at some point (their panes died).
+    pub crashed: &'a BTreeSet<usize>,
+    /// Hosts whose gateway lost its soft state at some point (a restart or a crash).
+    pub restarted: &'a BTreeSet<usize>,
+}
+
+pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
+    let mut v = Vec::new();
+    let mut violate = |invariant: &'static str, detail: String| {
+        v.push(Violation {
+            invariant,
+            at: f.at,
+            detail,
+        })
+    };
+    let briefs: BTreeSet<&str> = f.ledger.sends.iter().map(|s| s.brief.as_str()).collect();
+
+    // I1, I5, I8 over what was typed.
+    let mut typed: BTreeMap<(&SessionId, &str), u32> = BTreeMap::new();
+    for log in f.logs {
+        for (pane, text) in &log.typed {
+            *typed.entry((pane, text.as_str())).or_default() += 1;
+            if text.starts_with("answer for ") {
+                violate(
+                    "I5",
+                    format!("an answer was typed into {pane} as a task ({text:?}): it reached no asking turn"),
+                );
+            } else if !briefs.contains(text.as_str()) {
+                violate(
+                    "I8",
+                    format!("{pane} was typed {text:?}, which no lead sent"),
+                );
+            }
+        }
+    }
+    for ((pane, text), n) in &typed {
+        if *n > 1 {
+            violate("I1", format!("{pane} was typed {text:?} {n} times"));
+        }
+    }
+
+    // I2, I5, I9 over what each send was told.
+    for s in &f.ledger.sends {
+        if s.lost {
+            continue;
+        }
+        let last = s.responses.last().map(|(r, _)| r);
+        match last {
+            None => violate("I2", format!("{:?} to {} never ended", s.brief, s.target)),
+            Some(_) if !s.ended => violate(
+                "I2",
+                format!(
+                    "{:?} to {} was left open: {:?}",
+                    s.brief, s.target, s.responses
+                ),
+            ),
+            Some(Response::Outcome { .. } | Response::Ticket(_)) if s.unknown => violate(
+                "I2",
+                format!(
+                    "{:?} to a recipient that never existed ended {last:?}",
+                    s.brief
+                ),
+            ),
+            _ => {}
+        }
+        for (r, took) in &s.responses {
+            let body = match r {
+                Response::Outcome {
+                    outcome: Outcome::Replied,
+                    body,
+                    ..
+                } => body.as_deref(),
+                Response::Ticket(t) if t.outcome == Some(Outcome::Replied) => t.body.as_deref(),
+                _ => None,
+            };
+            let own = format!("done: {}", s.brief);
+            if body.is_some_and(|b| b != own) {
+                violate(
+                    "I5",
+                    format!(
+                        "{:?} ended REPLIED with {body:?}, not its own reply",
+                        s.brief
+                    ),
+                );
+            }
+            if let Response::Error(CallError::BrokerUnavailable) = r {
+                if s.local && !f.crashed.contains(&s.host) {
+                    violate(
+                        "I9",
+                        format!(
+                            "{:?} to {} on its own host failed for the broker",
+                            s.brief, s.target
+                        ),
+                    );
+                }
+                if *took > FAIL_FAST_MS {
+                    violate(
+                        "I9",
+                        format!(
+                            "{:?} failed for the broker after {took} ms, not fast",
+                            s.brief
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    // I3: a reply reaches the lead that sent its brief, at most once per incarnation of that
+    // lead's gateway (a restarted gateway has lost its dedup memory and may hand a reply over
+    // again; within one it may not).
+    let host_of: BTreeMap<&str, usize> = f
+        .ledger
+        .targets
+        .iter()
+        .map(|(g, h)| (g.as_str(), *h))
+        .collect();
+    let mut got: BTreeMap<(usize, u64, &str), Vec<&str>> = BTreeMap::new();
+    for r in &f.ledger.received {
+        got.entry((r.host, r.incarnation, r.body.as_str()))
+            .or_default()
+            .push(r.via);
+        // A worker gateway that restarted forgot whose turn its agent was in: a reply to a turn
+        // begun before that is an orphan, held on the worker's host for whoever collects it.
+        let orphaned = r
+            .body
+            .rsplit(" for ")
+            .next()
+            .and_then(|g| host_of.get(g))
+            .is_some_and(|h| f.restarted.contains(h));
+        let ours = format!(" from lead{} for ", r.host);
+        if r.body.starts_with("done: brief ") && !r.body.contains(&ours) && !orphaned {
+            violate(
+                "I3",
+                format!(
+                    "lead{} was handed {:?}, another lead's reply",
+                    r.host, r.body
+                ),
+            );
+        }
+    }
+    for ((host, inc, body), via) in &got {
+        if via.len() > 1 {
+            violate(
+                "I3",
+                format!(
+                    "lead{host} (gateway start {inc}) received {body:?} {} times, via {via:?}",
+                    via.len()
+                ),
+            );
+        }
+    }
+
+    // I6: one spawn id, one pane, ever; a spawn lands where it was asked to.
+    let mut launches: BTreeMap<&SessionId, u32> = BTreeMap::new();
+    for log in f.logs {
+        for (gid, n) in &log.launches {
+            *launches.entry(gid).or_default() += n;
+        }
+    }
+    for (gid, n) in launches {
+        if n > 1 {
+            violate("I6", format!("spawn id {gid} was launched into {n} panes"));
+        }
+    }
+    for s in &f.ledger.spawns {
+        match &s.response {
+            None if !s.lost => violate("I2", format!("a spawn on {} was never answered", s.on)),
+            Some(Response::Spawned { host, gid }) if host != &s.on => violate(
+                "I6",
+                format!("a spawn asked of {} answered {gid} on {host}", s.on),
+            ),
+            Some(Response::Spawned { gid, .. }) if s.profile != "claude" => violate(
+                "I6",
+                format!(
+                    "profile {:?}, which no host offers, spawned {gid}",
+                    s.profile
+                ),
+            ),
+            _ => {}
+        }
+    }
+
+    // I7: after the quiet phase every lead's view is exactly the agents that are alive.
+    for (host, view) in &f.ledger.views {
+        let seen: BTreeSet<(SessionId, HostId)> = view.iter().cloned().collect();
+        let stale: Vec<_> = seen.difference(f.truth).collect();
+        let missing: Vec<_> = f.truth.difference(&seen).collect();
+        if !stale.is_empty() || !missing.is_empty() {
+            violate(
+                "I7",
+                format!(
+                    "lead{host}'s roster did not converge: stale {stale:?}, missing {missing:?}"
+                ),
+            );
+        }
+    }
+    v
+}
+
+/// How the sends ended, by name, for the summary.
+pub fn outcomes(ledger: &Ledger) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for s in &ledger.sends {
+        let name = if s.lost {
+            "lost with its lead's gateway".to_string()
+        } else {
+            match s.responses.last().map(|(r, _)| r) {
+                Some(Response::Outcome { outcome, .. }) => outcome.to_string(),
+                Some(Response::Ticket(t)) => t
+                    .outcome
+                    .map_or_else(|| "open".to_string(), |o| o.to_string()),
+                Some(Response::Error(e)) => format!("error: {}", e.code()),
+                Some(other) => other.to_string(),
+                None => "unanswered".into(),
+            }
+        };
+        *out.entry(name).or_insert(0) += 1;
+    }
+    for s in &ledger.spawns {
+        let name = match &s.response {
+            Some(Response::Spawned { .. }) => "spawn: ok".to_string(),
+            Some(Response::Error(e)) => format!("spawn: {}", e.code()),
+            Some(other) => format!("spawn: {other}"),
+            None => "spawn: lost".into(),
+        };
+        *out.entry(name).or_insert(0) += 1;
+    }
+    if ledger.answers > 0 {
+        out.insert("answers given".into(), ledger.answers);
+        out.insert("answers late by design".into(), ledger.late_answers);
+    }
+    out
+}

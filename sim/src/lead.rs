@@ -1,0 +1,395 @@
+//! Simulated leads of the multi-host world: each delegates (U1, blocking and async), answers
+//! the questions its workers ask (U2, sometimes too late), drains stranded replies (U3), spawns
+//! members on any host (U4, sometimes with a profile nobody offers), reads the roster (U5), and
+//! sends to recipients that do not exist. Everything it sees goes into the shared [`Ledger`]
+//! for the oracle.
+
+use fleet_core::{HostId, Outcome, Principal, Request, Response, SessionId, TicketId, TurnId};
+use fleetd::Handle;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// How one send was answered, as its lead saw it.
+#[derive(Clone, Debug)]
+pub struct SendRecord {
+    pub host: usize,
+    /// The lead gateway's incarnation when the send was made.
+    pub incarnation: u64,
+    pub brief: String,
+    pub target: SessionId,
+    /// The target lived on the lead's own host when the send was made.
+    pub local: bool,
+    /// The target never existed.
+    pub unknown: bool,
+    pub wait: bool,
+    /// Every response, in order (a QUESTION, then the answer's outcome, …), with the sim
+    /// milliseconds between the call and it.
+    pub responses: Vec<(Response, u64)>,
+    /// The async ticket, while it is polled.
+    pub ticket: Option<TicketId>,
+    /// The send reached its end (a terminal outcome or error).
+    pub ended: bool,
+    /// The lead's own gateway went down while the send was open: its calls died with the
+    /// connection (an MCP client sees a dropped request), so no outcome is owed.
+    pub lost: bool,
+}
+
+/// One `fleet_spawn`.
+#[derive(Clone, Debug)]
+pub struct SpawnRecord {
+    pub host: usize,
+    pub on: HostId,
+    pub profile: String,
+    pub response: Option<Response>,
+    pub lost: bool,
+}
+
+/// What all leads did and saw.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    pub sends: Vec<SendRecord>,
+    pub spawns: Vec<SpawnRecord>,
+    /// Every reply body a lead received, with how and in which incarnation of its gateway.
+    pub received: Vec<Received>,
+    /// Members anyone may send to: the initial ones, then every spawned one.
+    pub targets: Vec<(SessionId, usize)>,
+    /// Each lead's last roster view, taken at the end of the quiet phase.
+    pub views: Vec<(usize, Vec<(SessionId, HostId)>)>,
+    pub answers: u64,
+    pub late_answers: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub host: usize,
+    pub incarnation: u64,
+    pub body: String,
+    pub via: &'static str,
+}
+
+impl Ledger {
+    /// The host's gateway went down: whatever its lead had open is lost with it.
+    pub fn host_down(&mut self, host: usize) {
+        for s in self.sends.iter_mut().filter(|s| s.host == host && !s.ended) {
+            s.lost = true;
+        }
+        for s in self
+            .spawns
+            .iter_mut()
+            .filter(|s| s.host == host && s.response.is_none())
+        {
+            s.lost = true;
+        }
+    }
+}
+
+pub fn lead_gid(host: usize) -> SessionId {
+    SessionId::new(format!("{host:08x}-1111-4111-8111-111111111111"))
+}
+
+/// The timeline of one lead incarnation.
+pub struct LeadPlan {
+    pub host: usize,
+    pub incarnation: u64,
+    pub seed: u64,
+    pub hosts: Vec<HostId>,
+    /// The workload ends here (sim time since the world began) …
+    pub until: Duration,
+    /// … and the final roster view and drain happen here, after the quiet phase.
+    pub settle_at: Duration,
+}
+
+fn sim_now() -> Duration {
+    turmoil::sim_elapsed().unwrap_or_default()
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+pub async fn lead(plan: LeadPlan, gateway: Handle, ledger: Rc<RefCell<Ledger>>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(plan.seed);
+    let me = Principal::primary(&format!("lead{}", plan.host), Some(lead_gid(plan.host)));
+    let mut n = 0u64;
+    let mut polling: Vec<usize> = Vec::new();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    while sim_now() < plan.until {
+        n += 1;
+        let roll = rng.next_u64() % 100;
+        match roll {
+            0..=44 => {
+                send(&plan, &me, &gateway, &ledger, &mut rng, n, true, false).await;
+            }
+            45..=69 => {
+                if let Some(i) =
+                    send(&plan, &me, &gateway, &ledger, &mut rng, n, false, false).await
+                {
+                    polling.push(i);
+                }
+            }
+            70..=77 => spawn(&plan, &me, &gateway, &ledger, &mut rng).await,
+            78..=82 => {
+                send(&plan, &me, &gateway, &ledger, &mut rng, n, true, true).await;
+            }
+            83..=91 => drain(&plan, &me, &gateway, &ledger).await,
+            _ => {
+                let _ = gateway.call(me.clone(), Request::List).await;
+            }
+        }
+        // Tickets are looked at now and then, not after every step: a finished one's reply
+        // stays held (unacked) on the lead's gateway until then.
+        if rng.next_u64() % 3 == 0 {
+            poll(&plan, &me, &gateway, &ledger, &mut polling).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500 + rng.next_u64() % 4_000)).await;
+    }
+    // The quiet phase: collect what is still coming, then look at the roster once more.
+    while sim_now() < plan.settle_at {
+        poll(&plan, &me, &gateway, &ledger, &mut polling).await;
+        drain(&plan, &me, &gateway, &ledger).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    drain(&plan, &me, &gateway, &ledger).await;
+    if let Ok(Response::Roster { rows }) = gateway.call(me.clone(), Request::List).await {
+        let view = rows
+            .into_iter()
+            .filter(|r| r.kind == fleet_core::roster::EntityKind::Member)
+            .map(|r| (r.gid, r.host))
+            .collect();
+        ledger.borrow_mut().views.push((plan.host, view));
+    }
+}
+
+/// One delegation, answered questions included. Returns the record's index when async.
+#[allow(clippy::too_many_arguments)]
+async fn send(
+    plan: &LeadPlan,
+    me: &Principal,
+    gateway: &Handle,
+    ledger: &Rc<RefCell<Ledger>>,
+    rng: &mut ChaCha8Rng,
+    n: u64,
+    wait: bool,
+    unknown: bool,
+) -> Option<usize> {
+    let (target, local) = if unknown {
+        let g = SessionId::new(format!(
+            "dead0000-0000-4000-8000-{:012x}",
+            rng.next_u64() >> 16
+        ));
+        (g, false)
+    } else {
+        let l = ledger.borrow();
+        let (g, h) = l.targets[(rng.next_u64() % l.targets.len() as u64) as usize].clone();
+        (g, h == plan.host)
+    };
+    // Unique across the lead's restarts: I1 is judged on the text typed.
+    let brief = format!(
+        "brief {}.{n} from lead{} for {target}",
+        plan.incarnation, plan.host
+    );
+    let index = {
+        let mut l = ledger.borrow_mut();
+        l.sends.push(SendRecord {
+            host: plan.host,
+            incarnation: plan.incarnation,
+            brief: brief.clone(),
+            target: target.clone(),
+            local,
+            unknown,
+            wait,
+            responses: Vec::new(),
+            ticket: None,
+            ended: false,
+            lost: false,
+        });
+        l.sends.len() - 1
+    };
+    let timeout_ms = Some(5_000 + rng.next_u64() % 60_000);
+    let mut request = Request::Send {
+        target,
+        content: brief.clone(),
+        wait,
+        timeout_ms,
+    };
+    loop {
+        let at = sim_now();
+        let Ok(r) = gateway.call(me.clone(), request).await else {
+            return None; // the gateway is gone; `host_down` marks the send lost
+        };
+        let took = ms(sim_now().saturating_sub(at));
+        let question = {
+            let mut l = ledger.borrow_mut();
+            l.sends[index].responses.push((r.clone(), took));
+            match r {
+                Response::Outcome {
+                    outcome: Outcome::Question,
+                    turn_id: Some(turn),
+                    ..
+                } => turn,
+                Response::Outcome { outcome, body, .. } => {
+                    l.sends[index].ended = true;
+                    if let (Outcome::Replied | Outcome::CompletedUnreplied, Some(body)) =
+                        (outcome, body)
+                    {
+                        l.received.push(Received {
+                            host: plan.host,
+                            incarnation: plan.incarnation,
+                            body,
+                            via: "send",
+                        });
+                    }
+                    return None;
+                }
+                Response::Ticket(view) => {
+                    l.sends[index].ticket = Some(view.ticket);
+                    return Some(index);
+                }
+                _ => {
+                    l.sends[index].ended = true;
+                    return None;
+                }
+            }
+        };
+        request = answer(ledger, rng, question, &brief).await;
+    }
+}
+
+/// The lead thinks about a question — sometimes for longer than the worker waits.
+async fn answer(
+    ledger: &Rc<RefCell<Ledger>>,
+    rng: &mut ChaCha8Rng,
+    turn: TurnId,
+    brief: &str,
+) -> Request {
+    let think = 300 + rng.next_u64() % 9_000;
+    {
+        let mut l = ledger.borrow_mut();
+        l.answers += 1;
+        if think > 6_000 {
+            l.late_answers += 1;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(think)).await;
+    Request::Answer {
+        turn_id: turn,
+        content: format!("answer for {brief}"),
+        wait: true,
+        timeout_ms: Some(60_000),
+    }
+}
+
+/// Polls every open async ticket once; a terminal one is recorded and no longer polled.
+async fn poll(
+    plan: &LeadPlan,
+    me: &Principal,
+    gateway: &Handle,
+    ledger: &Rc<RefCell<Ledger>>,
+    polling: &mut Vec<usize>,
+) {
+    let mut still = Vec::new();
+    for i in std::mem::take(polling) {
+        let Some(ticket) = ledger.borrow().sends[i].ticket else {
+            continue;
+        };
+        let at = sim_now();
+        let Ok(r) = gateway.call(me.clone(), Request::Poll { ticket }).await else {
+            return;
+        };
+        let took = ms(sim_now().saturating_sub(at));
+        let mut l = ledger.borrow_mut();
+        match &r {
+            Response::Ticket(view) if view.outcome.is_none() => still.push(i),
+            Response::Ticket(view) => {
+                if let (Some(Outcome::Replied | Outcome::CompletedUnreplied), Some(body)) =
+                    (view.outcome, &view.body)
+                {
+                    l.received.push(Received {
+                        host: plan.host,
+                        incarnation: plan.incarnation,
+                        body: body.clone(),
+                        via: "poll",
+                    });
+                }
+                l.sends[i].ended = true;
+                l.sends[i].responses.push((r, took));
+            }
+            _ => {
+                l.sends[i].ended = true;
+                l.sends[i].responses.push((r, took));
+            }
+        }
+    }
+    *polling = still;
+}
+
+/// `fleet_poll(target)` for every worker this lead has delegated to: the stranded replies held
+/// for it (U3).
+async fn drain(plan: &LeadPlan, me: &Principal, gateway: &Handle, ledger: &Rc<RefCell<Ledger>>) {
+    let targets: BTreeSet<SessionId> = ledger
+        .borrow()
+        .sends
+        .iter()
+        .filter(|s| s.host == plan.host && !s.unknown)
+        .map(|s| s.target.clone())
+        .collect();
+    for target in targets {
+        let request = Request::Drain { target };
+        if let Ok(Response::Replies { replies }) = gateway.call(me.clone(), request).await {
+            let mut l = ledger.borrow_mut();
+            for r in replies {
+                l.received.push(Received {
+                    host: plan.host,
+                    incarnation: plan.incarnation,
+                    body: r.content,
+                    via: "drain",
+                });
+            }
+        }
+    }
+}
+
+async fn spawn(
+    plan: &LeadPlan,
+    me: &Principal,
+    gateway: &Handle,
+    ledger: &Rc<RefCell<Ledger>>,
+    rng: &mut ChaCha8Rng,
+) {
+    let h = (rng.next_u64() % plan.hosts.len() as u64) as usize;
+    let on = plan.hosts[h].clone();
+    let profile = if rng.next_u64() % 10 == 0 {
+        "nope"
+    } else {
+        "claude"
+    }
+    .to_string();
+    let index = {
+        let mut l = ledger.borrow_mut();
+        l.spawns.push(SpawnRecord {
+            host: plan.host,
+            on: on.clone(),
+            profile: profile.clone(),
+            response: None,
+            lost: false,
+        });
+        l.spawns.len() - 1
+    };
+    let request = Request::Spawn {
+        host: Some(on),
+        profile,
+        group: None,
+    };
+    let Ok(r) = gateway.call(me.clone(), request).await else {
+        return;
+    };
+    let mut l = ledger.borrow_mut();
+    if let Response::Spawned { gid, .. } = &r {
+        l.targets.push((gid.clone(), h));
+    }
+    l.spawns[index].response = Some(r);
+}
