@@ -77,6 +77,10 @@ impl Observer for Quiet {
 /// How many calls may wait for the loop before callers are slowed down.
 const CALL_QUEUE: usize = 1024;
 
+/// A wall clock that moved this far against the monotonic one (NTP step, suspend, an operator)
+/// is reported to the core (`Input::WallClock`), which stamps and judges expiry by it.
+const WALL_JUMP_MS: u64 = 1_000;
+
 pub struct Driver<H, B, C, O = Quiet> {
     gw: Gateway,
     herdr: H,
@@ -86,6 +90,8 @@ pub struct Driver<H, B, C, O = Quiet> {
     ops: FuturesUnordered<PortFuture<Option<Input>>>,
     waiting: BTreeMap<CallId, oneshot::Sender<Response>>,
     next_call: u64,
+    /// The wall clock as last told to the core, and the monotonic instant it was read at.
+    wall: (fleet_core::Instant, u64),
 }
 
 /// What woke the loop.
@@ -99,6 +105,7 @@ enum Step {
 
 impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
     pub fn new(gw: Gateway, herdr: H, broker: B, clock: C, observer: O) -> Self {
+        let wall = (clock.now(), clock.unix_ms());
         Driver {
             gw,
             herdr,
@@ -108,6 +115,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             ops: FuturesUnordered::new(),
             waiting: BTreeMap::new(),
             next_call: 0,
+            wall,
         }
     }
 
@@ -156,12 +164,27 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                         break;
                     }
                 }
-                Step::Deadline => self.feed(Input::Tick),
+                Step::Deadline => {
+                    self.check_wall_clock();
+                    self.feed(Input::Tick);
+                }
             }
         }
         self.feed(Input::Shutdown);
         self.flush();
         self.gw
+    }
+
+    /// Tells the core when the wall clock jumped against the monotonic one.
+    fn check_wall_clock(&mut self) {
+        let (now, unix) = (self.clock.now(), self.clock.unix_ms());
+        let expected = self.wall.1.saturating_add(
+            u64::try_from(now.saturating_since(self.wall.0).as_millis()).unwrap_or(u64::MAX),
+        );
+        if unix.abs_diff(expected) >= WALL_JUMP_MS {
+            self.wall = (now, unix);
+            self.feed(Input::WallClock { unix_ms: unix });
+        }
     }
 
     fn feed(&mut self, input: Input) {

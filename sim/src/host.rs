@@ -20,17 +20,20 @@ use std::time::Duration;
 /// Time on this host: tokio's clock, which turmoil drives, measured from this gateway's start;
 /// wall time is the simulation's own (its epoch plus all the time it has run, across restarts),
 /// so every run stamps the same instants.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct SimClock {
     origin: tokio::time::Instant,
     epoch_unix_ms: u64,
+    /// How far this host's wall clock is off the simulation's (a clock-jump fault sets it).
+    skew_ms: Rc<std::cell::Cell<i64>>,
 }
 
 impl SimClock {
-    pub fn new(epoch_unix_ms: u64) -> Self {
+    pub fn new(epoch_unix_ms: u64, skew_ms: Rc<std::cell::Cell<i64>>) -> Self {
         SimClock {
             origin: tokio::time::Instant::now(),
             epoch_unix_ms,
+            skew_ms,
         }
     }
 }
@@ -41,10 +44,11 @@ impl Clock for SimClock {
     }
 
     fn unix_ms(&self) -> u64 {
-        match turmoil::since_epoch() {
+        let true_ms = match turmoil::since_epoch() {
             Some(d) => u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
             None => self.epoch_unix_ms + self.now().as_millis(),
-        }
+        };
+        true_ms.saturating_add_signed(self.skew_ms.get())
     }
 
     fn sleep_until(&self, at: Instant) -> PortFuture<()> {
@@ -71,6 +75,8 @@ pub struct PaneLog {
     pub typed: Vec<(SessionId, String)>,
     /// How many panes each gid was launched into (a spawn), ever.
     pub launches: BTreeMap<SessionId, u32>,
+    /// Gids launched into a second pane while their first one still lived.
+    pub duplicates: Vec<SessionId>,
     /// Questions asked, by pane: an answer is never typed, it returns to the asking call.
     pub asks: u64,
 }
@@ -184,6 +190,9 @@ impl HerdrPort for SimHerdr {
             // The launcher provisions the worktree and opens the pane: 1–6 s, chosen by the gid.
             *me.log.borrow_mut().launches.entry(gid.clone()).or_insert(0) += 1;
             tokio::time::sleep(Duration::from_millis(1_000 + salt % 5_000)).await;
+            if me.panes.borrow().contains_key(&gid) {
+                me.log.borrow_mut().duplicates.push(gid.clone());
+            }
             me.add(&gid, Behaviour::Replies);
             // The agent boots, then connects (its readiness gate): 3–15 s, as a coding agent
             // and its MCP connection take.
@@ -294,6 +303,8 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
 #[derive(Clone, Debug, Default)]
 pub struct Trace {
     lines: Rc<RefCell<Vec<String>>>,
+    /// msgId → traceId of every envelope published, to put traceIds on timeline lines.
+    traces: Rc<RefCell<BTreeMap<String, String>>>,
 }
 
 impl Trace {
@@ -310,6 +321,13 @@ impl Trace {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The trace as a readable per-host timeline: one section per host, every line tagged
+    /// with the traceId of the message it concerns (`[msg …]` for a local message, which has
+    /// no envelope; `[-]` for a line about no message).
+    pub fn timeline(&self) -> String {
+        crate::timeline::render(&self.lines.borrow(), &self.traces.borrow())
+    }
 }
 
 /// One host's view onto the shared trace.
@@ -322,6 +340,17 @@ impl Observer for HostTrace {
     fn output(&mut self, now: Instant, output: &fleet_core::Output) {
         if matches!(output, fleet_core::Output::PollStatus { .. }) {
             return;
+        }
+        if let fleet_core::Output::Broker(fleet_core::broker::BrokerOp::Publish {
+            headers, ..
+        }) = output
+        {
+            use fleet_core::envelope::HeaderValue;
+            if let (Some(HeaderValue::Str(m)), Some(HeaderValue::Str(t))) =
+                (headers.get("msgId"), headers.get("traceId"))
+            {
+                self.trace.traces.borrow_mut().insert(m.clone(), t.clone());
+            }
         }
         self.trace.lines.borrow_mut().push(format!(
             "{:>9} {} {output}",
@@ -348,6 +377,8 @@ pub struct GatewaySpec {
     pub herdr: SimHerdr,
     /// How many times this gateway has started; each start draws a fresh id seed.
     pub starts: Rc<RefCell<u64>>,
+    /// This host's wall-clock error, in ms (clock-jump faults move it).
+    pub skew_ms: Rc<std::cell::Cell<i64>>,
 }
 
 /// The gateway host's program: the driver loop with simulated ports, its agents, and
@@ -357,7 +388,7 @@ where
     F: FnOnce(Handle, SimHerdr) -> Fut,
     Fut: Future<Output = ()> + 'static,
 {
-    let clock = SimClock::new(spec.epoch_unix_ms);
+    let clock = SimClock::new(spec.epoch_unix_ms, spec.skew_ms.clone());
     let start = {
         let mut n = spec.starts.borrow_mut();
         *n += 1;

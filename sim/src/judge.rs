@@ -173,16 +173,15 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
         }
     }
 
-    // I6: one spawn id, one pane, ever; a spawn lands where it was asked to.
-    let mut launches: BTreeMap<&SessionId, u32> = BTreeMap::new();
+    // I6: never two panes for one spawn id at once (a pane that died with its host before its
+    // readiness gate may be relaunched by the redelivered SPAWN, under the same gid); a spawn
+    // lands where it was asked to.
     for log in f.logs {
-        for (gid, n) in &log.launches {
-            *launches.entry(gid).or_default() += n;
-        }
-    }
-    for (gid, n) in launches {
-        if n > 1 {
-            violate("I6", format!("spawn id {gid} was launched into {n} panes"));
+        for gid in &log.duplicates {
+            violate(
+                "I6",
+                format!("spawn id {gid} was launched into a second pane while the first lived"),
+            );
         }
     }
     for s in &f.ledger.spawns {

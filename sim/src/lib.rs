@@ -19,6 +19,7 @@ pub mod oracle;
 #[cfg(feature = "planted-bugs")]
 pub mod prove;
 pub mod run;
+pub mod timeline;
 pub mod world;
 
 pub use run::{run_seed, RunConfig, RunReport};

@@ -50,6 +50,9 @@ enum Cmd {
         /// Write the trace to this file instead of standard output.
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
+        /// Print a per-host timeline with the traceId on every line (multi-host world).
+        #[arg(long)]
+        timeline: bool,
     },
     /// Prove the oracle can fail: for each planted protocol bug, run seeds in order until one
     /// is caught, and print that seed with its replay command. Exits 1 if a bug goes uncaught.
@@ -157,16 +160,21 @@ fn main() -> ExitCode {
             world,
             check_determinism,
         } if world.hosts > 1 => multi_run(seeds, jobs.max(1), world.multi(), check_determinism),
-        Cmd::Replay { seed, world, trace } if world.hosts > 1 => {
-            multi_replay(seed, world.multi(), trace)
-        }
+        Cmd::Replay {
+            seed,
+            world,
+            trace,
+            timeline,
+        } if world.hosts > 1 => multi_replay(seed, world.multi(), trace, timeline),
         Cmd::Run {
             seeds,
             jobs,
             world,
             check_determinism,
         } => run(seeds, jobs.max(1), world.into(), check_determinism),
-        Cmd::Replay { seed, world, trace } => replay(seed, world.into(), trace),
+        Cmd::Replay {
+            seed, world, trace, ..
+        } => replay(seed, world.into(), trace),
         #[cfg(feature = "planted-bugs")]
         Cmd::Prove {
             seeds,
@@ -483,7 +491,12 @@ fn multi_run(seeds: Range<u64>, jobs: usize, cfg: MultiConfig, determinism: bool
     }
 }
 
-fn multi_replay(seed: u64, cfg: MultiConfig, trace: Option<std::path::PathBuf>) -> ExitCode {
+fn multi_replay(
+    seed: u64,
+    cfg: MultiConfig,
+    trace: Option<std::path::PathBuf>,
+    timeline: bool,
+) -> ExitCode {
     let report = match run_multi(seed, &cfg) {
         Ok(r) => r,
         Err(e) => {
@@ -493,6 +506,19 @@ fn multi_replay(seed: u64, cfg: MultiConfig, trace: Option<std::path::PathBuf>) 
     };
     println!("{}", describe_multi(&report));
     let violations: Vec<String> = report.violations.iter().map(|v| v.to_string()).collect();
+    if timeline {
+        print!("{}", report.timeline);
+        if trace.is_none() {
+            for v in &violations {
+                println!("VIOLATION {v}");
+            }
+            return if violations.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
+        }
+    }
     finish_replay(&report.trace, trace, &violations)
 }
 

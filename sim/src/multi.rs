@@ -24,9 +24,10 @@ use std::time::{Duration, SystemTime};
 
 const EPOCH_S: u64 = 1_790_000_000;
 
-/// The quiet phase after the workload: faults healed, every bound (send timeouts, ask
-/// timeouts, spawn readiness, roster TTL) long expired before the oracle looks.
-const QUIET_SECS: u64 = 400;
+/// The quiet phase after the workload: faults healed, every bound expired before the oracle
+/// looks — the longest chain is a send (≤ 65 s) that comes back a question, answered after
+/// ≤ 9.3 s with a 60 s bound; then spawn readiness (30 s + 30 s) and the roster TTL (20 s).
+const QUIET_SECS: u64 = 200;
 
 /// Which faults a seed may inject (swarm testing: the profile first, then the events).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -41,17 +42,21 @@ pub enum FaultProfile {
     GatewayRestart,
     /// A whole host goes down — gateway, panes, agents — and boots again empty.
     HostCrash,
+    /// A gateway's link to the broker stalls (messages held, then released late), and host
+    /// wall clocks jump within the configured skew allowance.
+    SlowLinks,
     /// A little of everything.
     Chaos,
 }
 
 impl FaultProfile {
-    pub const ALL: [FaultProfile; 6] = [
+    pub const ALL: [FaultProfile; 7] = [
         FaultProfile::None,
         FaultProfile::BrokerBounce,
         FaultProfile::Partitions,
         FaultProfile::GatewayRestart,
         FaultProfile::HostCrash,
+        FaultProfile::SlowLinks,
         FaultProfile::Chaos,
     ];
 }
@@ -64,6 +69,7 @@ impl fmt::Display for FaultProfile {
             FaultProfile::Partitions => "partitions",
             FaultProfile::GatewayRestart => "gateway-restart",
             FaultProfile::HostCrash => "host-crash",
+            FaultProfile::SlowLinks => "slow-links",
             FaultProfile::Chaos => "chaos",
         })
     }
@@ -97,6 +103,10 @@ enum FaultStep {
     Boot(usize),
     Cut(usize, Dir),
     Heal(usize, Dir),
+    Hold(usize),
+    Release(usize),
+    /// Set a host's wall-clock error to this many ms.
+    ClockJump(usize, i64),
 }
 
 /// The fault events of one seed, all inside the workload window (the quiet phase is clean).
@@ -127,6 +137,19 @@ fn schedule(
                 out.push((t, FaultStep::Cut(h, dir)));
                 out.push((t + len, FaultStep::Heal(h, dir)));
             }
+            FaultProfile::SlowLinks => {
+                let h = host(rng);
+                if rng.next_u64() % 2 == 0 {
+                    // Under the dead-peer bound (3 heartbeats): the connection survives, late.
+                    let stall = Duration::from_millis(300 + rng.next_u64() % 4_500);
+                    out.push((t, FaultStep::Hold(h)));
+                    out.push((t + stall, FaultStep::Release(h)));
+                } else {
+                    // Within the skew allowance (`clock_skew_ms`, 2 s by default), either way.
+                    let jump = (rng.next_u64() % 3_000) as i64 - 1_500;
+                    out.push((t, FaultStep::ClockJump(h, jump)));
+                }
+            }
             FaultProfile::None | FaultProfile::Chaos => {}
         }
     };
@@ -134,7 +157,7 @@ fn schedule(
         FaultProfile::None => {}
         FaultProfile::Chaos => {
             for _ in 0..2 + rng.next_u64() % 3 {
-                let k = FaultProfile::ALL[1 + (rng.next_u64() % 4) as usize];
+                let k = FaultProfile::ALL[1 + (rng.next_u64() % 5) as usize];
                 one(k, rng, &mut out);
             }
         }
@@ -186,6 +209,8 @@ pub struct MultiReport {
     pub sim_ms: u64,
     /// The whole trace, one line per output of every host.
     pub trace: String,
+    /// The same, per host, with traceIds (`replay --timeline`).
+    pub timeline: String,
 }
 
 fn gid(host: usize, n: usize) -> SessionId {
@@ -214,7 +239,7 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
     let mut sim = turmoil::Builder::new()
         .rng_seed(seed)
         .epoch(SystemTime::UNIX_EPOCH + Duration::from_secs(EPOCH_S))
-        .simulation_duration(Duration::from_secs(cfg.sim_secs + 600))
+        .simulation_duration(Duration::from_secs(cfg.sim_secs + QUIET_SECS + 60))
         .tick_duration(Duration::from_millis(10))
         .build();
     let broker = Rc::new(RefCell::new(SimBroker::new("fleet")));
@@ -234,6 +259,7 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
         .flat_map(|h| (0..cfg.members_per_host).map(move |n| (gid(h, n), h)))
         .collect();
     let herdrs: Vec<SimHerdr> = (0..cfg.hosts).map(|_| SimHerdr::default()).collect();
+    let skews: Vec<Rc<std::cell::Cell<i64>>> = (0..cfg.hosts).map(|_| Rc::default()).collect();
     let workload_until = Duration::from_secs(cfg.sim_secs);
     let settle_at = workload_until + Duration::from_secs(QUIET_SECS - 20);
     #[allow(unused_mut)]
@@ -271,6 +297,7 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
             trace: trace.clone(),
             herdr: herdrs[h].clone(),
             starts: Rc::default(),
+            skew_ms: skews[h].clone(),
         };
         let lead_seed = rng.next_u64();
         let (ledger, hosts) = (ledger.clone(), names.clone());
@@ -346,6 +373,18 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
                     }
                     fault_log.push(format!("{at:.1}s partition {} {dir}", names[h]));
                 }
+                FaultStep::Hold(h) => {
+                    sim.hold(names[h].to_string(), "broker");
+                    fault_log.push(format!("{at:.1}s link stalls {}", names[h]));
+                }
+                FaultStep::Release(h) => {
+                    sim.release(names[h].to_string(), "broker");
+                    fault_log.push(format!("{at:.1}s link flows {}", names[h]));
+                }
+                FaultStep::ClockJump(h, ms) => {
+                    skews[h].set(ms);
+                    fault_log.push(format!("{at:.1}s clock of {} jumps to {ms:+} ms", names[h]));
+                }
                 FaultStep::Heal(h, dir) => {
                     let (gw, b) = (names[h].to_string(), "broker");
                     match dir {
@@ -394,5 +433,6 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
         trace_hash: crate::run::fnv1a(text.as_bytes()),
         sim_ms: u64::try_from(sim.elapsed().as_millis()).unwrap_or(u64::MAX),
         trace: text,
+        timeline: trace.timeline(),
     })
 }

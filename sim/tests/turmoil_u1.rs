@@ -43,6 +43,7 @@ fn specs(trace: &Trace) -> (GatewaySpec, GatewaySpec) {
         trace: trace.clone(),
         herdr: Default::default(),
         starts: Rc::default(),
+        skew_ms: Rc::default(),
     };
     let mut a = spec(0);
     a.leads.push(SessionId::new(LEAD));

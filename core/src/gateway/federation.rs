@@ -111,6 +111,23 @@ pub(super) struct Fed {
     /// Forward-path deliveries left unacked until their turn ends. Only the planted
     /// `AckAfterInject` bug fills it: the real forward path acks before the inject.
     late_acks: BTreeMap<MsgId, DeliveryId>,
+    /// Deliveries whose sender no fresh signed presence binds to any host yet — the backlog a
+    /// reconnect or a restart receives before the first heartbeats — kept unacked until that
+    /// presence arrives (then admitted again) or `presence_ttl_ms` passes (then rejected).
+    parked: Vec<Parked>,
+}
+
+/// A delivery waiting for its sender's presence (see `Fed::parked`).
+#[derive(Debug)]
+struct Parked {
+    from: SessionId,
+    since: Instant,
+    delivery: DeliveryId,
+    queue: String,
+    routing_key: String,
+    redelivered: bool,
+    headers: Headers,
+    body: Vec<u8>,
 }
 
 impl Fed {
@@ -170,6 +187,7 @@ impl Gateway {
             held: BTreeMap::new(),
             held_by: BTreeMap::new(),
             late_acks: BTreeMap::new(),
+            parked: Vec::new(),
         });
         Ok(gw)
     }
@@ -958,6 +976,8 @@ impl Gateway {
     fn on_broker_down(&mut self, now: Instant) {
         let Some(f) = &mut self.fed else { return };
         f.broker_up = false;
+        // Their tags died with the connection; the broker redelivers them.
+        f.parked.clear();
         for h in f.held.values_mut() {
             h.delivery = None;
         }
@@ -1053,6 +1073,8 @@ impl Gateway {
             return self.on_dead_letter(now, delivery, headers, body);
         }
         let (roster, keyring) = (&f.roster, &f.cfg.keyring);
+        let roster_queue = queue == f.names.roster(&f.cfg.host);
+        let kept = (!roster_queue).then(|| body.clone());
         let admitted = admit_in(
             keyring,
             headers,
@@ -1065,6 +1087,22 @@ impl Gateway {
         );
         let env = match admitted {
             Ok(env) => env,
+            // Nothing binds the sender to a host *yet*: wait for its presence (bounded).
+            Err(crate::admission::Rejection::NotOnSigningHost {
+                from, roster: None, ..
+            }) if kept.is_some() => {
+                f.parked.push(Parked {
+                    from,
+                    since: now,
+                    delivery,
+                    queue: queue.to_string(),
+                    routing_key: routing_key.to_string(),
+                    redelivered,
+                    headers: headers.clone(),
+                    body: kept.unwrap_or_default(),
+                });
+                return;
+            }
             Err(r) => return self.reject(delivery, queue, r.code(), r.to_string()),
         };
         // A SPAWN is at-least-once (acked once its member is ready or failed): a broker
@@ -1213,8 +1251,50 @@ impl Gateway {
                     f.roster.observe(now, &env.signer, &env.from, p);
                 }
                 self.spawn_seen(&env.from, &env.signer);
+                self.unpark(now, &env.from);
             }
             Err(e) => self.reject(delivery, queue, "malformed", format!("presence body: {e}")),
+        }
+    }
+
+    /// `gid`'s presence arrived: what waited for it is admitted again, in arrival order.
+    fn unpark(&mut self, now: Instant, gid: &SessionId) {
+        let Some(f) = &mut self.fed else { return };
+        if !f.parked.iter().any(|p| &p.from == gid) {
+            return;
+        }
+        let (ready, rest): (Vec<Parked>, Vec<Parked>) = std::mem::take(&mut f.parked)
+            .into_iter()
+            .partition(|p| &p.from == gid);
+        f.parked = rest;
+        for p in ready {
+            self.on_delivery(
+                now,
+                p.delivery,
+                &p.queue,
+                &p.routing_key,
+                p.redelivered,
+                &p.headers,
+                p.body,
+            );
+        }
+    }
+
+    /// Parked deliveries whose sender never showed up within the presence TTL are rejected
+    /// with the reason they were parked for.
+    fn expire_parked(&mut self, now: Instant) {
+        let ttl = Duration::from_millis(self.cfg.presence_ttl_ms);
+        let Some(f) = &mut self.fed else { return };
+        let (late, rest): (Vec<Parked>, Vec<Parked>) = std::mem::take(&mut f.parked)
+            .into_iter()
+            .partition(|p| p.since + ttl <= now);
+        f.parked = rest;
+        for p in late {
+            let why = format!(
+                "no signed presence binds {} to a host within {} ms",
+                p.from, self.cfg.presence_ttl_ms
+            );
+            self.reject(p.delivery, &p.queue, "sender_not_on_signing_host", why);
         }
     }
 
@@ -1637,6 +1717,7 @@ impl Gateway {
     }
 
     pub(super) fn on_presence_tick(&mut self, now: Instant) {
+        self.expire_parked(now);
         let Some(f) = &mut self.fed else { return };
         f.presence_armed = false;
         f.remote_asks.retain(|_, a| a.until > now);

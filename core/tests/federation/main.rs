@@ -1090,3 +1090,79 @@ fn a_late_launcher_success_is_closed() {
     );
     assert!(f.trace(1).contains(&format!("close_pane {gid}")));
 }
+
+/// Admission rule 2 waits for presence rather than guessing: a brief that reaches a host
+/// before any signed presence binds its sender — the backlog a reconnect receives before the
+/// first heartbeats — is held unacked until that presence arrives, then typed; it is not
+/// dead-lettered for a binding the host simply has not heard yet.
+#[test]
+fn a_backlog_brief_waits_for_its_senders_presence() {
+    let (mut f, lead, worker) = two_hosts();
+    f.cut(1);
+    // Longer than the presence TTL: b's view of a's lead expires while it is cut off.
+    f.advance(Duration::from_secs(90));
+    let c = f.call(0, lead, send(&worker, "after the outage", false));
+    f.advance(Duration::from_millis(100));
+    f.heal(1);
+    f.advance(Duration::from_secs(10));
+    assert_eq!(
+        f.hosts[1].panes[&worker].typed,
+        vec!["after the outage"],
+        "{}",
+        f.trace(1)
+    );
+    assert_eq!(count(&f.trace(1), "sender_not_on_signing_host"), 0);
+    let _ = c;
+}
+
+/// …and one whose sender never shows up is rejected once the presence TTL has passed, with
+/// the reason it waited for.
+#[test]
+fn a_brief_from_a_sender_nobody_announces_is_rejected_after_the_ttl() {
+    let (mut f, _lead, worker) = two_hosts();
+    let inbox = format!("test.agent.{worker}.inbox.v2");
+    let ghost = SessionId::new("99999999-9999-4999-8999-999999999999");
+    let keyring = Keyring::new(host_name(0), [1; 32], &BTreeMap::new()).expect("key");
+    let mut env = Envelope {
+        v: VERSION,
+        kind: Kind::Send,
+        msg_id: MsgId(uuid::Uuid::from_u128(0xabc)),
+        trace_id: TraceId(uuid::Uuid::from_u128(0xdef)),
+        from: ghost,
+        to: worker.to_string(),
+        signer: host_name(0),
+        re: None,
+        turn_id: None,
+        spawn_id: None,
+        outcome: None,
+        ts: T0_UNIX,
+        expires_at: T0_UNIX + 3_600_000,
+        sig: None,
+        body: b"from nobody".to_vec(),
+    };
+    keyring.sign(&mut env);
+    f.input(
+        1,
+        Input::Broker(BrokerEvent::Delivery {
+            delivery: DeliveryId {
+                generation: 1,
+                tag: 9_999,
+            },
+            queue: inbox,
+            routing_key: worker.to_string(),
+            redelivered: false,
+            headers: env.to_headers(),
+            body: env.body.clone(),
+        }),
+    );
+    f.advance(Duration::from_secs(5));
+    assert_eq!(
+        count(&f.trace(1), "sender_not_on_signing_host"),
+        0,
+        "still waiting"
+    );
+    f.advance(Duration::from_secs(30));
+    assert_eq!(count(&f.trace(1), "broker reject"), 1, "{}", f.trace(1));
+    assert!(f.trace(1).contains("no signed presence binds"));
+    assert!(f.hosts[1].panes[&worker].typed.is_empty());
+}

@@ -1,0 +1,72 @@
+//! `fleet-sim replay --timeline`: the multi-host trace regrouped per host, each line tagged
+//! with the traceId of the message it is about, so one delegation can be followed from the
+//! lead's host through the broker to the worker's host and back.
+
+use std::collections::BTreeMap;
+
+/// The first `msg=`/`re=` id on a line, if any.
+fn message_id(line: &str) -> Option<&str> {
+    ["msg=", "re="].iter().find_map(|key| {
+        let at = line.find(key)? + key.len();
+        let id = line.get(at..at + 36)?;
+        id.bytes()
+            .all(|b| b.is_ascii_hexdigit() || b == b'-')
+            .then_some(id)
+    })
+}
+
+/// `lines` are `"<time> <host> <what>"`; `traces` maps msgIds to traceIds.
+pub fn render(lines: &[String], traces: &BTreeMap<String, String>) -> String {
+    let mut hosts: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for line in lines {
+        let trimmed = line.trim_start();
+        let mut parts = trimmed.splitn(3, ' ');
+        let (Some(time), Some(host), Some(what)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let tag = match message_id(what) {
+            Some(id) => match traces.get(id) {
+                Some(t) => format!("[trace {}]", &t[..8.min(t.len())]),
+                None => format!("[msg {}]", &id[..8]),
+            },
+            None => "[-]".to_string(),
+        };
+        hosts
+            .entry(host)
+            .or_default()
+            .push(format!("{time:>9} {tag:<16} {what}"));
+    }
+    let mut out = String::new();
+    for (host, lines) in hosts {
+        out.push_str(&format!("== {host} ({} lines)\n", lines.len()));
+        for l in lines {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_grouped_per_host_and_tagged_with_their_trace() {
+        let m = "11111111-2222-4333-8444-555555555555";
+        let lines = vec![
+            format!("    1.000s gw0 broker publish#1 Msg key=w SEND msg={m} from=l"),
+            format!("    1.100s gw1 inject w msg={m} text=\"brief\""),
+            "    1.200s gw1 broker ack 1/1".to_string(),
+            "    1.300s gw0 inject x msg=99999999-2222-4333-8444-555555555555 text=\"local\""
+                .into(),
+        ];
+        let traces = BTreeMap::from([(m.to_string(), "abcdef0123456789".to_string())]);
+        let t = render(&lines, &traces);
+        assert_eq!(
+            t,
+            "== gw0 (2 lines)\n   1.000s [trace abcdef01] broker publish#1 Msg key=w SEND msg=11111111-2222-4333-8444-555555555555 from=l\n   1.300s [msg 99999999]   inject x msg=99999999-2222-4333-8444-555555555555 text=\"local\"\n== gw1 (2 lines)\n   1.100s [trace abcdef01] inject w msg=11111111-2222-4333-8444-555555555555 text=\"brief\"\n   1.200s [-]              broker ack 1/1\n"
+        );
+    }
+}
