@@ -29,6 +29,10 @@ const EPOCH_S: u64 = 1_790_000_000;
 /// ≤ 9.3 s with a 60 s bound; then spawn readiness (30 s + 30 s) and the roster TTL (20 s).
 const QUIET_SECS: u64 = 200;
 
+/// turmoil's step: the grain of simulated time (link latencies, timers) and, since every step
+/// runs every host's runtime once, the main cost of a quiet second.
+const TICK_MS: u64 = 20;
+
 /// Which faults a seed may inject (swarm testing: the profile first, then the events).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FaultProfile {
@@ -240,7 +244,7 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
         .rng_seed(seed)
         .epoch(SystemTime::UNIX_EPOCH + Duration::from_secs(EPOCH_S))
         .simulation_duration(Duration::from_secs(cfg.sim_secs + QUIET_SECS + 60))
-        .tick_duration(Duration::from_millis(10))
+        .tick_duration(Duration::from_millis(TICK_MS))
         .build();
     let broker = Rc::new(RefCell::new(SimBroker::new("fleet")));
     sim.host("broker", move || serve(broker.clone()));
