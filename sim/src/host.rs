@@ -262,6 +262,32 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
             let (panes_of, gateway, gid2) = (herdr.clone(), gateway.clone(), gid.clone());
             tokio::task::spawn_local(async move {
                 tokio::time::sleep(Duration::from_secs(2)).await;
+                match behaviour {
+                    // Stuck: the pane reads UNKNOWN from now on and the turn never ends.
+                    Behaviour::Wedges => {
+                        if let Some(p) = panes_of.panes.borrow_mut().get_mut(&gid2) {
+                            p.print("⠋ ");
+                            p.status = AgentStatus::Unknown;
+                        }
+                        return;
+                    }
+                    // The process exits mid-turn and its pane closes.
+                    Behaviour::Dies => {
+                        panes_of.panes.borrow_mut().remove(&gid2);
+                        return;
+                    }
+                    // Refuses the turn with a usage-limit notice and goes idle, no reply.
+                    Behaviour::UsageLimit => {
+                        if let Some(p) = panes_of.panes.borrow_mut().get_mut(&gid2) {
+                            p.print("You've hit your usage limit · resets 4pm");
+                            p.print("❯ ");
+                            p.task = None;
+                            p.status = AgentStatus::Idle;
+                        }
+                        return;
+                    }
+                    _ => {}
+                }
                 if behaviour == Behaviour::Asks {
                     // Ask the lead mid-turn; whatever comes back (an answer, NO_WAITER, a
                     // timeout), finish the turn with a reply.

@@ -35,7 +35,13 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
             detail,
         })
     };
-    let briefs: BTreeSet<&str> = f.ledger.sends.iter().map(|s| s.brief.as_str()).collect();
+    let briefs: BTreeSet<&str> = f
+        .ledger
+        .sends
+        .iter()
+        .map(|s| s.brief.as_str())
+        .chain(f.ledger.broadcasts.iter().map(String::as_str))
+        .collect();
 
     // I1, I5, I8 over what was typed.
     let mut typed: BTreeMap<(&SessionId, &str), u32> = BTreeMap::new();
@@ -106,7 +112,9 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
                 );
             }
             if let Response::Error(CallError::BrokerUnavailable) = r {
-                if s.local && !f.crashed.contains(&s.host) {
+                // (A member that died is no longer local: a send to it may fail either way.)
+                let alive = f.truth.iter().any(|(g, _)| g == &s.target);
+                if s.local && alive && !f.crashed.contains(&s.host) {
                     violate(
                         "I9",
                         format!(
@@ -137,9 +145,9 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
         .iter()
         .map(|(g, h)| (g.as_str(), *h))
         .collect();
-    let mut got: BTreeMap<(usize, u64, &str), Vec<&str>> = BTreeMap::new();
+    let mut got: BTreeMap<(usize, u64, &SessionId, &str), Vec<&str>> = BTreeMap::new();
     for r in &f.ledger.received {
-        got.entry((r.host, r.incarnation, r.body.as_str()))
+        got.entry((r.host, r.incarnation, &r.from, r.body.as_str()))
             .or_default()
             .push(r.via);
         // A worker gateway that restarted forgot whose turn its agent was in: a reply to a turn
@@ -161,12 +169,12 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
             );
         }
     }
-    for ((host, inc, body), via) in &got {
+    for ((host, inc, from, body), via) in &got {
         if via.len() > 1 {
             violate(
                 "I3",
                 format!(
-                    "lead{host} (gateway start {inc}) received {body:?} {} times, via {via:?}",
+                    "lead{host} (gateway start {inc}) received {body:?} from {from} {} times, via {via:?}",
                     via.len()
                 ),
             );
@@ -246,6 +254,9 @@ pub fn outcomes(ledger: &Ledger) -> BTreeMap<String, u64> {
             None => "spawn: lost".into(),
         };
         *out.entry(name).or_insert(0) += 1;
+    }
+    if !ledger.broadcasts.is_empty() {
+        out.insert("broadcasts".into(), ledger.broadcasts.len() as u64);
     }
     if ledger.answers > 0 {
         out.insert("answers given".into(), ledger.answers);

@@ -61,12 +61,16 @@ pub struct Ledger {
     pub views: Vec<(usize, Vec<(SessionId, HostId)>)>,
     pub answers: u64,
     pub late_answers: u64,
+    /// Every broadcast text sent (each may be typed once into every member).
+    pub broadcasts: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
 pub struct Received {
     pub host: usize,
     pub incarnation: u64,
+    /// The worker the reply came from.
+    pub from: SessionId,
     pub body: String,
     pub via: &'static str,
 }
@@ -135,7 +139,8 @@ pub async fn lead(plan: LeadPlan, gateway: Handle, ledger: Rc<RefCell<Ledger>>) 
             78..=82 => {
                 send(&plan, &me, &gateway, &ledger, &mut rng, n, true, true).await;
             }
-            83..=91 => drain(&plan, &me, &gateway, &ledger).await,
+            83..=90 => drain(&plan, &me, &gateway, &ledger).await,
+            91..=92 => broadcast(&plan, &me, &gateway, &ledger, n).await,
             _ => {
                 let _ = gateway.call(me.clone(), Request::List).await;
             }
@@ -236,9 +241,11 @@ async fn send(
                     if let (Outcome::Replied | Outcome::CompletedUnreplied, Some(body)) =
                         (outcome, body)
                     {
+                        let from = l.sends[index].target.clone();
                         l.received.push(Received {
                             host: plan.host,
                             incarnation: plan.incarnation,
+                            from,
                             body,
                             via: "send",
                         });
@@ -308,9 +315,11 @@ async fn poll(
                 if let (Some(Outcome::Replied | Outcome::CompletedUnreplied), Some(body)) =
                     (view.outcome, &view.body)
                 {
+                    let from = l.sends[i].target.clone();
                     l.received.push(Received {
                         host: plan.host,
                         incarnation: plan.incarnation,
+                        from,
                         body: body.clone(),
                         via: "poll",
                     });
@@ -325,6 +334,23 @@ async fn poll(
         }
     }
     *polling = still;
+}
+
+/// U8: one text to every member of the fleet; each copy follows the per-recipient rules.
+async fn broadcast(
+    plan: &LeadPlan,
+    me: &Principal,
+    gateway: &Handle,
+    ledger: &Rc<RefCell<Ledger>>,
+    n: u64,
+) {
+    let content = format!("broadcast {}.{n} from lead{}", plan.incarnation, plan.host);
+    ledger.borrow_mut().broadcasts.push(content.clone());
+    let request = Request::Broadcast {
+        group: None,
+        content,
+    };
+    let _ = gateway.call(me.clone(), request).await;
 }
 
 /// `fleet_poll(target)` for every worker this lead has delegated to: the stranded replies held
@@ -345,6 +371,7 @@ async fn drain(plan: &LeadPlan, me: &Principal, gateway: &Handle, ledger: &Rc<Re
                 l.received.push(Received {
                     host: plan.host,
                     incarnation: plan.incarnation,
+                    from: r.target,
                     body: r.content,
                     via: "drain",
                 });

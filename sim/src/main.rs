@@ -421,7 +421,7 @@ fn multi_run(seeds: Range<u64>, jobs: usize, cfg: MultiConfig, determinism: bool
     println!();
     let mut results = results.into_inner().unwrap_or_default();
     results.sort_by_key(|(s, _, _)| *s);
-    let (mut sends, mut sim_ms, mut failed) = (0usize, 0u64, 0u64);
+    let (mut sends, mut sim_ms, mut failed, mut fault_events) = (0usize, 0u64, 0u64, 0usize);
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
     let mut by_invariant: BTreeMap<String, u64> = BTreeMap::new();
     let mut profiles: BTreeMap<String, u64> = BTreeMap::new();
@@ -430,6 +430,7 @@ fn multi_run(seeds: Range<u64>, jobs: usize, cfg: MultiConfig, determinism: bool
             Ok(r) => {
                 sends += r.sends;
                 sim_ms += r.sim_ms;
+                fault_events += r.faults.len();
                 *profiles.entry(r.profile.to_string()).or_default() += 1;
                 for (o, n) in &r.outcomes {
                     *outcomes.entry(o.clone()).or_default() += n;
@@ -473,7 +474,7 @@ fn multi_run(seeds: Range<u64>, jobs: usize, cfg: MultiConfig, determinism: bool
             0.0
         }
     );
-    println!("profiles: {profiles:?}");
+    println!("fault profiles: {profiles:?}, {fault_events} fault events");
     println!("outcomes: {outcomes:?}");
     println!(
         "violations: {}",

@@ -280,9 +280,12 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
     for h in 0..cfg.hosts {
         let behaviours = (0..cfg.members_per_host)
             .map(|n| {
-                let b = match rng.next_u64() % 8 {
+                let b = match rng.next_u64() % 16 {
                     0 | 1 => Behaviour::CompletesSilently,
-                    2 | 3 => Behaviour::Asks,
+                    2..=4 => Behaviour::Asks,
+                    5 => Behaviour::Wedges,
+                    6 => Behaviour::UsageLimit,
+                    7 => Behaviour::Dies,
                     _ => Behaviour::Replies,
                 };
                 (gid(h, n), b)

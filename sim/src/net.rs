@@ -187,7 +187,10 @@ async fn manage(
 ) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        if let Ok(stream) = TcpStream::connect((host, PORT)).await {
+        // Bounded: turmoil's TCP has no retransmission, so a SYN lost to a partition would
+        // leave an unbounded connect hanging after the partition heals.
+        let connect = tokio::time::timeout(HEARTBEAT * 3, TcpStream::connect((host, PORT))).await;
+        if let Ok(Ok(stream)) = connect {
             backoff = Duration::from_millis(100);
             let (mut rd, mut wr) = stream.into_split();
             let (frames_tx, mut frames) = mpsc::unbounded_channel::<FromBroker>();

@@ -1753,6 +1753,17 @@ impl Gateway {
         self.publish(Exchange::Roster, env);
         for gid in gids {
             self.announce(&gid);
+            // Presence must stay true of members nothing is delegated to as well: sample each
+            // once a heartbeat, so a pane that died unwatched (say, while this gateway was
+            // restarting) is seen gone, and the next heartbeat carries a fresh status.
+            let member = self
+                .fed
+                .as_ref()
+                .and_then(|f| f.local.get(&gid))
+                .is_some_and(|(k, announced)| *k == EntityKind::Member && *announced);
+            if member {
+                self.out.push_back(Output::PollStatus { target: gid });
+            }
         }
         let next = now + Duration::from_millis(self.cfg.presence_interval_ms);
         self.timers.insert((next, TimerKind::Presence));

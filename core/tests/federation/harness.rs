@@ -229,16 +229,16 @@ impl Fleet {
                     assert!(previous.is_none(), "{} answered {call} twice", host_name(h));
                 }
                 Output::PollStatus { target } => {
-                    if let Some(p) = self.hosts[h].panes.get(&target).cloned() {
-                        self.hosts[h].gw.handle(
-                            self.now,
-                            Input::StatusSampled {
-                                target,
-                                status: p.status,
-                                screen: None,
-                            },
-                        );
-                    }
+                    let input = match self.hosts[h].panes.get(&target) {
+                        Some(p) => Input::StatusSampled {
+                            target,
+                            status: p.status,
+                            screen: None,
+                        },
+                        // herdr: pane_not_found.
+                        None => Input::PaneGone { target },
+                    };
+                    self.hosts[h].gw.handle(self.now, input);
                 }
                 Output::Inject { target, msg, text } => {
                     let result = match self.hosts[h].panes.get_mut(&target) {

@@ -1166,3 +1166,23 @@ fn a_brief_from_a_sender_nobody_announces_is_rejected_after_the_ttl() {
     assert!(f.trace(1).contains("no signed presence binds"));
     assert!(f.hosts[1].panes[&worker].typed.is_empty());
 }
+
+/// Presence stays true of idle members: every heartbeat samples each announced member, so a
+/// pane that died with nothing delegated to it (nobody was polling it) leaves every roster.
+#[test]
+fn a_member_that_dies_unwatched_leaves_the_roster() {
+    let (mut f, lead, worker) = two_hosts();
+    f.advance(Duration::from_secs(6));
+    let listed = |f: &mut Fleet, lead: &Principal| {
+        let c = f.call(0, lead.clone(), Request::List);
+        f.settle();
+        match f.response(0, c) {
+            Some(Response::Roster { rows }) => rows.iter().any(|r| r.gid == worker),
+            other => panic!("fleet_list answered {other:?}"),
+        }
+    };
+    assert!(listed(&mut f, &lead), "announced while alive");
+    f.hosts[1].panes.remove(&worker);
+    f.advance(Duration::from_secs(30));
+    assert!(!listed(&mut f, &lead), "{}", f.trace(1));
+}
