@@ -215,12 +215,15 @@ async fn manage(
                             Some(FromBroker::Pong) | Some(FromBroker::Welcome { .. }) => last_heard = tokio::time::Instant::now(),
                             Some(FromBroker::Error(_)) | None => break,
                         },
+                        // Writes are bounded too: with the link to the broker cut, turmoil's
+                        // TCP stops taking bytes once its window is full, and a write that
+                        // never returns would stop this loop from ever noticing the silence.
                         op = ops.recv() => match op {
-                            Some(op) => if write_frame(&mut wr, &ToBroker::Op(op)).await.is_err() { break },
+                            Some(op) => if !wrote(&mut wr, &ToBroker::Op(op)).await { break },
                             None => return,
                         },
                         _ = beat.tick() => {
-                            if last_heard.elapsed() > HEARTBEAT * 3 || write_frame(&mut wr, &ToBroker::Ping).await.is_err() {
+                            if last_heard.elapsed() > HEARTBEAT * 3 || !wrote(&mut wr, &ToBroker::Ping).await {
                                 break;
                             }
                         }
@@ -233,4 +236,12 @@ async fn manage(
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(5));
     }
+}
+
+/// Writes one frame within the dead-peer bound; false if it failed or could not finish.
+async fn wrote<W: tokio::io::AsyncWrite + Unpin>(wr: &mut W, frame: &ToBroker) -> bool {
+    matches!(
+        tokio::time::timeout(HEARTBEAT * 3, write_frame(wr, frame)).await,
+        Ok(Ok(()))
+    )
 }
