@@ -4,11 +4,9 @@
 //! `planted-bugs` feature (which `fleetd` never enables) and only when
 //! `CoreConfig::planted` names one; otherwise [`PlantedBug`] is just a name.
 
-use serde::{Deserialize, Serialize};
 use std::fmt;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PlantedBug {
     /// The forward path run at-least-once: a brief is acked only when its turn ends, and a
     /// redelivered brief is typed like a new one (breaks I1).
@@ -46,7 +44,7 @@ impl PlantedBug {
         PlantedBug::ALL.into_iter().find(|b| b.name() == s)
     }
 
-    /// The invariant its absence of a rule breaks.
+    /// The invariant this bug breaks.
     pub fn breaks(self) -> &'static str {
         match self {
             PlantedBug::AckAfterInject => "I1",

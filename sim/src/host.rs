@@ -64,7 +64,7 @@ pub struct SimHerdr {
     panes: Rc<RefCell<BTreeMap<SessionId, Pane>>>,
     /// Spawned panes whose agent has not connected yet (their readiness gate), and when it will.
     booting: Rc<RefCell<BTreeMap<SessionId, Duration>>>,
-    /// The oracle's record, which no crash wipes: every text typed, and every pane launched.
+    /// The oracle's record, which no crash wipes: every text typed, every duplicate launch.
     pub log: Rc<RefCell<PaneLog>>,
 }
 
@@ -73,12 +73,8 @@ pub struct SimHerdr {
 pub struct PaneLog {
     /// (pane, text) for every successful inject, in order.
     pub typed: Vec<(SessionId, String)>,
-    /// How many panes each gid was launched into (a spawn), ever.
-    pub launches: BTreeMap<SessionId, u32>,
     /// Gids launched into a second pane while their first one still lived.
     pub duplicates: Vec<SessionId>,
-    /// Questions asked, by pane: an answer is never typed, it returns to the asking call.
-    pub asks: u64,
 }
 
 const HERDR_LATENCY: Duration = Duration::from_millis(3);
@@ -188,7 +184,6 @@ impl HerdrPort for SimHerdr {
             .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
         Box::pin(async move {
             // The launcher provisions the worktree and opens the pane: 1–6 s, chosen by the gid.
-            *me.log.borrow_mut().launches.entry(gid.clone()).or_insert(0) += 1;
             tokio::time::sleep(Duration::from_millis(1_000 + salt % 5_000)).await;
             if me.panes.borrow().contains_key(&gid) {
                 me.log.borrow_mut().duplicates.push(gid.clone());
@@ -216,7 +211,7 @@ impl HerdrPort for SimHerdr {
 }
 
 /// Simulated time since the world began: the same on every host and across restarts.
-fn sim_now() -> Duration {
+pub(crate) fn sim_now() -> Duration {
     turmoil::sim_elapsed().unwrap_or_default()
 }
 
@@ -291,7 +286,6 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
                 if behaviour == Behaviour::Asks {
                     // Ask the lead mid-turn; whatever comes back (an answer, NO_WAITER, a
                     // timeout), finish the turn with a reply.
-                    panes_of.log.borrow_mut().asks += 1;
                     let ask = Request::Ask {
                         question: format!("question on {}", task.text),
                         timeout_ms: Some(6_000),

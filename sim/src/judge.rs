@@ -1,5 +1,5 @@
 //! The multi-host oracle: judges one run's history — what the leads did and were told
-//! ([`Ledger`]), what every pane had typed into it and how often each was launched
+//! ([`Ledger`]), what every pane had typed into it and any launch that doubled a live pane
 //! ([`PaneLog`], which no crash wipes), and the truth about which agents are alive — against
 //! the invariants of `docs/invariants.md`. Safety is judged over the whole run; liveness
 //! (every send ended, rosters converged) after the quiet phase.

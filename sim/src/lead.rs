@@ -4,6 +4,7 @@
 //! sends to recipients that do not exist. Everything it sees goes into the shared [`Ledger`]
 //! for the oracle.
 
+use crate::host::sim_now;
 use fleet_core::{HostId, Outcome, Principal, Request, Response, SessionId, TicketId, TurnId};
 use fleetd::Handle;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
@@ -25,7 +26,6 @@ pub struct SendRecord {
     pub local: bool,
     /// The target never existed.
     pub unknown: bool,
-    pub wait: bool,
     /// Every response, in order (a QUESTION, then the answer's outcome, …), with the sim
     /// milliseconds between the call and it.
     pub responses: Vec<(Response, u64)>,
@@ -107,10 +107,6 @@ pub struct LeadPlan {
     pub settle_at: Duration,
 }
 
-fn sim_now() -> Duration {
-    turmoil::sim_elapsed().unwrap_or_default()
-}
-
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -126,18 +122,18 @@ pub async fn lead(plan: LeadPlan, gateway: Handle, ledger: Rc<RefCell<Ledger>>) 
         let roll = rng.next_u64() % 100;
         match roll {
             0..=44 => {
-                send(&plan, &me, &gateway, &ledger, &mut rng, n, true, false).await;
+                send(&plan, &me, &gateway, &ledger, &mut rng, n, Shape::Blocking).await;
             }
             45..=69 => {
                 if let Some(i) =
-                    send(&plan, &me, &gateway, &ledger, &mut rng, n, false, false).await
+                    send(&plan, &me, &gateway, &ledger, &mut rng, n, Shape::Async).await
                 {
                     polling.push(i);
                 }
             }
             70..=77 => spawn(&plan, &me, &gateway, &ledger, &mut rng).await,
             78..=82 => {
-                send(&plan, &me, &gateway, &ledger, &mut rng, n, true, true).await;
+                send(&plan, &me, &gateway, &ledger, &mut rng, n, Shape::ToNobody).await;
             }
             83..=90 => drain(&plan, &me, &gateway, &ledger).await,
             91..=92 => broadcast(&plan, &me, &gateway, &ledger, n).await,
@@ -169,6 +165,17 @@ pub async fn lead(plan: LeadPlan, gateway: Handle, ledger: Rc<RefCell<Ledger>>) 
     }
 }
 
+/// What kind of delegation a lead makes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// `wait: true` to a member anywhere in the fleet.
+    Blocking,
+    /// `wait: false`, polled later.
+    Async,
+    /// Blocking, to a gid that never existed.
+    ToNobody,
+}
+
 /// One delegation, answered questions included. Returns the record's index when async.
 #[allow(clippy::too_many_arguments)]
 async fn send(
@@ -178,9 +185,9 @@ async fn send(
     ledger: &Rc<RefCell<Ledger>>,
     rng: &mut ChaCha8Rng,
     n: u64,
-    wait: bool,
-    unknown: bool,
+    shape: Shape,
 ) -> Option<usize> {
+    let unknown = shape == Shape::ToNobody;
     let (target, local) = if unknown {
         let g = SessionId::new(format!(
             "dead0000-0000-4000-8000-{:012x}",
@@ -206,7 +213,6 @@ async fn send(
             target: target.clone(),
             local,
             unknown,
-            wait,
             responses: Vec::new(),
             ticket: None,
             ended: false,
@@ -218,7 +224,7 @@ async fn send(
     let mut request = Request::Send {
         target,
         content: brief.clone(),
-        wait,
+        wait: shape != Shape::Async,
         timeout_ms,
     };
     loop {

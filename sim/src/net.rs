@@ -187,8 +187,7 @@ async fn manage(
 ) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        // Bounded: turmoil's TCP has no retransmission, so a SYN lost to a partition would
-        // leave an unbounded connect hanging after the partition heals.
+        // Bounded, like every wait on the link: nothing on a cut link may wait forever.
         let connect = tokio::time::timeout(HEARTBEAT * 3, TcpStream::connect((host, PORT))).await;
         if let Ok(Ok(stream)) = connect {
             backoff = Duration::from_millis(100);
@@ -215,9 +214,9 @@ async fn manage(
                             Some(FromBroker::Pong) | Some(FromBroker::Welcome { .. }) => last_heard = tokio::time::Instant::now(),
                             Some(FromBroker::Error(_)) | None => break,
                         },
-                        // Writes are bounded too: with the link to the broker cut, turmoil's
-                        // TCP stops taking bytes once its window is full, and a write that
-                        // never returns would stop this loop from ever noticing the silence.
+                        // Writes are bounded too: after a one-way cut toward the broker a write
+                        // was seen never to return, which kept this loop from ever checking its
+                        // heartbeats (the 3 x 10 grid, seed 4).
                         op = ops.recv() => match op {
                             Some(op) => if !wrote(&mut wr, &ToBroker::Op(op)).await { break },
                             None => return,

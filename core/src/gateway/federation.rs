@@ -117,17 +117,15 @@ pub(super) struct Fed {
     parked: Vec<Parked>,
 }
 
-/// A delivery waiting for its sender's presence (see `Fed::parked`).
+/// A delivery waiting for its sender's presence (see `Fed::parked`), fed again as it came.
 #[derive(Debug)]
 struct Parked {
     from: SessionId,
     since: Instant,
-    delivery: DeliveryId,
+    delivery: BrokerEvent,
+    /// Its tag and queue, for the rejection if the presence never comes.
+    tag: DeliveryId,
     queue: String,
-    routing_key: String,
-    redelivered: bool,
-    headers: Headers,
-    body: Vec<u8>,
 }
 
 impl Fed {
@@ -200,9 +198,12 @@ impl Gateway {
         }
     }
 
-    /// Reply-path deliveries held unacked (bounded by the prefetch window).
+    /// Deliveries held unacked: reply-path holds, and deliveries parked until their sender's
+    /// presence arrives (both bounded by the prefetch window).
     pub fn held_deliveries(&self) -> usize {
-        self.fed.as_ref().map_or(0, |f| f.held.len())
+        self.fed
+            .as_ref()
+            .map_or(0, |f| f.held.len() + f.parked.len())
     }
 
     /// This gateway's slice of the broker topology (`fleetd topology`).
@@ -1094,12 +1095,16 @@ impl Gateway {
                 f.parked.push(Parked {
                     from,
                     since: now,
-                    delivery,
+                    delivery: BrokerEvent::Delivery {
+                        delivery,
+                        queue: queue.to_string(),
+                        routing_key: routing_key.to_string(),
+                        redelivered,
+                        headers: headers.clone(),
+                        body: kept.unwrap_or_default(),
+                    },
+                    tag: delivery,
                     queue: queue.to_string(),
-                    routing_key: routing_key.to_string(),
-                    redelivered,
-                    headers: headers.clone(),
-                    body: kept.unwrap_or_default(),
                 });
                 return;
             }
@@ -1268,15 +1273,7 @@ impl Gateway {
             .partition(|p| &p.from == gid);
         f.parked = rest;
         for p in ready {
-            self.on_delivery(
-                now,
-                p.delivery,
-                &p.queue,
-                &p.routing_key,
-                p.redelivered,
-                &p.headers,
-                p.body,
-            );
+            self.on_broker(now, p.delivery);
         }
     }
 
@@ -1294,7 +1291,7 @@ impl Gateway {
                 "no signed presence binds {} to a host within {} ms",
                 p.from, self.cfg.presence_ttl_ms
             );
-            self.reject(p.delivery, &p.queue, "sender_not_on_signing_host", why);
+            self.reject(p.tag, &p.queue, "sender_not_on_signing_host", why);
         }
     }
 
@@ -1754,14 +1751,17 @@ impl Gateway {
         for gid in gids {
             self.announce(&gid);
             // Presence must stay true of members nothing is delegated to as well: sample each
-            // once a heartbeat, so a pane that died unwatched (say, while this gateway was
-            // restarting) is seen gone, and the next heartbeat carries a fresh status.
+            // idle one once a heartbeat, so a pane that died unwatched (say, while this gateway
+            // was restarting) is seen gone, and the next heartbeat carries a fresh status.
+            // Members with work in flight are sampled by the injector already (and an extra
+            // sample would count against their grace bounds).
             let member = self
                 .fed
                 .as_ref()
                 .and_then(|f| f.local.get(&gid))
                 .is_some_and(|(k, announced)| *k == EntityKind::Member && *announced);
-            if member {
+            let view = self.injector.view(&gid);
+            if member && view.queued == 0 && !view.in_turn {
                 self.out.push_back(Output::PollStatus { target: gid });
             }
         }

@@ -52,6 +52,27 @@ fn count(trace: &str, needle: &str) -> usize {
     trace.lines().filter(|l| l.contains(needle)).count()
 }
 
+/// An unsigned envelope as host a would stamp it at T0, valid for ten minutes.
+fn envelope(kind: Kind, id: u128, from: &str, to: &str, body: &[u8]) -> Envelope {
+    Envelope {
+        v: VERSION,
+        kind,
+        msg_id: MsgId(uuid::Uuid::from_u128(id)),
+        trace_id: TraceId(uuid::Uuid::from_u128(id)),
+        from: SessionId::new(from),
+        to: to.into(),
+        signer: host_name(0),
+        re: None,
+        turn_id: None,
+        spawn_id: None,
+        outcome: None,
+        ts: T0_UNIX,
+        expires_at: T0_UNIX + 600_000,
+        sig: None,
+        body: body.to_vec(),
+    }
+}
+
 /// U1 end to end: SEND crosses the broker, the worker's gateway acks before it types,
 /// INJECTED comes back, the worker's reply crosses back and resolves the blocking send.
 #[test]
@@ -432,23 +453,7 @@ fn a_busy_remote_worker_answers_busy() {
 fn forged_readdressed_and_replayed_briefs_are_rejected_and_never_typed() {
     let (mut f, _lead, worker) = two_hosts();
     let stranger = Keyring::new(host_name(0), [77; 32], &BTreeMap::new()).expect("key");
-    let mut env = Envelope {
-        v: VERSION,
-        kind: Kind::Send,
-        msg_id: MsgId(uuid::Uuid::from_u128(5)),
-        trace_id: TraceId(uuid::Uuid::from_u128(6)),
-        from: SessionId::new(LEAD),
-        to: worker.to_string(),
-        signer: host_name(0),
-        re: None,
-        turn_id: None,
-        spawn_id: None,
-        outcome: None,
-        ts: T0_UNIX,
-        expires_at: T0_UNIX + 600_000,
-        sig: None,
-        body: b"rm -rf /".to_vec(),
-    };
+    let mut env = envelope(Kind::Send, 5, LEAD, worker.as_str(), b"rm -rf /");
     stranger.sign(&mut env); // signs as "a" with the wrong key
     let inbox = format!("test.agent.{worker}.inbox.v2");
     let deliver = |f: &mut Fleet, tag: u64, key: &str, env: &Envelope| {
@@ -1043,23 +1048,8 @@ fn heartbeats_do_not_multiply_with_broker_bounces() {
 fn a_spawn_id_that_is_not_a_uuid_is_refused() {
     let (mut f, _lead, _worker) = two_hosts();
     let a = Keyring::new(host_name(0), [1; 32], &BTreeMap::new()).expect("a's key");
-    let mut env = Envelope {
-        v: VERSION,
-        kind: Kind::Spawn,
-        msg_id: MsgId(uuid::Uuid::from_u128(9)),
-        trace_id: TraceId(uuid::Uuid::from_u128(9)),
-        from: SessionId::new(LEAD),
-        to: "b".into(),
-        signer: host_name(0),
-        re: None,
-        turn_id: None,
-        spawn_id: Some(SessionId::new("#")),
-        outcome: None,
-        ts: T0_UNIX,
-        expires_at: T0_UNIX + 600_000,
-        sig: None,
-        body: br#"{"profile":"claude"}"#.to_vec(),
-    };
+    let mut env = envelope(Kind::Spawn, 9, LEAD, "b", br#"{"profile":"claude"}"#);
+    env.spawn_id = Some(SessionId::new("#"));
     a.sign(&mut env);
     f.broker
         .queues
@@ -1121,25 +1111,9 @@ fn a_backlog_brief_waits_for_its_senders_presence() {
 fn a_brief_from_a_sender_nobody_announces_is_rejected_after_the_ttl() {
     let (mut f, _lead, worker) = two_hosts();
     let inbox = format!("test.agent.{worker}.inbox.v2");
-    let ghost = SessionId::new("99999999-9999-4999-8999-999999999999");
+    let ghost = "99999999-9999-4999-8999-999999999999";
     let keyring = Keyring::new(host_name(0), [1; 32], &BTreeMap::new()).expect("key");
-    let mut env = Envelope {
-        v: VERSION,
-        kind: Kind::Send,
-        msg_id: MsgId(uuid::Uuid::from_u128(0xabc)),
-        trace_id: TraceId(uuid::Uuid::from_u128(0xdef)),
-        from: ghost,
-        to: worker.to_string(),
-        signer: host_name(0),
-        re: None,
-        turn_id: None,
-        spawn_id: None,
-        outcome: None,
-        ts: T0_UNIX,
-        expires_at: T0_UNIX + 3_600_000,
-        sig: None,
-        body: b"from nobody".to_vec(),
-    };
+    let mut env = envelope(Kind::Send, 0xabc, ghost, worker.as_str(), b"from nobody");
     keyring.sign(&mut env);
     f.input(
         1,
