@@ -3,13 +3,15 @@
 //! The side-effecting half of fleetd: it turns what happens — calls from the north faces,
 //! broker events, pane answers, time — into `fleet_core::Input`, and carries out
 //! `fleet_core::Output` through ports. The driver loop (`driver`) is the one place that does
-//! this; the daemon and the simulation run it with different ports (`ports`). The herdr and
-//! broker ports and the north faces land with their issues (see `docs/architecture.md`).
+//! this; the daemon and the simulation run it with different ports (`ports`). The broker port is `amqp`
+//! (lapin); the herdr port and the north faces land with their issues (see `docs/architecture.md`).
 
+pub mod amqp;
 pub mod clock;
 pub mod driver;
 pub mod ports;
 
+pub use amqp::{AmqpBroker, AmqpConfig};
 pub use clock::TokioClock;
 pub use driver::{Call, Driver, Gone, Handle, Observer, Quiet, ToLoop};
 pub use ports::{BrokerPort, Clock, HerdrError, HerdrPort, NoBroker, PortFuture, Sample};

@@ -10,7 +10,7 @@ use fleet_core::broker::{
     BrokerEvent, BrokerOp, DeliveryId, Exchange, ExchangeType, Names, PublishResult, QueueSpec,
     Topology,
 };
-use fleet_core::envelope::Headers;
+use fleet_core::envelope::{HeaderValue, Headers};
 use fleet_core::{Duration, Instant};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -24,9 +24,11 @@ pub struct ConnId(pub u32);
 pub enum BrokerError {
     /// Redeclared with other arguments (AMQP 406 PRECONDITION_FAILED).
     PreconditionFailed(String),
-    /// An exclusive queue or consumer held by another connection (405 RESOURCE_LOCKED /
-    /// 403 ACCESS_REFUSED).
-    Locked(String),
+    /// An exclusive queue declared by another connection (405 RESOURCE_LOCKED).
+    ResourceLocked(String),
+    /// A consumer where another holds exclusive access, or exclusive access where another
+    /// consumes (403 ACCESS_REFUSED).
+    AccessRefused(String),
     /// No such queue (404 NOT_FOUND).
     NotFound(String),
     /// An ack or reject of a tag this connection does not hold (406 PRECONDITION_FAILED).
@@ -38,7 +40,8 @@ impl fmt::Display for BrokerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BrokerError::PreconditionFailed(s) => write!(f, "PRECONDITION_FAILED: {s}"),
-            BrokerError::Locked(s) => write!(f, "RESOURCE_LOCKED: {s}"),
+            BrokerError::ResourceLocked(s) => write!(f, "RESOURCE_LOCKED: {s}"),
+            BrokerError::AccessRefused(s) => write!(f, "ACCESS_REFUSED: {s}"),
             BrokerError::NotFound(s) => write!(f, "NOT_FOUND: {s}"),
             BrokerError::UnknownDelivery(d) => {
                 write!(f, "PRECONDITION_FAILED: unknown delivery tag {d}")
@@ -73,6 +76,9 @@ struct Queue {
     owner: Option<ConnId>,
     ready: VecDeque<Message>,
     consumers: Vec<Consumer>,
+    /// Auto-delete fires when the last consumer goes, not before the first one came
+    /// (RabbitMQ; the conformance suite caught the difference).
+    had_consumer: bool,
     next_consumer: usize,
     last_used: Instant,
 }
@@ -167,7 +173,8 @@ impl SimBroker {
             .queues
             .iter()
             .filter(|(_, q)| {
-                q.owner == Some(conn) || (q.spec.auto_delete && q.consumers.is_empty())
+                q.owner == Some(conn)
+                    || (q.spec.auto_delete && q.had_consumer && q.consumers.is_empty())
             })
             .map(|(n, _)| n.clone())
             .collect();
@@ -235,7 +242,7 @@ impl SimBroker {
                 });
             }
             for m in dead {
-                self.dead_letter(name, m);
+                self.dead_letter(name, m, "expired");
             }
         }
         self.deliver();
@@ -288,7 +295,7 @@ impl SimBroker {
             BrokerOp::Ack { delivery } => self.settle(conn, delivery).map(|_| ()),
             BrokerOp::Reject { delivery } => {
                 let (queue, m) = self.settle(conn, delivery)?;
-                self.dead_letter(&queue, m);
+                self.dead_letter(&queue, m, "rejected");
                 Ok(())
             }
         };
@@ -324,7 +331,7 @@ impl SimBroker {
                     )))
                 }
                 Some(q) if q.owner.is_some_and(|o| o != conn) => {
-                    return Err(BrokerError::Locked(format!(
+                    return Err(BrokerError::ResourceLocked(format!(
                         "queue {} is exclusive to another connection",
                         spec.name
                     )))
@@ -339,6 +346,7 @@ impl SimBroker {
                             owner,
                             ready: VecDeque::new(),
                             consumers: Vec::new(),
+                            had_consumer: false,
                             next_consumer: 0,
                             last_used: self.now,
                         },
@@ -364,11 +372,12 @@ impl SimBroker {
                 continue; // already consuming on this connection: idempotent re-declare
             }
             if q.consumers.iter().any(|x| x.exclusive) || (c.exclusive && !q.consumers.is_empty()) {
-                return Err(BrokerError::Locked(format!(
+                return Err(BrokerError::AccessRefused(format!(
                     "queue {} already has a consumer; exclusive access refused",
                     c.queue
                 )));
             }
+            q.had_consumer = true;
             q.consumers.push(Consumer {
                 conn,
                 exclusive: c.exclusive,
@@ -423,12 +432,13 @@ impl SimBroker {
             }
         }
         if let Some(dropped) = overflow {
-            self.dead_letter(name, dropped);
+            self.dead_letter(name, dropped, "maxlen");
         }
     }
 
-    /// To the queue's dead-letter exchange, if it has one; else the message is dropped.
-    fn dead_letter(&mut self, queue: &str, mut m: Message) {
+    /// To the queue's dead-letter exchange, if it has one; else the message is dropped. Like
+    /// RabbitMQ, the first dead-lettering stamps why and from where (`x-first-death-*`).
+    fn dead_letter(&mut self, queue: &str, mut m: Message, reason: &str) {
         let dlx = self
             .queues
             .get(queue)
@@ -436,6 +446,14 @@ impl SimBroker {
         if let Some(dlx) = dlx {
             self.dead_lettered += 1;
             m.redelivered = false;
+            if !m.headers.contains_key("x-first-death-reason") {
+                m.headers.insert(
+                    "x-first-death-reason".into(),
+                    HeaderValue::Str(reason.into()),
+                );
+                m.headers
+                    .insert("x-first-death-queue".into(), HeaderValue::Str(queue.into()));
+            }
             let key = m.routing_key.clone();
             self.route(&dlx, &key, m);
         }
@@ -479,7 +497,7 @@ impl SimBroker {
                 };
                 let Some(m) = q.ready.pop_front() else { break };
                 if m.expires_at.is_some_and(|at| at <= now) {
-                    self.dead_letter(&name, m);
+                    self.dead_letter(&name, m, "expired");
                     continue;
                 }
                 let Some(q) = self.queues.get_mut(&name) else {

@@ -212,7 +212,11 @@ impl HerdrPort for SimHerdr {
 
 /// Simulated time since the world began: the same on every host and across restarts.
 pub(crate) fn sim_now() -> Duration {
-    turmoil::sim_elapsed().unwrap_or_default()
+    turmoil::sim_elapsed().unwrap_or_else(|| {
+        // Outside turmoil: the broker integration tests run this herdr double on real time.
+        static ORIGIN: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+        ORIGIN.get_or_init(tokio::time::Instant::now).elapsed()
+    })
 }
 
 /// The agents of one host: each takes the task typed into its pane, works on it, and ends the

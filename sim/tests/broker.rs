@@ -177,7 +177,10 @@ fn a_second_exclusive_consumer_is_refused() {
             ..Topology::default()
         }),
     );
-    assert!(matches!(second, Err(BrokerError::Locked(_))), "{second:?}");
+    assert!(
+        matches!(second, Err(BrokerError::AccessRefused(_))),
+        "{second:?}"
+    );
 }
 
 #[test]

@@ -1,4 +1,7 @@
-//! Shared helpers for the integration tests.
+//! Shared helpers for the integration tests, and the broker conformance suite.
+
+pub mod conformance;
+pub mod gateways;
 
 use regex::Regex;
 use std::collections::BTreeMap;

@@ -1,0 +1,300 @@
+//! The production `BrokerPort`: RabbitMQ (or LavinMQ, by URI) through lapin (ch. 10 §8,
+//! CB-308 §7.9–§7.10).
+//!
+//! One task owns the connection. Each connection is a new *generation*: the core hears
+//! `Up { generation }`, declares its topology, and every delivery it later acks names that
+//! generation; an ack for an older one is never sent (the broker already requeued that
+//! message). Publishes go on their own channel with confirms; deliveries, acks and declares on
+//! another, so a publish blocked by flow control never holds an ack back. A mandatory publish
+//! that comes back returned is `Unroutable` even though its confirm is an ack.
+
+mod headers;
+mod session;
+pub mod topology;
+
+pub use headers::{from_table, to_table, HeaderError};
+
+use fleet_core::broker::{BrokerEvent, BrokerOp, Names};
+use lapin::tcp::OwnedTLSConfig;
+use lapin::uri::{AMQPScheme, AMQPUri};
+use lapin::{Connection, ConnectionProperties};
+use std::str::FromStr;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// How to reach the broker. Every field has a default but the URI.
+#[derive(Clone, Debug)]
+pub struct AmqpConfig {
+    /// `amqp://user:pass@host:5672/vhost` or `amqps://…`: this gateway's own login.
+    pub uri: String,
+    /// Prefix of every exchange and queue name (`fleet`), so fleets and test runs can share
+    /// one broker.
+    pub namespace: String,
+    /// Shown by the broker (`rabbitmqctl list_connections name`); a generation suffix is added.
+    pub connection_name: String,
+    /// AMQP heartbeat; a dead peer is noticed within about twice this. Set in the URI
+    /// (`?heartbeat=`) to override.
+    pub heartbeat_secs: u16,
+    /// PEM of the CA that signed the broker's certificate, for `amqps://` with a private CA.
+    pub ca_pem: Option<String>,
+    /// Bound on connecting (TCP, TLS, AMQP handshake, channels).
+    pub connect_timeout: Duration,
+    /// Bound on any one broker round trip (a declare, a publish handed to the socket, an ack).
+    /// Past it the connection is abandoned and a new generation begins.
+    pub op_timeout: Duration,
+    /// Reconnect backoff: doubles from `backoff_min` up to `backoff_max`.
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+}
+
+impl AmqpConfig {
+    pub fn new(uri: &str, namespace: &str) -> Self {
+        AmqpConfig {
+            uri: uri.to_string(),
+            namespace: namespace.to_string(),
+            connection_name: format!("fleetd/{namespace}"),
+            heartbeat_secs: 10,
+            ca_pem: None,
+            connect_timeout: Duration::from_secs(10),
+            op_timeout: Duration::from_secs(10),
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A configuration the port refuses before it ever connects.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AmqpError {
+    #[error("broker uri {uri:?}: {why}")]
+    BadUri { uri: String, why: String },
+    #[error("namespace {0:?} must be non-empty and use only letters, digits, '-' and '_'")]
+    BadNamespace(String),
+}
+
+/// What the port is doing, for `/healthz`, metrics and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    pub connected: bool,
+    /// The current (or last) connection's generation; 0 before the first.
+    pub generation: u32,
+    /// Why the last connection attempt or connection ended.
+    pub last_error: Option<String>,
+    /// Deliveries refused by the shell before the core saw them (malformed AMQP headers):
+    /// rejected to the dead-letter exchange.
+    pub malformed: u64,
+}
+
+/// The lapin `BrokerPort`. Dropping it stops the connection task.
+pub struct AmqpBroker {
+    ops: mpsc::UnboundedSender<BrokerOp>,
+    events: mpsc::UnboundedReceiver<BrokerEvent>,
+    status: watch::Receiver<Status>,
+}
+
+impl AmqpBroker {
+    /// Validates `cfg` and starts connecting (on the current tokio runtime). Connection
+    /// failures are not errors here: the port keeps retrying and reports through `status`.
+    pub fn start(cfg: AmqpConfig) -> Result<AmqpBroker, AmqpError> {
+        let uri = parse_uri(&cfg)?;
+        let ns = &cfg.namespace;
+        if ns.is_empty()
+            || !ns
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(AmqpError::BadNamespace(ns.clone()));
+        }
+        let (ops, ops_rx) = mpsc::unbounded_channel();
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let (status_tx, status) = watch::channel(Status::default());
+        tokio::spawn(manage(cfg, uri, ops_rx, events_tx, status_tx));
+        Ok(AmqpBroker {
+            ops,
+            events,
+            status,
+        })
+    }
+
+    /// A live view of the connection's state.
+    pub fn status(&self) -> watch::Receiver<Status> {
+        self.status.clone()
+    }
+}
+
+impl crate::BrokerPort for AmqpBroker {
+    fn submit(&mut self, op: BrokerOp) {
+        // Only fails once the task is gone, which it never is while the port lives.
+        let _ = self.ops.send(op);
+    }
+
+    fn next_event(&mut self) -> impl std::future::Future<Output = Option<BrokerEvent>> {
+        self.events.recv()
+    }
+}
+
+fn parse_uri(cfg: &AmqpConfig) -> Result<AMQPUri, AmqpError> {
+    let bad = |why: String| AmqpError::BadUri {
+        uri: redact(&cfg.uri),
+        why,
+    };
+    if !(cfg.uri.starts_with("amqp://") || cfg.uri.starts_with("amqps://")) {
+        return Err(bad("must start with amqp:// or amqps://".into()));
+    }
+    let mut uri = AMQPUri::from_str(&cfg.uri).map_err(bad)?;
+    if uri.query.heartbeat.is_none() {
+        uri.query.heartbeat = Some(cfg.heartbeat_secs);
+    }
+    if cfg.ca_pem.is_some() && uri.scheme != AMQPScheme::AMQPS {
+        return Err(bad(
+            "a CA file is given but the scheme is not amqps://".into()
+        ));
+    }
+    Ok(uri)
+}
+
+/// The URI without its password, for messages and logs.
+pub fn redact(uri: &str) -> String {
+    match (uri.find("://"), uri.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let cred = &uri[s + 3..at];
+            let user = cred.split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &uri[..s + 3], &uri[at..])
+        }
+        _ => uri.to_string(),
+    }
+}
+
+async fn connect(cfg: &AmqpConfig, uri: &AMQPUri, generation: u32) -> Result<Connection, String> {
+    let props = ConnectionProperties::default()
+        .with_connection_name(format!("{}#{generation}", cfg.connection_name).into());
+    let tls = OwnedTLSConfig {
+        identity: None,
+        cert_chain: cfg.ca_pem.clone(),
+    };
+    let runtime = lapin::runtime::default_runtime().map_err(|e| e.to_string())?;
+    let attempt = Connection::connect_uri_with_config(uri.clone(), props, tls, runtime);
+    match tokio::time::timeout(cfg.connect_timeout, attempt).await {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(e)) => Err(format!("connecting to {}: {e}", redact(&cfg.uri))),
+        Err(_) => Err(format!(
+            "connecting to {}: no answer within {:?}",
+            redact(&cfg.uri),
+            cfg.connect_timeout
+        )),
+    }
+}
+
+/// Connect, announce `Up`, run the session until the connection dies, announce `Down`, back
+/// off, repeat — until the port is dropped.
+async fn manage(
+    cfg: AmqpConfig,
+    uri: AMQPUri,
+    mut ops: mpsc::UnboundedReceiver<BrokerOp>,
+    events: mpsc::UnboundedSender<BrokerEvent>,
+    status: watch::Sender<Status>,
+) {
+    let names = Names::new(&cfg.namespace);
+    let mut generation = 0u32;
+    let mut backoff = cfg.backoff_min;
+    loop {
+        if events.is_closed() {
+            return;
+        }
+        generation += 1;
+        let opened = match connect(&cfg, &uri, generation).await {
+            Ok(conn) => session::Session::open(conn, generation, &cfg, &names).await,
+            Err(e) => Err(e),
+        };
+        match opened {
+            Ok(mut s) => {
+                // Operations queued while no connection was up name a dead generation.
+                while ops.try_recv().is_ok() {}
+                status.send_modify(|st| {
+                    st.connected = true;
+                    st.generation = generation;
+                });
+                tracing::info!(generation, broker = %redact(&cfg.uri), "broker connected");
+                if events.send(BrokerEvent::Up { generation }).is_err() {
+                    return;
+                }
+                let started = tokio::time::Instant::now();
+                let end = s.run(&mut ops, &events, &status).await;
+                s.close().await;
+                // The status first, so whoever hears `Down` can read why.
+                let why = match end {
+                    session::End::PortDropped => None,
+                    session::End::Failed(why) => Some(why),
+                };
+                if let Some(why) = &why {
+                    tracing::error!(generation, %why, "broker connection lost");
+                }
+                let dropped = why.is_none();
+                status.send_modify(|st| {
+                    st.connected = false;
+                    st.last_error = why.or(st.last_error.take());
+                });
+                let _ = events.send(BrokerEvent::Down);
+                if dropped {
+                    return;
+                }
+                // A connection that lived a while earns a quick reconnect; one refused right
+                // after connecting (a second gateway on an exclusive inbox) keeps backing off.
+                if started.elapsed() >= cfg.backoff_max * 2 {
+                    backoff = cfg.backoff_min;
+                }
+            }
+            Err(why) => {
+                tracing::warn!(generation, %why, "broker connection attempt failed");
+                status.send_modify(|st| {
+                    st.connected = false;
+                    st.last_error = Some(why);
+                });
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(cfg.backoff_max);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_uris_are_refused_with_the_password_hidden() {
+        let cfg = AmqpConfig::new("http://guest:secret@localhost", "fleet");
+        let err = parse_uri(&cfg).expect_err("wrong scheme");
+        assert!(err.to_string().contains("amqp://"), "{err}");
+        assert!(!err.to_string().contains("secret"), "{err}");
+        let cfg = AmqpConfig::new("amqp://guest:secret@localhost:notaport", "fleet");
+        let err = parse_uri(&cfg).expect_err("bad port");
+        assert!(!err.to_string().contains("secret"), "{err}");
+    }
+
+    #[test]
+    fn the_heartbeat_defaults_but_the_uri_wins() {
+        let cfg = AmqpConfig::new("amqp://localhost", "fleet");
+        assert_eq!(parse_uri(&cfg).map(|u| u.query.heartbeat), Ok(Some(10)));
+        let cfg = AmqpConfig::new("amqp://localhost/%2f?heartbeat=3", "fleet");
+        assert_eq!(parse_uri(&cfg).map(|u| u.query.heartbeat), Ok(Some(3)));
+    }
+
+    #[test]
+    fn a_ca_file_needs_amqps() {
+        let mut cfg = AmqpConfig::new("amqp://localhost", "fleet");
+        cfg.ca_pem = Some("-----BEGIN CERTIFICATE-----".into());
+        assert!(parse_uri(&cfg).is_err());
+        cfg.uri = "amqps://localhost".into();
+        assert!(parse_uri(&cfg).is_ok());
+    }
+
+    #[test]
+    fn redaction_keeps_the_user() {
+        assert_eq!(
+            redact("amqp://gw-a:pw@broker:5672/%2f"),
+            "amqp://gw-a:***@broker:5672/%2f"
+        );
+        assert_eq!(redact("amqp://broker"), "amqp://broker");
+    }
+}

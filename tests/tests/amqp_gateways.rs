@@ -1,0 +1,423 @@
+//! Gateways on the real RabbitMQ (127.0.0.1:5672, or `FLEET_AMQP_URI`): the production driver
+//! loop and lapin port, two or three gateways in this process, each with the simulation's
+//! herdr double (see `fleet_tests::gateways`). The user stories of ch. 9 across hosts, and a
+//! connection the broker kills mid-flight with no reply lost and no brief typed twice.
+
+use fleet_core::{Outcome, Request, Response, SessionId, TicketId};
+use fleet_sim::agent::Behaviour;
+use fleet_tests::gateways::{
+    host, lead, lead_principal, member, test_config, TestFleet, TestGateway,
+};
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::time::Duration;
+
+/// Runs a scenario on a current-thread runtime inside a `LocalSet` (the driver loop is not
+/// `Send`), bounded so a hang fails instead of stalling CI.
+fn scenario<F: Future<Output = ()>>(f: F) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("a tokio runtime: {e}"),
+    };
+    let local = tokio::task::LocalSet::new();
+    let bounded = async { tokio::time::timeout(Duration::from_secs(180), f).await };
+    if local.block_on(&rt, bounded).is_err() {
+        panic!("scenario did not finish within 180 s");
+    }
+}
+
+async fn call(g: &TestGateway, request: Request) -> Response {
+    let lead = lead_principal(g.index);
+    match tokio::time::timeout(Duration::from_secs(90), g.handle.call(lead, request)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => panic!("gateway {} is gone: {e}", g.index),
+        Err(_) => panic!("gateway {} did not answer within 90 s", g.index),
+    }
+}
+
+fn send(target: SessionId, content: &str, wait: bool, timeout_ms: u64) -> Request {
+    Request::Send {
+        target,
+        content: content.into(),
+        wait,
+        timeout_ms: Some(timeout_ms),
+    }
+}
+
+/// Waits until gateway `g` lists every gid in `want` (and, with `exact`, nothing else of them).
+async fn roster_has(g: &TestGateway, want: &[SessionId]) -> BTreeSet<SessionId> {
+    let mut seen = BTreeSet::new();
+    for _ in 0..100 {
+        if let Response::Roster { rows } = call(g, Request::List).await {
+            seen = rows.into_iter().map(|r| r.gid).collect();
+            if want.iter().all(|w| seen.contains(w)) {
+                return seen;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!(
+        "gateway {} never listed {want:?}; it lists {seen:?}",
+        g.index
+    );
+}
+
+async fn start(tag: &str, members: Vec<Vec<Behaviour>>) -> TestFleet {
+    let fleet = match TestFleet::start(tag, test_config(), members).await {
+        Ok(f) => f,
+        Err(e) => panic!("starting the fleet: {e} (is RabbitMQ running? .ci/run starts it)"),
+    };
+    if let Err(e) = fleet.connected().await {
+        panic!("{e}");
+    }
+    fleet
+}
+
+fn no_brief_typed_twice(fleet: &TestFleet) {
+    let typed = fleet.typed();
+    let distinct: BTreeSet<_> = typed.iter().collect();
+    assert_eq!(
+        distinct.len(),
+        typed.len(),
+        "a brief was typed twice: {typed:#?}"
+    );
+}
+
+#[test]
+fn u1_a_lead_delegates_across_hosts_and_gets_the_reply() {
+    scenario(async {
+        let fleet = start("u1", vec![vec![], vec![Behaviour::Replies]]).await;
+        let (g0, worker) = (&fleet.gateways[0], member(1, 0));
+        roster_has(g0, std::slice::from_ref(&worker)).await;
+        let r = call(g0, send(worker.clone(), "write the parser", true, 60_000)).await;
+        match r {
+            Response::Outcome {
+                outcome: Outcome::Replied,
+                body: Some(body),
+                ..
+            } => assert_eq!(body, "done: write the parser"),
+            other => panic!("expected REPLIED, got {other:?}"),
+        }
+        assert_eq!(fleet.gateways[1].herdr.typed(&worker).len(), 1);
+        no_brief_typed_twice(&fleet);
+        fleet.finish().await;
+    });
+}
+
+#[test]
+fn u2_a_question_comes_back_and_a_late_answer_is_too_late() {
+    scenario(async {
+        let fleet = start("u2", vec![vec![], vec![Behaviour::Asks, Behaviour::Asks]]).await;
+        let g0 = &fleet.gateways[0];
+        let (w0, w1) = (member(1, 0), member(1, 1));
+        roster_has(g0, &[w0.clone(), w1.clone()]).await;
+
+        // In time: the worker asks, the lead answers, the turn ends with the reply.
+        let turn = match call(g0, send(w0.clone(), "pick a name", true, 60_000)).await {
+            Response::Outcome {
+                outcome: Outcome::Question,
+                turn_id: Some(turn),
+                ..
+            } => turn,
+            other => panic!("expected QUESTION, got {other:?}"),
+        };
+        let answer = Request::Answer {
+            turn_id: turn,
+            content: "call it fleet".into(),
+            wait: true,
+            timeout_ms: Some(60_000),
+        };
+        match call(g0, answer).await {
+            Response::Outcome {
+                outcome: Outcome::Replied,
+                body: Some(body),
+                ..
+            } => assert_eq!(body, "done: pick a name"),
+            other => panic!("expected REPLIED after the answer, got {other:?}"),
+        }
+
+        // Too late: the worker's ask waits 6 s; the answer comes after it gave up.
+        let turn = match call(g0, send(w1.clone(), "pick a color", true, 60_000)).await {
+            Response::Outcome {
+                outcome: Outcome::Question,
+                turn_id: Some(turn),
+                ..
+            } => turn,
+            other => panic!("expected QUESTION, got {other:?}"),
+        };
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        let late = Request::Answer {
+            turn_id: turn,
+            content: "blue".into(),
+            wait: true,
+            timeout_ms: Some(30_000),
+        };
+        match call(g0, late).await {
+            Response::Outcome {
+                outcome: Outcome::StaleTurn,
+                ..
+            } => {}
+            other => panic!("expected STALE_TURN (TOO_LATE), got {other:?}"),
+        }
+        // An answer is never typed into a pane.
+        let typed = fleet.typed();
+        assert!(
+            typed
+                .iter()
+                .all(|(_, t)| !t.contains("blue") && !t.contains("call it fleet")),
+            "{typed:?}"
+        );
+        no_brief_typed_twice(&fleet);
+        fleet.finish().await;
+    });
+}
+
+#[test]
+fn u3_a_reply_after_the_wait_ended_is_held_and_drained() {
+    scenario(async {
+        let fleet = start("u3", vec![vec![], vec![Behaviour::Replies]]).await;
+        let (g0, worker) = (&fleet.gateways[0], member(1, 0));
+        roster_has(g0, std::slice::from_ref(&worker)).await;
+        // The lead stops waiting long before the worker (2 s of work) replies.
+        let r = call(g0, send(worker.clone(), "slow job", true, 300)).await;
+        assert!(
+            matches!(&r, Response::Outcome { outcome, .. } if *outcome != Outcome::Replied),
+            "the wait should end before the reply: {r:?}"
+        );
+        let mut found = None;
+        for _ in 0..100 {
+            if let Response::Replies { replies } = call(
+                g0,
+                Request::Drain {
+                    target: worker.clone(),
+                },
+            )
+            .await
+            {
+                if let Some(h) = replies.into_iter().next() {
+                    found = Some(h);
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let held = found.unwrap_or_else(|| panic!("the stranded reply never reached the lead"));
+        assert!(format!("{held:?}").contains("done: slow job"), "{held:?}");
+        no_brief_typed_twice(&fleet);
+        fleet.finish().await;
+    });
+}
+
+#[test]
+fn u4_a_spawn_on_another_host_survives_a_redelivered_spawn() {
+    scenario(async {
+        let fleet = start("u4", vec![vec![], vec![]]).await;
+        let (g0, g1) = (&fleet.gateways[0], &fleet.gateways[1]);
+        // gw1's heartbeat (which advertises its profiles) has reached gw0.
+        roster_has(g0, &[lead(1)]).await;
+        let handle = g0.handle.clone();
+        let spawn = tokio::task::spawn_local(async move {
+            handle
+                .call(
+                    lead_principal(0),
+                    Request::Spawn {
+                        host: Some(host(1)),
+                        profile: "claude".into(),
+                        group: None,
+                    },
+                )
+                .await
+        });
+        // The SPAWN is in gw1's hands, unacked while its pane launches: kill that connection
+        // so the broker redelivers it.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        if let Err(e) = g1.kill_connection().await {
+            panic!("{e}");
+        }
+        let gid = match tokio::time::timeout(Duration::from_secs(90), spawn).await {
+            Ok(Ok(Ok(Response::Spawned { gid, host: h }))) => {
+                assert_eq!(h, host(1));
+                gid
+            }
+            other => panic!("expected SPAWNED, got {other:?}"),
+        };
+        let control = fleet_core::broker::Names::new(&fleet.ns).control(&host(1));
+        let redelivered = g1
+            .seen
+            .borrow()
+            .deliveries
+            .iter()
+            .filter(|(q, again)| *q == control && *again)
+            .count();
+        assert!(
+            redelivered >= 1,
+            "the SPAWN was never redelivered: the kill came too late"
+        );
+        assert_eq!(
+            g1.herdr.gids(),
+            vec![gid.clone()],
+            "exactly one pane on gw1"
+        );
+        assert!(
+            g1.herdr.log.borrow().duplicates.is_empty(),
+            "launched twice"
+        );
+        assert!(
+            g0.herdr.gids().is_empty(),
+            "nothing spawned on the lead's host"
+        );
+        roster_has(g0, std::slice::from_ref(&gid)).await;
+        match call(g0, send(gid.clone(), "first task", true, 60_000)).await {
+            Response::Outcome {
+                outcome: Outcome::Replied,
+                ..
+            } => {}
+            other => panic!("the spawned member should answer, got {other:?}"),
+        }
+        no_brief_typed_twice(&fleet);
+        fleet.finish().await;
+    });
+}
+
+#[test]
+fn u5_the_roster_converges_and_a_gone_host_expires() {
+    scenario(async {
+        let mut fleet = start(
+            "u5",
+            vec![
+                vec![Behaviour::Replies],
+                vec![Behaviour::Replies],
+                vec![Behaviour::Replies],
+            ],
+        )
+        .await;
+        let all = [member(0, 0), member(1, 0), member(2, 0)];
+        for g in &fleet.gateways {
+            roster_has(g, &all).await;
+        }
+        // gw2 stops; its member leaves every other roster within the presence TTL (4 s here).
+        fleet.gateways[2].shutdown().await;
+        let gone = member(2, 0);
+        let mut left = false;
+        for _ in 0..60 {
+            let seen = roster_has(&fleet.gateways[0], &all[..2]).await;
+            if !seen.contains(&gone) {
+                left = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        assert!(left, "gw2's member never expired from gw0's roster");
+        let seen = roster_has(&fleet.gateways[1], &all[..2]).await;
+        assert!(!seen.contains(&gone));
+        fleet.finish().await;
+    });
+}
+
+#[test]
+fn u8_a_broadcast_reaches_every_member_once() {
+    scenario(async {
+        let fleet = start(
+            "u8",
+            vec![
+                vec![Behaviour::CompletesSilently],
+                vec![Behaviour::CompletesSilently, Behaviour::CompletesSilently],
+            ],
+        )
+        .await;
+        let g0 = &fleet.gateways[0];
+        let members = [member(0, 0), member(1, 0), member(1, 1)];
+        roster_has(g0, &members).await;
+        let r = call(
+            g0,
+            Request::Broadcast {
+                group: None,
+                content: "freeze main".into(),
+            },
+        )
+        .await;
+        assert!(matches!(r, Response::Broadcast { .. }), "{r:?}");
+        for _ in 0..100 {
+            let typed = fleet.typed();
+            let reached: BTreeSet<_> = typed
+                .iter()
+                .filter(|(_, t)| t.contains("freeze main"))
+                .map(|(g, _)| g.clone())
+                .collect();
+            if reached.len() == members.len() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let typed = fleet.typed();
+        for m in &members {
+            let n = typed
+                .iter()
+                .filter(|(g, t)| g == m && t.contains("freeze main"))
+                .count();
+            assert_eq!(n, 1, "{m} saw the broadcast {n} times: {typed:#?}");
+        }
+        fleet.finish().await;
+    });
+}
+
+#[test]
+fn a_connection_killed_mid_flight_loses_no_reply_and_types_nothing_twice() {
+    scenario(async {
+        let workers = 4;
+        let fleet = start("kill", vec![vec![], vec![Behaviour::Replies; workers]]).await;
+        let (g0, g1) = (&fleet.gateways[0], &fleet.gateways[1]);
+        let targets: Vec<SessionId> = (0..workers).map(|n| member(1, n)).collect();
+        roster_has(g0, &targets).await;
+        let mut tickets: Vec<(TicketId, String)> = Vec::new();
+        for (n, t) in targets.iter().enumerate() {
+            let brief = format!("job {n}");
+            match call(g0, send(t.clone(), &brief, false, 120_000)).await {
+                Response::Ticket(view) => tickets.push((view.ticket, brief)),
+                other => panic!("expected a ticket, got {other:?}"),
+            }
+        }
+        // The workers' host loses its connection while the briefs are being typed and worked
+        // on; then the lead's host loses its own while the replies travel.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if let Err(e) = g1.kill_connection().await {
+            panic!("{e}");
+        }
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        if let Err(e) = g0.kill_connection().await {
+            panic!("{e}");
+        }
+        for (ticket, brief) in &tickets {
+            let mut last = None;
+            for _ in 0..300 {
+                let r = call(g0, Request::Poll { ticket: *ticket }).await;
+                if let Response::Ticket(view) = &r {
+                    if view.outcome.is_some() {
+                        last = Some(view.clone());
+                        break;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            let view = last.unwrap_or_else(|| panic!("{brief}: never ended"));
+            assert_eq!(view.outcome, Some(Outcome::Replied), "{brief}: {view:?}");
+            assert_eq!(
+                view.body.as_deref(),
+                Some(format!("done: {brief}").as_str())
+            );
+        }
+        for t in &targets {
+            assert_eq!(
+                g1.herdr.typed(t).len(),
+                1,
+                "{t} was typed {:?}",
+                g1.herdr.typed(t)
+            );
+        }
+        no_brief_typed_twice(&fleet);
+        fleet.finish().await;
+    });
+}
