@@ -66,6 +66,8 @@ pub struct SimHerdr {
     booting: Rc<RefCell<BTreeMap<SessionId, Duration>>>,
     /// The oracle's record, which no crash wipes: every text typed, every duplicate launch.
     pub log: Rc<RefCell<PaneLog>>,
+    /// A fixed launch time instead of the gid-chosen 1–6 s (tests that must act mid-launch).
+    launch_delay: Rc<std::cell::Cell<Option<Duration>>>,
 }
 
 /// What happened to this host's panes, for the oracle.
@@ -111,6 +113,11 @@ impl SimHerdr {
             .into_iter()
             .filter(|g| !booting.contains_key(g))
             .collect()
+    }
+
+    /// Every launch from now on takes `d`.
+    pub fn set_launch_delay(&self, d: Duration) {
+        self.launch_delay.set(Some(d));
     }
 
     /// The whole host went down: every pane and its agent died with it.
@@ -182,9 +189,13 @@ impl HerdrPort for SimHerdr {
             .as_str()
             .bytes()
             .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+        let launch = self
+            .launch_delay
+            .get()
+            .unwrap_or(Duration::from_millis(1_000 + salt % 5_000));
         Box::pin(async move {
             // The launcher provisions the worktree and opens the pane: 1–6 s, chosen by the gid.
-            tokio::time::sleep(Duration::from_millis(1_000 + salt % 5_000)).await;
+            tokio::time::sleep(launch).await;
             if me.panes.borrow().contains_key(&gid) {
                 me.log.borrow_mut().duplicates.push(gid.clone());
             }

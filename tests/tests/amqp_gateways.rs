@@ -216,6 +216,7 @@ fn u4_a_spawn_on_another_host_survives_a_redelivered_spawn() {
     scenario(async {
         let fleet = start("u4", vec![vec![], vec![]]).await;
         let (g0, g1) = (&fleet.gateways[0], &fleet.gateways[1]);
+        g1.herdr.set_launch_delay(Duration::from_secs(6));
         // gw1's heartbeat (which advertises its profiles) has reached gw0.
         roster_has(g0, &[lead(1)]).await;
         let handle = g0.handle.clone();
@@ -231,9 +232,15 @@ fn u4_a_spawn_on_another_host_survives_a_redelivered_spawn() {
                 )
                 .await
         });
-        // The SPAWN is in gw1's hands, unacked while its pane launches: kill that connection
-        // so the broker redelivers it.
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        // The SPAWN is in gw1's hands, unacked while its pane launches (6 s here): kill that
+        // connection (rabbitmqctl takes a second or two) so the broker redelivers it.
+        let control = fleet_core::broker::Names::new(&fleet.ns).control(&host(1));
+        for _ in 0..100 {
+            if g1.seen.borrow().held.values().any(|q| *q == control) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         if let Err(e) = g1.kill_connection().await {
             panic!("{e}");
         }
@@ -244,7 +251,6 @@ fn u4_a_spawn_on_another_host_survives_a_redelivered_spawn() {
             }
             other => panic!("expected SPAWNED, got {other:?}"),
         };
-        let control = fleet_core::broker::Names::new(&fleet.ns).control(&host(1));
         let redelivered = g1
             .seen
             .borrow()

@@ -68,7 +68,7 @@ impl AmqpConfig {
 pub enum AmqpError {
     #[error("broker uri {uri:?}: {why}")]
     BadUri { uri: String, why: String },
-    #[error("namespace {0:?} must be non-empty and use only letters, digits, '-' and '_'")]
+    #[error("namespace {0:?} must be 1-64 letters, digits, '-' or '_'")]
     BadNamespace(String),
 }
 
@@ -80,6 +80,9 @@ pub struct Status {
     pub generation: u32,
     /// Why the last connection attempt or connection ended.
     pub last_error: Option<String>,
+    /// The last generation that ended and why, set before its `Down` is sent (later failed
+    /// attempts to reconnect do not overwrite it).
+    pub last_end: Option<(u32, String)>,
     /// Deliveries refused by the shell before the core saw them (malformed AMQP headers):
     /// rejected to the dead-letter exchange.
     pub malformed: u64,
@@ -87,9 +90,12 @@ pub struct Status {
 
 /// The lapin `BrokerPort`. Dropping it stops the connection task.
 pub struct AmqpBroker {
-    ops: mpsc::UnboundedSender<BrokerOp>,
+    ops: mpsc::UnboundedSender<session::Tagged>,
     events: mpsc::UnboundedReceiver<BrokerEvent>,
     status: watch::Receiver<Status>,
+    /// The generation the core was last told is up (0 after `Down`): every op is tagged with
+    /// it, so an op the core made before it heard `Down` never reaches the next connection.
+    told: u32,
 }
 
 impl AmqpBroker {
@@ -99,6 +105,7 @@ impl AmqpBroker {
         let uri = parse_uri(&cfg)?;
         let ns = &cfg.namespace;
         if ns.is_empty()
+            || ns.len() > 64
             || !ns
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
@@ -113,6 +120,7 @@ impl AmqpBroker {
             ops,
             events,
             status,
+            told: 0,
         })
     }
 
@@ -125,11 +133,18 @@ impl AmqpBroker {
 impl crate::BrokerPort for AmqpBroker {
     fn submit(&mut self, op: BrokerOp) {
         // Only fails once the task is gone, which it never is while the port lives.
-        let _ = self.ops.send(op);
+        let _ = self.ops.send((self.told, op));
     }
 
-    fn next_event(&mut self) -> impl std::future::Future<Output = Option<BrokerEvent>> {
-        self.events.recv()
+    /// Cancel-safe: the generation is noted in the same poll that takes the event.
+    async fn next_event(&mut self) -> Option<BrokerEvent> {
+        let ev = self.events.recv().await;
+        match &ev {
+            Some(BrokerEvent::Up { generation }) => self.told = *generation,
+            Some(BrokerEvent::Down) => self.told = 0,
+            _ => {}
+        }
+        ev
     }
 }
 
@@ -190,7 +205,7 @@ async fn connect(cfg: &AmqpConfig, uri: &AMQPUri, generation: u32) -> Result<Con
 async fn manage(
     cfg: AmqpConfig,
     uri: AMQPUri,
-    mut ops: mpsc::UnboundedReceiver<BrokerOp>,
+    mut ops: mpsc::UnboundedReceiver<session::Tagged>,
     events: mpsc::UnboundedSender<BrokerEvent>,
     status: watch::Sender<Status>,
 ) {
@@ -208,8 +223,6 @@ async fn manage(
         };
         match opened {
             Ok(mut s) => {
-                // Operations queued while no connection was up name a dead generation.
-                while ops.try_recv().is_ok() {}
                 status.send_modify(|st| {
                     st.connected = true;
                     st.generation = generation;
@@ -232,7 +245,10 @@ async fn manage(
                 let dropped = why.is_none();
                 status.send_modify(|st| {
                     st.connected = false;
-                    st.last_error = why.or(st.last_error.take());
+                    if let Some(why) = why {
+                        st.last_end = Some((generation, why.clone()));
+                        st.last_error = Some(why);
+                    }
                 });
                 let _ = events.send(BrokerEvent::Down);
                 if dropped {

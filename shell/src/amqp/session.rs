@@ -3,8 +3,9 @@
 use super::topology::{declare, short};
 use super::{headers, AmqpConfig, Status};
 use fleet_core::broker::{BrokerEvent, BrokerOp, DeliveryId, Names, PublishId, PublishResult};
-use futures_util::stream::{FuturesUnordered, SelectAll, StreamExt};
-use lapin::message::Delivery;
+use futures_util::stream::{self, FuturesUnordered, SelectAll, StreamExt};
+use futures_util::FutureExt;
+use lapin::message::{BasicReturnMessage, Delivery};
 use lapin::options::{
     BasicAckOptions, BasicPublishOptions, BasicRejectOptions, ConfirmSelectOptions,
     QueueDeleteOptions,
@@ -16,9 +17,21 @@ use std::pin::Pin;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 
-type Deliveries =
-    SelectAll<Pin<Box<dyn futures_util::Stream<Item = (String, lapin::Result<Delivery>)> + Send>>>;
-type Confirms = FuturesUnordered<Pin<Box<dyn Future<Output = BrokerEvent> + Send>>>;
+/// A consumer's deliveries, then `None` once when the broker ends it (its queue was deleted).
+type Deliveries = SelectAll<
+    Pin<Box<dyn futures_util::Stream<Item = (String, Option<lapin::Result<Delivery>>)> + Send>>,
+>;
+
+/// How a publish's confirm came back.
+enum Confirmed {
+    /// (publish, mandatory, the broker's answer, a returned message it carried — possibly
+    /// another publish's: lapin hands returns to whichever confirm completes next).
+    Answer(PublishId, bool, Box<Result<Confirmation, String>>),
+    /// No confirm within the bound: the channel is not working.
+    Stuck(PublishId),
+}
+
+type Confirms = FuturesUnordered<Pin<Box<dyn Future<Output = Confirmed> + Send>>>;
 
 pub(super) enum End {
     /// The port was dropped: stop for good.
@@ -26,6 +39,9 @@ pub(super) enum End {
     /// The connection or a channel failed; a new generation follows.
     Failed(String),
 }
+
+/// An operation, with the generation the core had last been told was up when it made it.
+pub(super) type Tagged = (u32, BrokerOp);
 
 pub(super) struct Session {
     conn: Connection,
@@ -39,7 +55,11 @@ pub(super) struct Session {
     conn_events: Pin<Box<dyn futures_util::Stream<Item = Event> + Send>>,
     deliveries: Deliveries,
     consuming: BTreeSet<String>,
+    /// Consumer tags are never reused on a channel (RabbitMQ refuses a live one).
+    next_tag: u64,
     confirms: Confirms,
+    /// Publishes the broker returned as unroutable, by the id carried in `message_id`.
+    returned: BTreeSet<u64>,
 }
 
 impl Session {
@@ -73,7 +93,9 @@ impl Session {
             conn_events,
             deliveries: SelectAll::new(),
             consuming: BTreeSet::new(),
+            next_tag: 0,
             confirms: FuturesUnordered::new(),
+            returned: BTreeSet::new(),
         })
     }
 
@@ -87,7 +109,7 @@ impl Session {
 
     pub(super) async fn run(
         &mut self,
-        ops: &mut mpsc::UnboundedReceiver<BrokerOp>,
+        ops: &mut mpsc::UnboundedReceiver<Tagged>,
         events: &mpsc::UnboundedSender<BrokerEvent>,
         status: &watch::Sender<Status>,
     ) -> End {
@@ -102,15 +124,34 @@ impl Session {
                     Some(_) => {}
                     None => return End::Failed("connection closed".into()),
                 },
-                Some(ev) = self.confirms.next(), if !self.confirms.is_empty() => {
-                    if events.send(ev).is_err() {
-                        return End::PortDropped;
+                Some(first) = self.confirms.next(), if !self.confirms.is_empty() => {
+                    // Everything a (multiple) ack completed at once is judged together, so a
+                    // return handed to a neighbour's confirm is seen before its own is judged.
+                    let mut batch = vec![first];
+                    while let Some(Some(more)) = self.confirms.next().now_or_never() {
+                        batch.push(more);
+                    }
+                    match self.judge(batch) {
+                        Ok(evs) => {
+                            for ev in evs {
+                                if events.send(ev).is_err() {
+                                    return End::PortDropped;
+                                }
+                            }
+                        }
+                        Err(why) => return End::Failed(why),
                     }
                 }
                 Some((queue, d)) = self.deliveries.next(), if !self.deliveries.is_empty() => {
                     let d = match d {
-                        Ok(d) => d,
-                        Err(e) => return End::Failed(format!("consuming {queue}: {e}")),
+                        Some(Ok(d)) => d,
+                        Some(Err(e)) => return End::Failed(format!("consuming {queue}: {e}")),
+                        // Cancelled by the broker (the queue was deleted behind our back): a
+                        // new generation re-declares it. Our own deletes left `consuming` first.
+                        None if self.consuming.contains(&queue) => {
+                            return End::Failed(format!("the broker cancelled the consumer of {queue}"));
+                        }
+                        None => continue,
                     };
                     match self.delivery(queue, d, status).await {
                         Ok(Some(ev)) => {
@@ -124,7 +165,9 @@ impl Session {
                 }
                 op = ops.recv() => match op {
                     None => return End::PortDropped,
-                    Some(op) => {
+                    // Made before the core heard of this generation: for a dead one.
+                    Some((g, _)) if g != self.generation => {}
+                    Some((_, op)) => {
                         if let Err(why) = self.apply(op).await {
                             return End::Failed(why);
                         }
@@ -134,8 +177,53 @@ impl Session {
         }
     }
 
+    /// Confirms to events. Returns are matched by the publish id in their `message_id`.
+    fn judge(&mut self, batch: Vec<Confirmed>) -> Result<Vec<BrokerEvent>, String> {
+        let note = |r: &BasicReturnMessage, set: &mut BTreeSet<u64>| {
+            if let Some(id) = r.delivery.properties.message_id() {
+                if let Ok(n) = id.as_str().parse::<u64>() {
+                    set.insert(n);
+                }
+            }
+        };
+        let mut answers = Vec::new();
+        for c in batch {
+            match c {
+                Confirmed::Stuck(p) => {
+                    return Err(format!("no confirm for publish {} within the bound", p.0))
+                }
+                Confirmed::Answer(p, mandatory, answer) => {
+                    if let Ok(Confirmation::Ack(Some(r)) | Confirmation::Nack(Some(r))) = &*answer {
+                        note(r, &mut self.returned);
+                    }
+                    answers.push((p, mandatory, answer));
+                }
+            }
+        }
+        Ok(answers
+            .into_iter()
+            .map(|(publish, mandatory, answer)| {
+                let returned = self.returned.remove(&publish.0);
+                let result = match *answer {
+                    // "Confirmed" is not "routed": a returned mandatory publish is unroutable.
+                    Ok(Confirmation::Ack(_)) if returned && mandatory => PublishResult::Unroutable,
+                    Ok(Confirmation::Ack(_)) => PublishResult::Routed,
+                    Ok(Confirmation::Nack(_)) => {
+                        PublishResult::Failed("nacked by the broker".into())
+                    }
+                    Ok(Confirmation::NotRequested) => {
+                        PublishResult::Failed("no confirm (confirms not enabled)".into())
+                    }
+                    Err(e) => PublishResult::Failed(e),
+                };
+                BrokerEvent::Published { publish, result }
+            })
+            .collect())
+    }
+
     /// A delivery as the core's event, or `None` when its AMQP headers were unreadable: then
-    /// it is rejected to the dead-letter exchange here, with the reason logged.
+    /// it is rejected here (to the queue's dead-letter exchange, where it has one), with the
+    /// reason logged.
     async fn delivery(
         &mut self,
         queue: String,
@@ -156,7 +244,7 @@ impl Session {
                 body: d.data,
             })),
             Err(why) => {
-                tracing::warn!(%queue, %delivery, %why, "malformed AMQP headers: dead-lettered");
+                tracing::warn!(%queue, %delivery, %why, "malformed AMQP headers: rejected");
                 status.send_modify(|st| st.malformed += 1);
                 let reject = self
                     .consume
@@ -171,22 +259,32 @@ impl Session {
     async fn apply(&mut self, op: BrokerOp) -> Result<(), String> {
         match op {
             BrokerOp::Declare(t) => {
-                let declared = declare(&self.consume, &self.names, &t, &mut self.consuming);
-                let started = match tokio::time::timeout(self.op_timeout, declared).await {
-                    Ok(r) => r?,
-                    Err(_) => return Err("declaring the topology: no answer".into()),
-                };
+                let started = declare(
+                    &self.consume,
+                    &self.names,
+                    &t,
+                    &mut self.consuming,
+                    &mut self.next_tag,
+                    self.op_timeout,
+                )
+                .await?;
                 for (queue, consumer) in started {
+                    let ended = stream::once(async { None });
+                    let items = consumer.map(Some).chain(ended);
                     self.deliveries
-                        .push(Box::pin(consumer.map(move |d| (queue.clone(), d))));
+                        .push(Box::pin(items.map(move |d| (queue.clone(), d))));
                 }
                 Ok(())
             }
             BrokerOp::DeleteQueue { name } => {
                 self.consuming.remove(&name);
+                let Ok(queue) = short(&name) else {
+                    tracing::error!(%name, "not deleting a queue whose name AMQP cannot carry");
+                    return Ok(());
+                };
                 let delete = self
                     .consume
-                    .queue_delete(short(&name)?, QueueDeleteOptions::default());
+                    .queue_delete(queue, QueueDeleteOptions::default());
                 bounded(self.op_timeout, "deleting a queue", delete)
                     .await
                     .map(|_| ())
@@ -210,6 +308,7 @@ impl Session {
                 };
                 let props = BasicProperties::default()
                     .with_headers(table)
+                    .with_message_id(publish.0.to_string().into())
                     .with_delivery_mode(if persistent { 2 } else { 1 });
                 let opts = BasicPublishOptions {
                     mandatory,
@@ -219,21 +318,16 @@ impl Session {
                     .publish
                     .basic_publish(exchange, key, opts, &body, props);
                 let confirm = bounded(self.op_timeout, "publishing", sent).await?;
+                let limit = self.op_timeout * 3;
                 self.confirms.push(Box::pin(async move {
-                    let result = match confirm.await {
-                        Ok(Confirmation::Ack(None)) => PublishResult::Routed,
-                        // Returned before its confirm: confirmed is not routed.
-                        Ok(Confirmation::Ack(Some(_))) if mandatory => PublishResult::Unroutable,
-                        Ok(Confirmation::Ack(Some(_))) => PublishResult::Routed,
-                        Ok(Confirmation::Nack(_)) => {
-                            PublishResult::Failed("nacked by the broker".into())
-                        }
-                        Ok(Confirmation::NotRequested) => {
-                            PublishResult::Failed("no confirm (confirms not enabled)".into())
-                        }
-                        Err(e) => PublishResult::Failed(e.to_string()),
-                    };
-                    BrokerEvent::Published { publish, result }
+                    match tokio::time::timeout(limit, confirm).await {
+                        Ok(answer) => Confirmed::Answer(
+                            publish,
+                            mandatory,
+                            Box::new(answer.map_err(|e| e.to_string())),
+                        ),
+                        Err(_) => Confirmed::Stuck(publish),
+                    }
                 }));
                 Ok(())
             }
@@ -264,17 +358,14 @@ impl Session {
     fn refuse(&mut self, publish: PublishId, why: String) -> Result<(), String> {
         tracing::warn!(publish = publish.0, %why, "publish refused before sending");
         self.confirms.push(Box::pin(async move {
-            BrokerEvent::Published {
-                publish,
-                result: PublishResult::Failed(why),
-            }
+            Confirmed::Answer(publish, false, Box::new(Err(why)))
         }));
         Ok(())
     }
 }
 
 /// One broker round trip within `limit` (a free function: the session is not `Sync`).
-async fn bounded<T>(
+pub(super) async fn bounded<T>(
     limit: Duration,
     what: &str,
     f: impl Future<Output = lapin::Result<T>>,

@@ -2,6 +2,7 @@
 //! bindings, then consumers (ch. 10 §3, §8). Every declare is idempotent; a redeclare with other
 //! arguments is the broker's PRECONDITION_FAILED, which ends the connection loudly.
 
+use super::session::bounded;
 use fleet_core::broker::{ExchangeType, Names, QueueArgs, Topology};
 use lapin::options::{
     BasicConsumeOptions, BasicQosOptions, ExchangeDeclareOptions, QueueBindOptions,
@@ -10,6 +11,7 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{Channel, Consumer, ExchangeKind};
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 /// A name the broker cannot take (AMQP short strings are at most 255 bytes).
 pub(crate) fn short(s: &str) -> Result<ShortString, String> {
@@ -51,69 +53,90 @@ fn kind(k: ExchangeType) -> ExchangeKind {
 }
 
 /// Declares `t` on `ch` and starts its consumers, skipping queues this connection already
-/// consumes (the core re-sends its slice when members come and go). Returns the new consumers.
+/// consumes (the core re-sends its slice when members come and go). Each broker round trip is
+/// bounded by `limit`. An object whose name AMQP cannot carry (over 255 bytes) is left out and
+/// logged, so one bad name cannot keep the whole slice from being declared. Returns the new
+/// consumers.
 pub async fn declare(
     ch: &Channel,
     names: &Names,
     t: &Topology,
     consuming: &mut BTreeSet<String>,
+    next_tag: &mut u64,
+    limit: Duration,
 ) -> Result<Vec<(String, Consumer)>, String> {
-    let fail = |what: &str, name: &str, e: lapin::Error| format!("{what} {name}: {e}");
     for e in &t.exchanges {
         let name = names.exchange(*e);
+        let Some(n) = named(&name) else { continue };
         let opts = ExchangeDeclareOptions {
             durable: true,
             ..ExchangeDeclareOptions::default()
         };
-        ch.exchange_declare(short(&name)?, kind(e.kind()), opts, FieldTable::default())
-            .await
-            .map_err(|err| fail("declaring exchange", &name, err))?;
+        let what = format!("declaring exchange {name}");
+        let f = ch.exchange_declare(n, kind(e.kind()), opts, FieldTable::default());
+        bounded(limit, &what, f).await?;
     }
     for q in &t.queues {
+        let Some(n) = named(&q.name) else { continue };
         let opts = QueueDeclareOptions {
             durable: q.durable,
             exclusive: q.exclusive,
             auto_delete: q.auto_delete,
             ..QueueDeclareOptions::default()
         };
-        ch.queue_declare(short(&q.name)?, opts, queue_arguments(&q.args)?)
-            .await
-            .map_err(|err| fail("declaring queue", &q.name, err))?;
+        let what = format!("declaring queue {}", q.name);
+        bounded(
+            limit,
+            &what,
+            ch.queue_declare(n, opts, queue_arguments(&q.args)?),
+        )
+        .await?;
     }
     for b in &t.bindings {
         let exchange = names.exchange(b.exchange);
-        ch.queue_bind(
-            short(&b.queue)?,
-            short(&exchange)?,
-            short(&b.key)?,
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(|err| fail("binding queue", &b.queue, err))?;
+        let (Some(q), Some(e), Some(k)) = (named(&b.queue), named(&exchange), named(&b.key)) else {
+            continue;
+        };
+        let what = format!("binding queue {} to {exchange} by {:?}", b.queue, b.key);
+        let f = ch.queue_bind(q, e, k, QueueBindOptions::default(), FieldTable::default());
+        bounded(limit, &what, f).await?;
     }
     let mut started = Vec::new();
     for c in &t.consumers {
         if consuming.contains(&c.queue) {
             continue;
         }
+        let Some(q) = named(&c.queue) else { continue };
         // Per-consumer (global=false): the bound applies to the consumer started next.
-        ch.basic_qos(c.prefetch.max(1), BasicQosOptions { global: false })
-            .await
-            .map_err(|err| fail("setting prefetch for", &c.queue, err))?;
-        let tag = format!("fleetd.{}", consuming.len() + started.len());
+        let what = format!("setting prefetch for {}", c.queue);
+        let f = ch.basic_qos(c.prefetch.max(1), BasicQosOptions { global: false });
+        bounded(limit, &what, f).await?;
+        *next_tag += 1;
+        let tag = short(&format!("fleetd.{next_tag}"))?;
         let opts = BasicConsumeOptions {
             exclusive: c.exclusive,
             ..BasicConsumeOptions::default()
         };
-        let consumer = ch
-            .basic_consume(short(&c.queue)?, short(&tag)?, opts, FieldTable::default())
-            .await
-            .map_err(|err| fail("consuming", &c.queue, err))?;
+        let what = format!("consuming {}", c.queue);
+        let consumer = bounded(
+            limit,
+            &what,
+            ch.basic_consume(q, tag, opts, FieldTable::default()),
+        )
+        .await?;
+        consuming.insert(c.queue.clone());
         started.push((c.queue.clone(), consumer));
     }
-    for (q, _) in &started {
-        consuming.insert(q.clone());
-    }
     Ok(started)
+}
+
+/// `name` as an AMQP short string, or `None` (logged) when it is too long.
+fn named(name: &str) -> Option<ShortString> {
+    match short(name) {
+        Ok(n) => Some(n),
+        Err(why) => {
+            tracing::error!(%why, "left out of the topology");
+            None
+        }
+    }
 }

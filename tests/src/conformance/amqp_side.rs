@@ -90,27 +90,12 @@ impl AmqpSide {
                 self.queues.extend(t.queues.iter().map(|q| q.name.clone()));
                 self.submit(*c, BrokerOp::Declare(t.clone()));
             }
-            Step::Publish {
-                client,
-                exchange,
-                key,
-                mandatory,
-                persistent,
-                body,
-            } => {
-                let publish = self.book.publish(*client, body);
-                self.submit(
-                    *client,
-                    BrokerOp::Publish {
-                        publish,
-                        exchange: *exchange,
-                        key: key.clone(),
-                        mandatory: *mandatory,
-                        persistent: *persistent,
-                        headers: Default::default(),
-                        body: body.as_bytes().to_vec(),
-                    },
-                );
+            Step::Publish { .. } => self.publish(step)?,
+            Step::Delete(c, q) => self.submit(*c, BrokerOp::DeleteQueue { name: q.clone() }),
+            Step::Burst(steps) => {
+                for s in steps {
+                    self.publish(s)?;
+                }
             }
             // The port itself drops acks of an older generation: that is under test here.
             Step::Ack(c, body) => {
@@ -148,6 +133,35 @@ impl AmqpSide {
         Ok(lines)
     }
 
+    /// Hands a publish step to its client's port, without waiting for anything.
+    fn publish(&mut self, step: &Step) -> Result<(), String> {
+        let Step::Publish {
+            client,
+            exchange,
+            key,
+            mandatory,
+            persistent,
+            body,
+        } = step
+        else {
+            return Err(format!("only publishes may be burst: {step:?}"));
+        };
+        let publish = self.book.publish(*client, body);
+        self.submit(
+            *client,
+            BrokerOp::Publish {
+                publish,
+                exchange: *exchange,
+                key: key.clone(),
+                mandatory: *mandatory,
+                persistent: *persistent,
+                headers: Default::default(),
+                body: body.as_bytes().to_vec(),
+            },
+        );
+        Ok(())
+    }
+
     fn submit(&mut self, c: Client, op: BrokerOp) {
         if let Some(p) = self.ports.get_mut(&c) {
             p.broker.submit(op);
@@ -178,7 +192,11 @@ impl AmqpSide {
                         BrokerEvent::Down => {
                             p.up = false;
                             lines.push(format!("c{c} down"));
-                            let why = p.status.borrow().last_error.clone().unwrap_or_default();
+                            // Why this generation ended, as the port recorded it before `Down`.
+                            let why = match &p.status.borrow().last_end {
+                                Some((g, why)) if *g == p.generation => why.clone(),
+                                _ => String::new(),
+                            };
                             if let Some(r) = refusal(&why) {
                                 lines.push(format!("c{c} refused {r}"));
                             }

@@ -33,6 +33,11 @@ pub enum Step {
         persistent: bool,
         body: &'static str,
     },
+    /// Several steps (publishes) handed over at once, so their confirms are in flight
+    /// together; the history is read after the last.
+    Burst(Vec<Step>),
+    /// The client deletes a queue (its consumer on it, if any, goes with it).
+    Delete(Client, String),
     /// Ack the last delivery of `body` this client saw.
     Ack(Client, &'static str),
     /// Reject it (requeue=false: to the dead-letter exchange).

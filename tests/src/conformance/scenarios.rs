@@ -144,6 +144,75 @@ pub fn scenarios(namespace: &str) -> Vec<Scenario> {
             ],
         },
         Scenario {
+            name: "with many publishes in flight, each return is matched to its own publish",
+            steps: vec![
+                Step::Connect(1),
+                declare(1, {
+                    let mut t = n.base();
+                    t.queues.push(n.queue("in", with_dlx(n)));
+                    t.bindings.push(n.bind("in", Exchange::Msg, "g1"));
+                    t
+                }),
+                Step::Burst(
+                    ["m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8"]
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, body)| {
+                            let key = if i % 2 == 0 { "g1" } else { "nobody" };
+                            publish(1, Exchange::Msg, key, true, body)
+                        })
+                        .collect(),
+                ),
+                Step::Depth(n.q("in")),
+            ],
+            expect: vec![
+                "c1 up",
+                "c1 published m1: routed",
+                "c1 published m2: unroutable",
+                "c1 published m3: routed",
+                "c1 published m4: unroutable",
+                "c1 published m5: routed",
+                "c1 published m6: unroutable",
+                "c1 published m7: routed",
+                "c1 published m8: unroutable",
+                "depth in 4",
+            ],
+        },
+        Scenario {
+            name: "a queue deleted and another consumed: consumer tags are never reused",
+            steps: vec![
+                Step::Connect(1),
+                declare(1, {
+                    let mut t = n.base();
+                    for q in ["q1", "q2"] {
+                        t.queues.push(n.queue(q, with_dlx(n)));
+                        t.consumers.push(n.consume(q, true, 10));
+                    }
+                    t.bindings.push(n.bind("q2", Exchange::Msg, "g2"));
+                    t
+                }),
+                Step::Delete(1, n.q("q1")),
+                declare(1, {
+                    let mut t = Topology::default();
+                    t.queues.push(n.queue("q3", with_dlx(n)));
+                    t.bindings.push(n.bind("q3", Exchange::Msg, "g3"));
+                    t.consumers.push(n.consume("q3", true, 10));
+                    t
+                }),
+                publish(1, Exchange::Msg, "g2", true, "m1"),
+                publish(1, Exchange::Msg, "g3", true, "m2"),
+                Step::Depth(n.q("q1")),
+            ],
+            expect: vec![
+                "c1 up",
+                "c1 got q2 g2 m1 #1",
+                "c1 published m1: routed",
+                "c1 got q3 g3 m2 #2",
+                "c1 published m2: routed",
+                "q1 absent",
+            ],
+        },
+        Scenario {
             name: "reject(requeue=false) dead-letters through the fanout DLX into the DLQ",
             steps: vec![
                 Step::Connect(1),
@@ -404,7 +473,9 @@ pub fn scenarios(namespace: &str) -> Vec<Scenario> {
                     t.queues.push(n.queue(
                         "in",
                         QueueArgs {
-                            message_ttl_ms: Some(300),
+                            // Well past a step's settle window (250 ms after the confirm),
+                            // so the dead letter never lands inside the publish's step.
+                            message_ttl_ms: Some(1_500),
                             ..with_dlx(n)
                         },
                     ));
@@ -413,7 +484,7 @@ pub fn scenarios(namespace: &str) -> Vec<Scenario> {
                     t
                 }),
                 publish(1, Exchange::Msg, "g1", true, "m1"),
-                Step::Wait(1_500),
+                Step::Wait(3_000),
                 Step::Depth(n.q("in")),
             ],
             expect: vec![

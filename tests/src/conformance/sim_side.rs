@@ -103,6 +103,14 @@ impl SimSide {
                 };
                 self.apply(*client, op, &mut lines);
             }
+            Step::Delete(c, q) => {
+                self.apply(*c, BrokerOp::DeleteQueue { name: q.clone() }, &mut lines)
+            }
+            Step::Burst(steps) => {
+                for s in steps {
+                    lines.extend(self.step(s));
+                }
+            }
             Step::Ack(c, body) => {
                 if let Some(delivery) = self.delivery(*c, body) {
                     self.apply(*c, BrokerOp::Ack { delivery }, &mut lines);
