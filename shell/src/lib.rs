@@ -9,6 +9,7 @@
 pub mod amqp;
 pub mod clock;
 pub mod driver;
+pub mod herdr;
 pub mod ports;
 
 pub use amqp::{AmqpBroker, AmqpConfig};

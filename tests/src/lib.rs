@@ -2,6 +2,8 @@
 
 pub mod conformance;
 pub mod gateways;
+pub mod herdr_double;
+pub mod schema;
 
 use regex::Regex;
 use std::collections::BTreeMap;

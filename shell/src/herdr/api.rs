@@ -1,0 +1,198 @@
+//! The herdr methods fleetd uses, typed (protocol 20; `../shared/herdr/herdr-api.schema.json`).
+//! Results are read leniently (unknown fields ignored, as herdr adds fields) but every field
+//! fleetd relies on is required.
+
+use super::rpc::{RpcError, Socket};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The socket protocol this client speaks.
+pub const PROTOCOL: u32 = 20;
+
+/// `ping`'s answer.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct Pong {
+    pub version: String,
+    pub protocol: u32,
+}
+
+/// A pane, as `pane.get` / `pane.list` / `pane_created` describe it (the fields fleetd reads).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct PaneInfo {
+    pub pane_id: String,
+    pub workspace_id: String,
+    pub tab_id: String,
+    pub agent_status: String,
+    #[serde(default)]
+    pub label: Option<String>,
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct PaneRead {
+    text: String,
+}
+
+/// Where a new pane goes and what it runs (`layout.apply` with one pane node).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NewPane {
+    pub label: String,
+    pub cwd: Option<String>,
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub workspace_id: Option<String>,
+    pub tab_label: Option<String>,
+}
+
+/// Typed calls on one herdr socket.
+#[derive(Debug)]
+pub struct Api {
+    socket: Socket,
+    next: AtomicU64,
+}
+
+fn field<T: for<'de> Deserialize<'de>>(
+    result: &Value,
+    key: &str,
+    method: &str,
+) -> Result<T, RpcError> {
+    let v = result.get(key).cloned().unwrap_or(Value::Null);
+    serde_json::from_value(v).map_err(|e| RpcError::Malformed {
+        method: method.to_string(),
+        why: format!("{key}: {e}"),
+    })
+}
+
+fn expect_type(result: &Value, want: &str, method: &str) -> Result<(), RpcError> {
+    match result.get("type").and_then(Value::as_str) {
+        Some(t) if t == want => Ok(()),
+        other => Err(RpcError::Malformed {
+            method: method.to_string(),
+            why: format!("result type {other:?}, expected {want:?}"),
+        }),
+    }
+}
+
+impl Api {
+    pub fn new(socket: Socket) -> Self {
+        Api {
+            socket,
+            next: AtomicU64::new(1),
+        }
+    }
+
+    pub fn socket(&self) -> &Socket {
+        &self.socket
+    }
+
+    async fn call(&self, method: &str, params: Value, want: &str) -> Result<Value, RpcError> {
+        let id = format!("fleetd-{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let r = self.socket.call(&id, method, params).await?;
+        expect_type(&r, want, method)?;
+        Ok(r)
+    }
+
+    /// `ping`; fails unless herdr speaks `PROTOCOL`.
+    pub async fn ping(&self) -> Result<Pong, RpcError> {
+        let r = self.call("ping", json!({}), "pong").await?;
+        let pong = Pong {
+            version: field(&r, "version", "ping")?,
+            protocol: field(&r, "protocol", "ping")?,
+        };
+        if pong.protocol != PROTOCOL {
+            return Err(RpcError::Herdr {
+                method: "ping".into(),
+                code: "protocol_mismatch".into(),
+                message: format!(
+                    "herdr {} speaks protocol {}; fleetd needs {PROTOCOL}",
+                    pong.version, pong.protocol
+                ),
+            });
+        }
+        Ok(pong)
+    }
+
+    pub async fn pane_get(&self, pane_id: &str) -> Result<PaneInfo, RpcError> {
+        let r = self
+            .call("pane.get", json!({ "pane_id": pane_id }), "pane_info")
+            .await?;
+        field(&r, "pane", "pane.get")
+    }
+
+    pub async fn pane_list(&self) -> Result<Vec<PaneInfo>, RpcError> {
+        let r = self.call("pane.list", json!({}), "pane_list").await?;
+        field(&r, "panes", "pane.list")
+    }
+
+    /// The last `lines` of the pane's recent output, ANSI stripped.
+    pub async fn pane_read(&self, pane_id: &str, lines: u32) -> Result<String, RpcError> {
+        let params = json!({
+            "pane_id": pane_id, "source": "recent", "lines": lines,
+            "format": "text", "strip_ansi": true,
+        });
+        let r = self.call("pane.read", params, "pane_read").await?;
+        let read: PaneRead = field(&r, "read", "pane.read")?;
+        Ok(read.text)
+    }
+
+    /// Types `text` (bracketed paste when the program asked for it) and presses `keys`.
+    pub async fn send_input(
+        &self,
+        pane_id: &str,
+        text: &str,
+        keys: &[&str],
+    ) -> Result<(), RpcError> {
+        let params = json!({ "pane_id": pane_id, "text": text, "keys": keys });
+        self.call("pane.send_input", params, "ok").await.map(|_| ())
+    }
+
+    /// Opens a new, unfocused tab with one pane running `p.command`; returns the pane id.
+    pub async fn layout_apply(&self, p: &NewPane) -> Result<String, RpcError> {
+        let mut root = json!({ "type": "pane", "label": p.label, "env": p.env });
+        if !p.command.is_empty() {
+            root["command"] = json!(p.command);
+        }
+        if let Some(cwd) = &p.cwd {
+            root["cwd"] = json!(cwd);
+        }
+        let mut params = json!({ "root": root, "focus": false });
+        if let Some(w) = &p.workspace_id {
+            params["workspace_id"] = json!(w);
+        }
+        if let Some(t) = &p.tab_label {
+            params["tab_label"] = json!(t);
+        }
+        let r = self.call("layout.apply", params, "layout_apply").await?;
+        r.pointer("/layout/root/pane_id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| RpcError::Malformed {
+                method: "layout.apply".into(),
+                why: "no layout.root.pane_id".into(),
+            })
+    }
+
+    pub async fn pane_close(&self, pane_id: &str) -> Result<(), RpcError> {
+        self.call("pane.close", json!({ "pane_id": pane_id }), "ok")
+            .await
+            .map(|_| ())
+    }
+
+    /// Reports a program's status for a pane herdr does not recognise (`command` members).
+    pub async fn report_agent(
+        &self,
+        pane_id: &str,
+        agent: &str,
+        state: &str,
+    ) -> Result<(), RpcError> {
+        let params = json!({
+            "pane_id": pane_id, "source": format!("custom:{agent}"), "agent": agent, "state": state,
+        });
+        self.call("pane.report_agent", params, "ok")
+            .await
+            .map(|_| ())
+    }
+}

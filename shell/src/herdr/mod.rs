@@ -1,0 +1,249 @@
+//! The production `HerdrPort`: herdr's Unix-socket API (protocol 20, `PROTOCOL.md`). One request
+//! per connection, each bounded; members are found by their pane label `fleet:<gid>`, which
+//! herdr keeps across its own restarts — so a restarted gateway rebuilds gid ↔ pane from herdr
+//! alone (CB-308 §7.8).
+
+pub mod api;
+pub mod rpc;
+
+pub use api::{Api, NewPane, PaneInfo, Pong, PROTOCOL};
+pub use rpc::{RpcError, Socket};
+
+use crate::ports::{HerdrError, HerdrPort, PortFuture, Sample};
+use fleet_core::{AgentStatus, SessionId};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// The label prefix that marks a member pane and names its gid.
+pub const LABEL_PREFIX: &str = "fleet:";
+
+/// Where herdr listens: `$HERDR_SOCKET_PATH`, else `$XDG_CONFIG_HOME/herdr/herdr.sock`, else
+/// `~/.config/herdr/herdr.sock`. `None` when none of those can be formed.
+pub fn discover_socket() -> Option<PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(p) = var("HERDR_SOCKET_PATH") {
+        return Some(PathBuf::from(p));
+    }
+    let config = var("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(config.join("herdr").join("herdr.sock"))
+}
+
+/// What a `command` profile starts: for custom agents and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommandProfile {
+    pub argv: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+}
+
+/// How the client reads and places panes.
+#[derive(Clone, Debug)]
+pub struct HerdrConfig {
+    pub socket: PathBuf,
+    /// Bound on each request (herdr itself drops a request not received within 5 s).
+    pub timeout: Duration,
+    /// Lines of recent output read for a baseline or a screen.
+    pub read_lines: u32,
+    /// The label of the non-focused tab members start in.
+    pub member_tab: String,
+    pub profiles: BTreeMap<String, CommandProfile>,
+}
+
+impl HerdrConfig {
+    pub fn new(socket: impl Into<PathBuf>) -> Self {
+        HerdrConfig {
+            socket: socket.into(),
+            timeout: Duration::from_secs(5),
+            read_lines: 80,
+            member_tab: "fleet members".into(),
+            profiles: BTreeMap::new(),
+        }
+    }
+}
+
+/// The herdr client as the driver loop's `HerdrPort`. Cheap to clone (shared state).
+#[derive(Clone, Debug)]
+pub struct HerdrClient {
+    api: Rc<Api>,
+    cfg: Rc<HerdrConfig>,
+    /// gid → pane id, refreshed from the labels whenever a gid is not found.
+    panes: Rc<RefCell<BTreeMap<SessionId, String>>>,
+}
+
+fn port_error(e: RpcError) -> HerdrError {
+    match e.code() {
+        Some("pane_not_found") => HerdrError::PaneNotFound,
+        _ => HerdrError::Unavailable(e.to_string()),
+    }
+}
+
+impl HerdrClient {
+    pub fn new(cfg: HerdrConfig) -> Self {
+        let socket = Socket::new(cfg.socket.clone(), cfg.timeout);
+        HerdrClient {
+            api: Rc::new(Api::new(socket)),
+            cfg: Rc::new(cfg),
+            panes: Rc::default(),
+        }
+    }
+
+    pub fn api(&self) -> &Api {
+        &self.api
+    }
+
+    /// Every member pane herdr has now, by the gid in its label (startup, after a restart).
+    pub async fn members(&self) -> Result<Vec<SessionId>, RpcError> {
+        refresh(&self.api, &self.panes).await?;
+        Ok(self.panes.borrow().keys().cloned().collect())
+    }
+
+    fn resolve(
+        &self,
+        gid: &SessionId,
+    ) -> impl std::future::Future<Output = Result<String, HerdrError>> + 'static {
+        let (api, panes, gid) = (self.api.clone(), self.panes.clone(), gid.clone());
+        async move {
+            if let Some(p) = panes.borrow().get(&gid).cloned() {
+                return Ok(p);
+            }
+            let listed = refresh(&api, &panes).await.map_err(port_error)?;
+            if let Some(p) = panes.borrow().get(&gid).cloned() {
+                return Ok(p);
+            }
+            // Not a member: a lead's own pane is addressed by its pane id.
+            if listed.iter().any(|p| p.pane_id == gid.as_str()) {
+                return Ok(gid.to_string());
+            }
+            Err(HerdrError::PaneNotFound)
+        }
+    }
+}
+
+/// Rebuilds the gid → pane map from `pane.list` labels; returns the panes listed.
+async fn refresh(
+    api: &Api,
+    panes: &RefCell<BTreeMap<SessionId, String>>,
+) -> Result<Vec<PaneInfo>, RpcError> {
+    let list = api.pane_list().await?;
+    let mut map = BTreeMap::new();
+    for p in &list {
+        if let Some(gid) = p
+            .label
+            .as_deref()
+            .and_then(|l| l.strip_prefix(LABEL_PREFIX))
+            .filter(|g| !g.is_empty())
+        {
+            map.insert(SessionId::new(gid), p.pane_id.clone());
+        }
+    }
+    *panes.borrow_mut() = map;
+    Ok(list)
+}
+
+impl HerdrPort for HerdrClient {
+    fn sample(&self, target: &SessionId) -> PortFuture<Result<Sample, HerdrError>> {
+        let (api, panes, gid, lines) = (
+            self.api.clone(),
+            self.panes.clone(),
+            target.clone(),
+            self.cfg.read_lines,
+        );
+        let resolve = self.resolve(target);
+        Box::pin(async move {
+            let pane = resolve.await?;
+            let info = match api.pane_get(&pane).await {
+                Ok(i) => i,
+                Err(e) => {
+                    let e = port_error(e);
+                    if e == HerdrError::PaneNotFound {
+                        panes.borrow_mut().remove(&gid);
+                    }
+                    return Err(e);
+                }
+            };
+            let status = AgentStatus::from_wire(&info.agent_status);
+            let screen = if status == AgentStatus::Unknown {
+                Some(api.pane_read(&pane, lines).await.map_err(port_error)?)
+            } else {
+                None
+            };
+            Ok(Sample { status, screen })
+        })
+    }
+
+    fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>> {
+        let (api, text, lines) = (self.api.clone(), text.to_string(), self.cfg.read_lines);
+        let resolve = self.resolve(target);
+        Box::pin(async move {
+            let pane = resolve.await?;
+            let baseline = api.pane_read(&pane, lines).await.map_err(port_error)?;
+            api.send_input(&pane, &text, &["enter"])
+                .await
+                .map_err(port_error)?;
+            Ok(baseline)
+        })
+    }
+
+    fn read(&self, target: &SessionId) -> PortFuture<Result<String, HerdrError>> {
+        let (api, lines) = (self.api.clone(), self.cfg.read_lines);
+        let resolve = self.resolve(target);
+        Box::pin(async move {
+            let pane = resolve.await?;
+            api.pane_read(&pane, lines).await.map_err(port_error)
+        })
+    }
+
+    fn spawn(
+        &self,
+        gid: &SessionId,
+        profile: &str,
+        group: Option<&str>,
+    ) -> PortFuture<Result<(), HerdrError>> {
+        let (api, cfg, panes, gid) = (
+            self.api.clone(),
+            self.cfg.clone(),
+            self.panes.clone(),
+            gid.clone(),
+        );
+        let (profile, group) = (profile.to_string(), group.map(str::to_string));
+        Box::pin(async move {
+            let Some(p) = cfg.profiles.get(&profile) else {
+                return Err(HerdrError::Unavailable(format!(
+                    "no profile {profile:?} on this host"
+                )));
+            };
+            let mut env = p.env.clone();
+            env.insert("FLEET_GID".into(), gid.to_string());
+            if let Some(g) = &group {
+                env.insert("FLEET_GROUP".into(), g.clone());
+            }
+            let new = NewPane {
+                label: format!("{LABEL_PREFIX}{gid}"),
+                cwd: p.cwd.clone(),
+                command: p.argv.clone(),
+                env,
+                workspace_id: None,
+                tab_label: Some(cfg.member_tab.clone()),
+            };
+            let pane = api.layout_apply(&new).await.map_err(port_error)?;
+            panes.borrow_mut().insert(gid, pane);
+            Ok(())
+        })
+    }
+
+    fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>> {
+        let (api, panes, g) = (self.api.clone(), self.panes.clone(), gid.clone());
+        let resolve = self.resolve(gid);
+        Box::pin(async move {
+            let pane = resolve.await?;
+            let r = api.pane_close(&pane).await.map_err(port_error);
+            panes.borrow_mut().remove(&g);
+            r
+        })
+    }
+}

@@ -1,0 +1,192 @@
+//! herdr's socket transport: one JSON line out, one JSON line back, one connection per request
+//! (`PROTOCOL.md`, "Transport"). Every step is bounded; nothing herdr sends is trusted.
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+/// herdr refuses requests over 1 MiB; answers (a 1,000-line read) stay well under this.
+pub const MAX_RESPONSE: usize = 8 * 1024 * 1024;
+
+/// Why a request got no result.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RpcError {
+    /// The socket is not there or refused us: herdr is not running (or not at this path).
+    #[error("herdr at {path}: {why}")]
+    Unreachable { path: String, why: String },
+    #[error("herdr did not answer {method} within {ms} ms")]
+    Timeout { method: String, ms: u64 },
+    /// herdr answered with an error (`pane_not_found`, `invalid_layout`, …).
+    #[error("herdr refused {method}: {code}: {message}")]
+    Herdr {
+        method: String,
+        code: String,
+        message: String,
+    },
+    /// The answer was not the protocol: not JSON, the wrong id, neither result nor error.
+    #[error("herdr's answer to {method} is malformed: {why}")]
+    Malformed { method: String, why: String },
+}
+
+impl RpcError {
+    /// herdr's error code, when herdr itself refused.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            RpcError::Herdr { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// A herdr socket and the bound on each request.
+#[derive(Clone, Debug)]
+pub struct Socket {
+    pub path: PathBuf,
+    pub timeout: Duration,
+}
+
+impl Socket {
+    pub fn new(path: impl Into<PathBuf>, timeout: Duration) -> Self {
+        Socket {
+            path: path.into(),
+            timeout,
+        }
+    }
+
+    /// Sends one request and returns its `result` object.
+    pub async fn call(&self, id: &str, method: &str, params: Value) -> Result<Value, RpcError> {
+        let ms = u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX);
+        match tokio::time::timeout(self.timeout, self.exchange(id, method, params)).await {
+            Ok(r) => r,
+            Err(_) => Err(RpcError::Timeout {
+                method: method.to_string(),
+                ms,
+            }),
+        }
+    }
+
+    async fn exchange(&self, id: &str, method: &str, params: Value) -> Result<Value, RpcError> {
+        let mut stream = connect(&self.path).await?;
+        let mut line = serde_json::to_vec(&json!({"id": id, "method": method, "params": params}))
+            .map_err(|e| malformed(method, format!("encoding the request: {e}")))?;
+        line.push(b'\n');
+        let unreachable = |e: std::io::Error| RpcError::Unreachable {
+            path: self.path.display().to_string(),
+            why: e.to_string(),
+        };
+        stream.write_all(&line).await.map_err(unreachable)?;
+        let mut reader = BufReader::new(stream);
+        let answer = read_line(&mut reader, method).await?;
+        parse_answer(&answer, id, method)
+    }
+}
+
+pub(crate) async fn connect(path: &Path) -> Result<UnixStream, RpcError> {
+    UnixStream::connect(path)
+        .await
+        .map_err(|e| RpcError::Unreachable {
+            path: path.display().to_string(),
+            why: e.to_string(),
+        })
+}
+
+fn malformed(method: &str, why: String) -> RpcError {
+    RpcError::Malformed {
+        method: method.to_string(),
+        why,
+    }
+}
+
+/// One newline-terminated line, at most `MAX_RESPONSE` bytes.
+pub(crate) async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
+    r: &mut R,
+    method: &str,
+) -> Result<Vec<u8>, RpcError> {
+    let mut buf = Vec::new();
+    loop {
+        let chunk = r
+            .fill_buf()
+            .await
+            .map_err(|e| malformed(method, format!("reading: {e}")))?;
+        if chunk.is_empty() {
+            return Err(malformed(
+                method,
+                "the connection closed without an answer".into(),
+            ));
+        }
+        if let Some(i) = chunk.iter().position(|b| *b == b'\n') {
+            buf.extend_from_slice(&chunk[..i]);
+            r.consume(i + 1);
+            return Ok(buf);
+        }
+        let n = chunk.len();
+        buf.extend_from_slice(chunk);
+        r.consume(n);
+        if buf.len() > MAX_RESPONSE {
+            return Err(malformed(
+                method,
+                format!("an answer over {MAX_RESPONSE} bytes"),
+            ));
+        }
+    }
+}
+
+/// The `result` of a success line for request `id`, or the error it carries.
+pub fn parse_answer(line: &[u8], id: &str, method: &str) -> Result<Value, RpcError> {
+    let v: Value =
+        serde_json::from_slice(line).map_err(|e| malformed(method, format!("not JSON: {e}")))?;
+    let got = v.get("id").and_then(Value::as_str);
+    if let Some(err) = v.get("error") {
+        let field = |k: &str| err.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        return Err(RpcError::Herdr {
+            method: method.to_string(),
+            code: field("code"),
+            message: field("message"),
+        });
+    }
+    if got != Some(id) {
+        return Err(malformed(
+            method,
+            format!("answer for id {got:?}, asked {id:?}"),
+        ));
+    }
+    match v.get("result") {
+        Some(r) if r.is_object() => Ok(r.clone()),
+        _ => Err(malformed(method, "no result object".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_line_names_herdrs_code() {
+        let e = parse_answer(
+            br#"{"id":"1","error":{"code":"pane_not_found","message":"no pane w1:p9"}}"#,
+            "1",
+            "pane.get",
+        );
+        assert_eq!(
+            e.as_ref().map_err(RpcError::code),
+            Err(Some("pane_not_found"))
+        );
+    }
+
+    #[test]
+    fn garbage_and_wrong_ids_are_malformed_not_panics() {
+        for line in [
+            &b"not json"[..],
+            br#"{"id":"2","result":{"type":"pong"}}"#,
+            br#"{"id":"1"}"#,
+            br#"{"id":"1","result":7}"#,
+            br#"[]"#,
+        ] {
+            let e = parse_answer(line, "1", "ping");
+            assert!(matches!(e, Err(RpcError::Malformed { .. })), "{e:?}");
+        }
+        assert!(parse_answer(br#"{"id":"1","result":{"type":"pong"}}"#, "1", "ping").is_ok());
+    }
+}

@@ -1,0 +1,307 @@
+//! A herdr test double: a real Unix-socket server speaking herdr's protocol 20 — one JSON line
+//! in, one JSON line out, one request per connection — over in-memory panes. It stands in for
+//! herdr where no binary is available (crates.io has none that serves); every answer it writes
+//! is checked against `herdr-api.schema.json` when that file is present, and a violation is
+//! recorded for the test to fail on.
+
+use crate::schema;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixListener;
+
+/// One pane of the double.
+#[derive(Clone, Debug, Default)]
+pub struct Pane {
+    pub label: Option<String>,
+    /// herdr's agent status word: idle, working, blocked, done, unknown.
+    pub status: String,
+    /// The pane's text, one entry per line.
+    pub screen: Vec<String>,
+    /// Every text submitted (typed, then Enter).
+    pub typed: Vec<String>,
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub tab_label: Option<String>,
+    pub focus: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct State {
+    pub panes: BTreeMap<String, Pane>,
+    next: u64,
+    /// Methods asked, in order.
+    pub requests: Vec<String>,
+    /// Answers that broke the schema (should stay empty).
+    pub violations: Vec<String>,
+    /// Protocol `ping` reports.
+    pub protocol: u32,
+    /// When set, requests are read and never answered.
+    pub hang: bool,
+}
+
+/// The running double. Dropping it stops the server.
+pub struct HerdrDouble {
+    pub path: PathBuf,
+    state: Arc<Mutex<State>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for HerdrDouble {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+fn lock(s: &Mutex<State>) -> MutexGuard<'_, State> {
+    match s.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+impl HerdrDouble {
+    /// Serves at `dir/herdr.sock` (on the current tokio runtime).
+    pub async fn start(dir: &Path) -> std::io::Result<HerdrDouble> {
+        let state = Arc::new(Mutex::new(State {
+            protocol: 20,
+            ..State::default()
+        }));
+        Self::serve(dir, state)
+    }
+
+    fn serve(dir: &Path, state: Arc<Mutex<State>>) -> std::io::Result<HerdrDouble> {
+        let path = dir.join("herdr.sock");
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path)?;
+        let schema = schema::herdr_schema().map(Arc::new);
+        let st = state.clone();
+        let server = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (st, schema) = (st.clone(), schema.clone());
+                tokio::spawn(async move {
+                    let (rd, mut wr) = stream.into_split();
+                    let mut line = String::new();
+                    let mut rd = BufReader::new(rd);
+                    let read =
+                        tokio::time::timeout(Duration::from_secs(5), rd.read_line(&mut line));
+                    if !matches!(read.await, Ok(Ok(n)) if n > 0) {
+                        return;
+                    }
+                    if lock(&st).hang {
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                        return;
+                    }
+                    let answer = answer(&mut lock(&st), &line);
+                    if let Some(schema) = &schema {
+                        let pointer = if answer.get("error").is_some() {
+                            "/schemas/error_response"
+                        } else {
+                            "/schemas/success_response"
+                        };
+                        if let Err(e) = schema::check(schema, pointer, &answer) {
+                            lock(&st).violations.push(format!("{e} in {answer}"));
+                        }
+                    }
+                    let mut out = answer.to_string();
+                    out.push('\n');
+                    let _ = wr.write_all(out.as_bytes()).await;
+                });
+            }
+        });
+        Ok(HerdrDouble {
+            path,
+            state,
+            server,
+        })
+    }
+
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    /// A pane that already exists (a lead's, or a member from before a gateway restart).
+    pub fn add_pane(&self, label: Option<&str>, status: &str) -> String {
+        let mut s = self.state();
+        s.next += 1;
+        let id = format!("w1:p{}", s.next);
+        s.panes.insert(
+            id.clone(),
+            Pane {
+                label: label.map(str::to_string),
+                status: status.into(),
+                screen: vec!["❯ ".into()],
+                ..Pane::default()
+            },
+        );
+        id
+    }
+
+    pub fn set_status(&self, pane_id: &str, status: &str) {
+        if let Some(p) = self.state().panes.get_mut(pane_id) {
+            p.status = status.into();
+        }
+    }
+
+    /// The pane labelled `label`, if any.
+    pub fn pane_by_label(&self, label: &str) -> Option<(String, Pane)> {
+        self.state()
+            .panes
+            .iter()
+            .find(|(_, p)| p.label.as_deref() == Some(label))
+            .map(|(id, p)| (id.clone(), p.clone()))
+    }
+
+    /// herdr restarts: panes and their labels come back (session.json), their processes and
+    /// scrollback do not. The server itself is replaced.
+    pub fn restart(self, dir: &Path) -> std::io::Result<HerdrDouble> {
+        let state = self.state.clone();
+        {
+            let mut s = lock(&state);
+            for p in s.panes.values_mut() {
+                p.status = "unknown".into();
+                p.screen.clear();
+            }
+        }
+        drop(self);
+        Self::serve(dir, state)
+    }
+}
+
+fn info(id: &str, p: &Pane) -> Value {
+    json!({
+        "pane_id": id, "terminal_id": format!("t-{id}"), "workspace_id": "w1",
+        "tab_id": "w1:t1", "focused": false, "agent_status": p.status, "revision": 0,
+        "label": p.label,
+    })
+}
+
+fn err(id: &Value, code: &str, message: &str) -> Value {
+    json!({"id": id, "error": {"code": code, "message": message}})
+}
+
+/// The answer to one request line.
+fn answer(s: &mut State, line: &str) -> Value {
+    let Ok(req) = serde_json::from_str::<Value>(line) else {
+        return err(&json!(""), "invalid_request", "invalid request: not JSON");
+    };
+    let id = req.get("id").cloned().unwrap_or(json!(""));
+    let method = req.get("method").and_then(Value::as_str).unwrap_or("");
+    let params = req.get("params").cloned().unwrap_or(json!({}));
+    s.requests.push(method.to_string());
+    let pane_id = params
+        .get("pane_id")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let ok = |result: Value| json!({"id": id, "result": result});
+    let missing = || err(&id, "pane_not_found", &format!("pane {pane_id} not found"));
+    match method {
+        "ping" => ok(json!({"type": "pong", "version": "0.8.0", "protocol": s.protocol})),
+        "pane.list" => {
+            let panes: Vec<Value> = s.panes.iter().map(|(i, p)| info(i, p)).collect();
+            ok(json!({"type": "pane_list", "panes": panes}))
+        }
+        "pane.get" => match s.panes.get(&pane_id) {
+            Some(p) => ok(json!({"type": "pane_info", "pane": info(&pane_id, p)})),
+            None => missing(),
+        },
+        "pane.read" => match s.panes.get(&pane_id) {
+            Some(p) => {
+                let lines = params.get("lines").and_then(Value::as_u64).unwrap_or(80) as usize;
+                let from = p.screen.len().saturating_sub(lines);
+                let source = params.get("source").cloned().unwrap_or(json!("recent"));
+                ok(json!({"type": "pane_read", "read": {
+                    "pane_id": pane_id, "workspace_id": "w1", "tab_id": "w1:t1",
+                    "source": source, "format": "text", "text": p.screen[from..].join("\n"),
+                    "revision": 0, "truncated": from > 0,
+                }}))
+            }
+            None => missing(),
+        },
+        "pane.send_input" => match s.panes.get_mut(&pane_id) {
+            Some(p) => {
+                let text = params.get("text").and_then(Value::as_str).unwrap_or("");
+                let enter = params
+                    .get("keys")
+                    .and_then(Value::as_array)
+                    .is_some_and(|k| k.iter().any(|k| k == "enter" || k == "Enter"));
+                if p.screen.last().is_some_and(|l| l.trim() == "❯") {
+                    p.screen.pop();
+                }
+                p.screen.push(format!("❯ {text}"));
+                if enter {
+                    p.typed.push(text.to_string());
+                }
+                ok(json!({"type": "ok"}))
+            }
+            None => missing(),
+        },
+        "pane.report_agent" => match s.panes.get_mut(&pane_id) {
+            Some(p) => {
+                p.status = params
+                    .get("state")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown")
+                    .to_string();
+                ok(json!({"type": "ok"}))
+            }
+            None => missing(),
+        },
+        "pane.close" => match s.panes.remove(&pane_id) {
+            Some(_) => ok(json!({"type": "ok"})),
+            None => missing(),
+        },
+        "layout.apply" => {
+            let root = params.get("root").cloned().unwrap_or(json!({}));
+            if root.get("type").and_then(Value::as_str) != Some("pane") {
+                return err(&id, "invalid_layout", "the double only lays out one pane");
+            }
+            let command: Vec<String> = root
+                .get("command")
+                .and_then(|c| serde_json::from_value(c.clone()).ok())
+                .unwrap_or_default();
+            if root.get("command").is_some() && command.is_empty() {
+                return err(&id, "invalid_layout", "command must not be empty");
+            }
+            s.next += 1;
+            let pid = format!("w1:p{}", s.next);
+            let label = root
+                .get("label")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            let env = root
+                .get("env")
+                .and_then(|e| serde_json::from_value(e.clone()).ok())
+                .unwrap_or_default();
+            s.panes.insert(
+                pid.clone(),
+                Pane {
+                    label: label.clone(),
+                    status: "unknown".into(),
+                    screen: Vec::new(),
+                    command: command.clone(),
+                    env,
+                    tab_label: params
+                        .get("tab_label")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    focus: params
+                        .get("focus")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                    ..Pane::default()
+                },
+            );
+            ok(json!({"type": "layout_apply", "layout": {
+                "workspace_id": "w1", "tab_id": format!("w1:t{}", s.next), "focused_pane_id": pid,
+                "zoomed": false,
+                "root": {"type": "pane", "pane_id": pid, "label": label, "command": command},
+            }}))
+        }
+        _ => err(&id, "invalid_request", &format!("unknown method {method}")),
+    }
+}

@@ -1,0 +1,340 @@
+//! fleetd's herdr client (`fleetd::herdr`) against the herdr double: a real Unix socket, one
+//! request per connection, every answer checked against herdr's schema. Ends with the issue's
+//! point: a gateway delivers a brief into a member pane, gets the reply, and after a gateway
+//! restart still knows that member by its label.
+
+use fleet_core::AgentStatus;
+use fleet_core::{CoreConfig, Gateway, Input, Outcome, Principal, Request, Response, SessionId};
+use fleet_tests::herdr_double::HerdrDouble;
+use fleetd::herdr::{CommandProfile, HerdrClient, HerdrConfig};
+use fleetd::{Clock, Driver, HerdrError, HerdrPort, NoBroker, Quiet, TokioClock};
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A private directory for one test's socket (removed at the end).
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("fleetd-herdr-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        if let Err(e) = std::fs::create_dir_all(&d) {
+            panic!("creating {}: {e}", d.display());
+        }
+        Dir(d)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scenario<F: Future<Output = ()>>(f: F) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("a tokio runtime: {e}"),
+    };
+    let local = tokio::task::LocalSet::new();
+    let bounded = async { tokio::time::timeout(Duration::from_secs(60), f).await };
+    if local.block_on(&rt, bounded).is_err() {
+        panic!("scenario did not finish within 60 s");
+    }
+}
+
+async fn double(dir: &Dir) -> HerdrDouble {
+    match HerdrDouble::start(&dir.0).await {
+        Ok(d) => d,
+        Err(e) => panic!("starting the herdr double: {e}"),
+    }
+}
+
+fn client(d: &HerdrDouble) -> HerdrClient {
+    let mut cfg = HerdrConfig::new(&d.path);
+    cfg.timeout = Duration::from_millis(500);
+    cfg.profiles.insert(
+        "echo".into(),
+        CommandProfile {
+            argv: vec!["sh".into(), "-c".into(), "cat".into()],
+            ..CommandProfile::default()
+        },
+    );
+    HerdrClient::new(cfg)
+}
+
+fn schema_clean(d: &HerdrDouble) {
+    let v = d.state().violations.clone();
+    assert!(v.is_empty(), "the double broke herdr's schema: {v:#?}");
+}
+
+#[test]
+fn ping_checks_the_protocol_version() {
+    scenario(async {
+        let dir = Dir::new("ping");
+        let d = double(&dir).await;
+        let c = client(&d);
+        let pong = c.api().ping().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(pong.protocol, 20);
+        d.state().protocol = 19;
+        let e = c.api().ping().await.expect_err("protocol 19 is refused");
+        assert_eq!(e.code(), Some("protocol_mismatch"), "{e}");
+        schema_clean(&d);
+    });
+}
+
+#[test]
+fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
+    scenario(async {
+        let dir = Dir::new("spawn");
+        let d = double(&dir).await;
+        let c = client(&d);
+        let gid = SessionId::new("g-1");
+        let r = c.spawn(&gid, "echo", Some("backend")).await;
+        assert_eq!(r, Ok(()));
+        let (_, pane) = d
+            .pane_by_label("fleet:g-1")
+            .unwrap_or_else(|| panic!("no pane"));
+        assert_eq!(pane.command, vec!["sh", "-c", "cat"]);
+        assert_eq!(pane.env.get("FLEET_GID").map(String::as_str), Some("g-1"));
+        assert_eq!(
+            pane.env.get("FLEET_GROUP").map(String::as_str),
+            Some("backend")
+        );
+        assert_eq!(pane.tab_label.as_deref(), Some("fleet members"));
+        assert!(!pane.focus, "members never take focus");
+        let unknown = c.spawn(&SessionId::new("g-2"), "nope", None).await;
+        assert!(matches!(unknown, Err(HerdrError::Unavailable(ref m)) if m.contains("nope")));
+        schema_clean(&d);
+    });
+}
+
+#[test]
+fn inject_reads_the_baseline_then_types_and_submits() {
+    scenario(async {
+        let dir = Dir::new("inject");
+        let d = double(&dir).await;
+        d.add_pane(Some("fleet:g-1"), "idle");
+        let c = client(&d);
+        let gid = SessionId::new("g-1");
+        let baseline = c.inject(&gid, "write the parser").await;
+        assert_eq!(baseline.as_deref(), Ok("❯ "));
+        let (_, pane) = d
+            .pane_by_label("fleet:g-1")
+            .unwrap_or_else(|| panic!("no pane"));
+        assert_eq!(pane.typed, vec!["write the parser"]);
+        assert_eq!(c.read(&gid).await.as_deref(), Ok("❯ write the parser"));
+        schema_clean(&d);
+    });
+}
+
+#[test]
+fn status_is_herdrs_and_the_screen_comes_with_unknown() {
+    scenario(async {
+        let dir = Dir::new("status");
+        let d = double(&dir).await;
+        let pane = d.add_pane(Some("fleet:g-1"), "idle");
+        let c = client(&d);
+        let gid = SessionId::new("g-1");
+        let s = c.sample(&gid).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((s.status, s.screen), (AgentStatus::Idle, None));
+        // A `command` member reports its own state (herdr does not recognise it).
+        c.api()
+            .report_agent(&pane, "fleet-test", "working")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let s = c.sample(&gid).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.status, AgentStatus::Working);
+        d.set_status(&pane, "unknown");
+        let s = c.sample(&gid).await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (s.status, s.screen.as_deref()),
+            (AgentStatus::Unknown, Some("❯ "))
+        );
+        schema_clean(&d);
+    });
+}
+
+#[test]
+fn a_closed_pane_is_gone_for_every_operation() {
+    scenario(async {
+        let dir = Dir::new("close");
+        let d = double(&dir).await;
+        d.add_pane(Some("fleet:g-1"), "idle");
+        let c = client(&d);
+        let gid = SessionId::new("g-1");
+        assert_eq!(c.close(&gid).await, Ok(()));
+        assert!(d.pane_by_label("fleet:g-1").is_none());
+        assert_eq!(
+            c.sample(&gid).await.map(|_| ()),
+            Err(HerdrError::PaneNotFound)
+        );
+        assert_eq!(
+            c.inject(&gid, "x").await.map(|_| ()),
+            Err(HerdrError::PaneNotFound)
+        );
+        assert_eq!(c.close(&gid).await, Err(HerdrError::PaneNotFound));
+        schema_clean(&d);
+    });
+}
+
+#[test]
+fn members_are_found_by_label_and_survive_a_herdr_restart() {
+    scenario(async {
+        let dir = Dir::new("restart");
+        let d = double(&dir).await;
+        d.add_pane(Some("fleet:g-1"), "idle");
+        d.add_pane(Some("fleet:g-2"), "working");
+        d.add_pane(Some("my shell"), "unknown");
+        d.add_pane(None, "idle");
+        let c = client(&d);
+        let members = c.members().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(members, vec![SessionId::new("g-1"), SessionId::new("g-2")]);
+        // herdr restarts underneath: labels come back, processes do not.
+        let d = d.restart(&dir.0).unwrap_or_else(|e| panic!("{e}"));
+        let fresh = client(&d);
+        let members = fresh.members().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(members, vec![SessionId::new("g-1"), SessionId::new("g-2")]);
+        let s = c
+            .sample(&SessionId::new("g-2"))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            s.status,
+            AgentStatus::Unknown,
+            "its agent died with the old herdr"
+        );
+        schema_clean(&d);
+    });
+}
+
+#[test]
+fn an_unanswered_request_is_bounded_and_a_missing_herdr_is_named() {
+    scenario(async {
+        let dir = Dir::new("hang");
+        let d = double(&dir).await;
+        d.add_pane(Some("fleet:g-1"), "idle");
+        let c = client(&d);
+        d.state().hang = true;
+        let r = c.sample(&SessionId::new("g-1")).await;
+        assert!(
+            matches!(&r, Err(HerdrError::Unavailable(m)) if m.contains("did not answer")),
+            "{r:?}"
+        );
+        let gone = HerdrClient::new(HerdrConfig::new(dir.0.join("nothing-here.sock")));
+        let r = gone.api().ping().await.expect_err("no herdr there");
+        assert!(r.to_string().contains("nothing-here.sock"), "{r}");
+    });
+}
+
+/// A member agent played by the test: waits for a brief in its pane, works, replies through
+/// the gateway as a member does, and goes idle.
+async fn answer_one(d: &HerdrDouble, handle: &fleetd::Handle, gid: &SessionId, reply: &str) {
+    let label = format!("fleet:{gid}");
+    let seen = d.pane_by_label(&label).map_or(0, |(_, p)| p.typed.len());
+    for _ in 0..400 {
+        let Some((pane, p)) = d.pane_by_label(&label) else {
+            panic!("no pane {label}");
+        };
+        if p.typed.len() > seen {
+            d.set_status(&pane, "working");
+            let r = handle
+                .call(
+                    Principal::worker(gid.clone()),
+                    Request::Reply {
+                        content: reply.into(),
+                    },
+                )
+                .await;
+            assert!(matches!(r, Ok(Response::ReplyAccepted { .. })), "{r:?}");
+            d.set_status(&pane, "idle");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the brief never reached {label}");
+}
+
+async fn delegate(
+    d: &HerdrDouble,
+    handle: &fleetd::Handle,
+    lead: &Principal,
+    gid: &SessionId,
+    brief: &str,
+) -> Response {
+    let send = Request::Send {
+        target: gid.clone(),
+        content: brief.into(),
+        wait: true,
+        timeout_ms: Some(30_000),
+    };
+    let (h, l) = (handle.clone(), lead.clone());
+    let call = tokio::task::spawn_local(async move { h.call(l, send).await });
+    answer_one(d, handle, gid, &format!("done: {brief}")).await;
+    match call.await {
+        Ok(Ok(r)) => r,
+        other => panic!("the send did not complete: {other:?}"),
+    }
+}
+
+#[test]
+fn a_gateway_delivers_through_herdr_and_knows_its_member_after_a_restart() {
+    scenario(async {
+        let dir = Dir::new("gateway");
+        let d = double(&dir).await;
+        let lead_pane = d.add_pane(Some("lead"), "idle");
+        let gid = SessionId::new("member-1");
+        d.add_pane(Some("fleet:member-1"), "idle");
+        let lead = Principal::primary("lead", Some(SessionId::new(&lead_pane)));
+        let cfg = CoreConfig {
+            poll_interval_ms: 50,
+            ..CoreConfig::default()
+        };
+        for start in 1..=2u64 {
+            // Each start rebuilds its members from herdr's labels, not from memory.
+            let c = client(&d);
+            let members = c.members().await.unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(members, vec![gid.clone()], "start {start}");
+            let clock = TokioClock::new();
+            let gw =
+                Gateway::new(cfg.clone(), start, clock.now()).unwrap_or_else(|e| panic!("{e}"));
+            let driver = Driver::new(gw, c, NoBroker, clock, Quiet);
+            let (handle, calls) = Driver::<HerdrClient, NoBroker, TokioClock, Quiet>::channel();
+            let (stop, stopped) = tokio::sync::oneshot::channel();
+            let run = tokio::task::spawn_local(driver.run(calls, stopped));
+            for m in &members {
+                let _ = handle
+                    .tell(Input::MemberStarted { target: m.clone() })
+                    .await;
+                let _ = handle
+                    .tell(Input::MemberConnected { target: m.clone() })
+                    .await;
+            }
+            let brief = format!("task {start}");
+            match delegate(&d, &handle, &lead, &gid, &brief).await {
+                Response::Outcome {
+                    outcome: Outcome::Replied,
+                    body: Some(body),
+                    ..
+                } => assert_eq!(body, format!("done: {brief}")),
+                other => panic!("start {start}: expected REPLIED, got {other:?}"),
+            }
+            let _ = stop.send(());
+            let _ = run.await;
+        }
+        let (_, pane) = d
+            .pane_by_label("fleet:member-1")
+            .unwrap_or_else(|| panic!("gone"));
+        assert_eq!(
+            pane.typed.len(),
+            2,
+            "one brief per start, each typed once: {:?}",
+            pane.typed
+        );
+        schema_clean(&d);
+    });
+}
