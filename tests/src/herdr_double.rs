@@ -26,7 +26,8 @@ pub struct Pane {
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub tab_label: Option<String>,
-    pub focus: bool,
+    /// `focus` exactly as the client sent it (absent is herdr's default, false).
+    pub focus: Option<bool>,
 }
 
 #[derive(Debug, Default)]
@@ -35,7 +36,7 @@ pub struct State {
     next: u64,
     /// Methods asked, in order.
     pub requests: Vec<String>,
-    /// Answers that broke the schema (should stay empty).
+    /// Requests and answers that broke the schema (should stay empty).
     pub violations: Vec<String>,
     /// Protocol `ping` reports.
     pub protocol: u32,
@@ -91,6 +92,12 @@ impl HerdrDouble {
                     if !matches!(read.await, Ok(Ok(n)) if n > 0) {
                         return;
                     }
+                    if let (Some(schema), Ok(req)) = (&schema, serde_json::from_str::<Value>(&line))
+                    {
+                        if let Err(e) = schema::check(schema, "/schemas/request", &req) {
+                            lock(&st).violations.push(format!("request: {e} in {req}"));
+                        }
+                    }
                     if lock(&st).hang {
                         tokio::time::sleep(Duration::from_secs(3600)).await;
                         return;
@@ -138,6 +145,21 @@ impl HerdrDouble {
             },
         );
         id
+    }
+
+    /// herdr gives the pane a new id (as when it moves to another workspace); its label stays.
+    pub fn move_pane(&self, pane_id: &str) -> Option<String> {
+        let mut s = self.state();
+        let pane = s.panes.remove(pane_id)?;
+        s.next += 1;
+        let id = format!("w2:p{}", s.next);
+        s.panes.insert(id.clone(), pane);
+        Some(id)
+    }
+
+    /// The pane's process exits and herdr closes it, behind the client's back.
+    pub fn remove_pane(&self, pane_id: &str) {
+        self.state().panes.remove(pane_id);
     }
 
     pub fn set_status(&self, pane_id: &str, status: &str) {
@@ -289,10 +311,7 @@ fn answer(s: &mut State, line: &str) -> Value {
                         .get("tab_label")
                         .and_then(Value::as_str)
                         .map(str::to_string),
-                    focus: params
-                        .get("focus")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(false),
+                    focus: params.get("focus").and_then(Value::as_bool),
                     ..Pane::default()
                 },
             );
@@ -302,6 +321,11 @@ fn answer(s: &mut State, line: &str) -> Value {
                 "root": {"type": "pane", "pane_id": pid, "label": label, "command": command},
             }}))
         }
-        _ => err(&id, "invalid_request", &format!("unknown method {method}")),
+        // herdr cannot parse an unknown method into a request: it answers with id "".
+        _ => err(
+            &json!(""),
+            "invalid_request",
+            &format!("unknown method {method}"),
+        ),
     }
 }

@@ -1,7 +1,8 @@
 //! A small JSON Schema checker for herdr's API schema (`../shared/herdr/herdr-api.schema.json`,
 //! draft 2020-12): `$ref`, `type`, `const`, `enum`, `required`, `properties`, `items`,
-//! `additionalProperties` (as a schema), `anyOf`, `oneOf`. That is every keyword the schema
-//! uses for the shapes the herdr double sends; the double's answers are checked with it.
+//! `additionalProperties` (as a schema), `anyOf`, `oneOf`, `minimum`, `maximum`, and the
+//! `false` schema. Not checked: `format`, `pattern`, `maxProperties`, `propertyNames`. The
+//! double's answers, and the client's requests, are checked with it.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -60,6 +61,21 @@ fn go(root: &Value, s: &Value, v: &Value, at: &str) -> Result<(), String> {
             return Err(format!("{at}: expected one of {ts:?}, got {v}"))
         }
         _ => {}
+    }
+    if let Some(n) = v.as_f64() {
+        if let Some(min) = s.get("minimum").and_then(Value::as_f64) {
+            if n < min {
+                return Err(format!("{at}: {n} is below the minimum {min}"));
+            }
+        }
+        if let Some(max) = s.get("maximum").and_then(Value::as_f64) {
+            if n > max {
+                return Err(format!("{at}: {n} is above the maximum {max}"));
+            }
+        }
+    }
+    if s == &Value::Bool(false) {
+        return Err(format!("{at}: the schema allows nothing here"));
     }
     if let Some(c) = s.get("const") {
         if c != v {

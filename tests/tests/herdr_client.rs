@@ -6,7 +6,7 @@
 use fleet_core::AgentStatus;
 use fleet_core::{CoreConfig, Gateway, Input, Outcome, Principal, Request, Response, SessionId};
 use fleet_tests::herdr_double::HerdrDouble;
-use fleetd::herdr::{CommandProfile, HerdrClient, HerdrConfig};
+use fleetd::herdr::{CommandProfile, HerdrClient, HerdrConfig, ReportedState};
 use fleetd::{Clock, Driver, HerdrError, HerdrPort, NoBroker, Quiet, TokioClock};
 use std::future::Future;
 use std::path::PathBuf;
@@ -82,7 +82,17 @@ fn ping_checks_the_protocol_version() {
         assert_eq!(pong.protocol, 20);
         d.state().protocol = 19;
         let e = c.api().ping().await.expect_err("protocol 19 is refused");
-        assert_eq!(e.code(), Some("protocol_mismatch"), "{e}");
+        assert!(
+            matches!(
+                e,
+                fleetd::herdr::RpcError::Protocol {
+                    protocol: 19,
+                    want: 20,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         schema_clean(&d);
     });
 }
@@ -106,7 +116,7 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
             Some("backend")
         );
         assert_eq!(pane.tab_label.as_deref(), Some("fleet members"));
-        assert!(!pane.focus, "members never take focus");
+        assert_eq!(pane.focus, Some(false), "members never take focus");
         let unknown = c.spawn(&SessionId::new("g-2"), "nope", None).await;
         assert!(matches!(unknown, Err(HerdrError::Unavailable(ref m)) if m.contains("nope")));
         schema_clean(&d);
@@ -144,7 +154,7 @@ fn status_is_herdrs_and_the_screen_comes_with_unknown() {
         assert_eq!((s.status, s.screen), (AgentStatus::Idle, None));
         // A `command` member reports its own state (herdr does not recognise it).
         c.api()
-            .report_agent(&pane, "fleet-test", "working")
+            .report_agent(&pane, "fleet-test", ReportedState::Working)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         let s = c.sample(&gid).await.unwrap_or_else(|e| panic!("{e}"));
@@ -178,6 +188,46 @@ fn a_closed_pane_is_gone_for_every_operation() {
             Err(HerdrError::PaneNotFound)
         );
         assert_eq!(c.close(&gid).await, Err(HerdrError::PaneNotFound));
+        schema_clean(&d);
+    });
+}
+
+#[test]
+fn a_moved_pane_is_followed_by_its_label_and_a_vanished_one_is_gone() {
+    scenario(async {
+        let dir = Dir::new("moved");
+        let d = double(&dir).await;
+        let old = d.add_pane(Some("fleet:g-1"), "idle");
+        let c = client(&d);
+        let gid = SessionId::new("g-1");
+        assert!(c.sample(&gid).await.is_ok(), "cached now");
+        // herdr gives the pane a new id; the client's cached id is stale.
+        let new = d.move_pane(&old).unwrap_or_else(|| panic!("no pane {old}"));
+        assert_eq!(c.inject(&gid, "after the move").await.map(|_| ()), Ok(()));
+        let typed = d.state().panes.get(&new).map(|p| p.typed.clone());
+        assert_eq!(typed, Some(vec!["after the move".to_string()]));
+        // The id comes back for another program: that pane is not this member's.
+        let stranger = d.add_pane(Some("my shell"), "idle");
+        {
+            let mut s = d.state();
+            let other = s.panes.remove(&stranger).unwrap_or_default();
+            s.panes.insert(new.clone(), other);
+        }
+        assert_eq!(
+            c.inject(&gid, "x").await.map(|_| ()),
+            Err(HerdrError::PaneNotFound)
+        );
+        let typed = d.state().panes.get(&new).map(|p| p.typed.clone());
+        assert_eq!(typed, Some(vec![]), "nothing typed into a stranger's pane");
+        // herdr itself says the cached pane is gone, and no other pane has the label.
+        let again = d.add_pane(Some("fleet:g-2"), "idle");
+        let g2 = SessionId::new("g-2");
+        assert!(c.sample(&g2).await.is_ok());
+        d.remove_pane(&again);
+        assert_eq!(
+            c.sample(&g2).await.map(|_| ()),
+            Err(HerdrError::PaneNotFound)
+        );
         schema_clean(&d);
     });
 }

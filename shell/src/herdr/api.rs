@@ -11,6 +11,27 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The socket protocol this client speaks.
 pub const PROTOCOL: u32 = 20;
 
+/// What a program may report of itself (herdr's `PaneAgentState`: no `done`, which herdr
+/// derives from focus).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportedState {
+    Idle,
+    Working,
+    Blocked,
+    Unknown,
+}
+
+impl ReportedState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportedState::Idle => "idle",
+            ReportedState::Working => "working",
+            ReportedState::Blocked => "blocked",
+            ReportedState::Unknown => "unknown",
+        }
+    }
+}
+
 /// `ping`'s answer.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 pub struct Pong {
@@ -103,13 +124,10 @@ impl Api {
             protocol: field(&r, "protocol", "ping")?,
         };
         if pong.protocol != PROTOCOL {
-            return Err(RpcError::Herdr {
-                method: "ping".into(),
-                code: "protocol_mismatch".into(),
-                message: format!(
-                    "herdr {} speaks protocol {}; fleetd needs {PROTOCOL}",
-                    pong.version, pong.protocol
-                ),
+            return Err(RpcError::Protocol {
+                version: pong.version,
+                protocol: pong.protocol,
+                want: PROTOCOL,
             });
         }
         Ok(pong)
@@ -186,10 +204,11 @@ impl Api {
         &self,
         pane_id: &str,
         agent: &str,
-        state: &str,
+        state: ReportedState,
     ) -> Result<(), RpcError> {
         let params = json!({
-            "pane_id": pane_id, "source": format!("custom:{agent}"), "agent": agent, "state": state,
+            "pane_id": pane_id, "source": format!("custom:{agent}"), "agent": agent,
+            "state": state.as_str(),
         });
         self.call("pane.report_agent", params, "ok")
             .await

@@ -6,7 +6,7 @@
 pub mod api;
 pub mod rpc;
 
-pub use api::{Api, NewPane, PaneInfo, Pong, PROTOCOL};
+pub use api::{Api, NewPane, PaneInfo, Pong, ReportedState, PROTOCOL};
 pub use rpc::{RpcError, Socket};
 
 use crate::ports::{HerdrError, HerdrPort, PortFuture, Sample};
@@ -124,6 +124,36 @@ impl HerdrClient {
     }
 }
 
+/// `pane`, checked: herdr still has it and, for a member, it still carries `fleet:<gid>`.
+/// Otherwise the labels are listed again and the member's current pane is used; only when no
+/// pane carries its label is it gone.
+async fn current(
+    api: &Api,
+    panes: &RefCell<BTreeMap<SessionId, String>>,
+    gid: &SessionId,
+    pane: String,
+) -> Result<(String, PaneInfo), HerdrError> {
+    let label = format!("{LABEL_PREFIX}{gid}");
+    let member = pane != gid.as_str();
+    match api.pane_get(&pane).await {
+        Ok(info) if !member || info.label.as_deref() == Some(label.as_str()) => {
+            return Ok((pane, info))
+        }
+        Ok(_) => {}
+        Err(e) if e.code() == Some("pane_not_found") => {}
+        Err(e) => return Err(port_error(e)),
+    }
+    let listed = refresh(api, panes).await.map_err(port_error)?;
+    let again = panes.borrow().get(gid).cloned();
+    match again {
+        Some(p) => {
+            let info = listed.into_iter().find(|i| i.pane_id == p);
+            info.map(|i| (p, i)).ok_or(HerdrError::PaneNotFound)
+        }
+        None => Err(HerdrError::PaneNotFound),
+    }
+}
+
 /// Rebuilds the gid → pane map from `pane.list` labels; returns the panes listed.
 async fn refresh(
     api: &Api,
@@ -156,16 +186,7 @@ impl HerdrPort for HerdrClient {
         let resolve = self.resolve(target);
         Box::pin(async move {
             let pane = resolve.await?;
-            let info = match api.pane_get(&pane).await {
-                Ok(i) => i,
-                Err(e) => {
-                    let e = port_error(e);
-                    if e == HerdrError::PaneNotFound {
-                        panes.borrow_mut().remove(&gid);
-                    }
-                    return Err(e);
-                }
-            };
+            let (pane, info) = current(&api, &panes, &gid, pane).await?;
             let status = AgentStatus::from_wire(&info.agent_status);
             let screen = if status == AgentStatus::Unknown {
                 Some(api.pane_read(&pane, lines).await.map_err(port_error)?)
@@ -177,10 +198,14 @@ impl HerdrPort for HerdrClient {
     }
 
     fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>> {
-        let (api, text, lines) = (self.api.clone(), text.to_string(), self.cfg.read_lines);
+        let (api, panes, gid) = (self.api.clone(), self.panes.clone(), target.clone());
+        let (text, lines) = (text.to_string(), self.cfg.read_lines);
         let resolve = self.resolve(target);
         Box::pin(async move {
             let pane = resolve.await?;
+            // The cached id must still be this member's pane before anything is typed into it
+            // (a moved pane gets a new id; herdr may reuse an old one after a restart).
+            let (pane, _) = current(&api, &panes, &gid, pane).await?;
             let baseline = api.pane_read(&pane, lines).await.map_err(port_error)?;
             api.send_input(&pane, &text, &["enter"])
                 .await

@@ -25,6 +25,13 @@ pub enum RpcError {
         code: String,
         message: String,
     },
+    /// herdr answers, but speaks another protocol version than this client.
+    #[error("herdr {version} speaks protocol {protocol}; fleetd needs {want}")]
+    Protocol {
+        version: String,
+        protocol: u32,
+        want: u32,
+    },
     /// The answer was not the protocol: not JSON, the wrong id, neither result nor error.
     #[error("herdr's answer to {method} is malformed: {why}")]
     Malformed { method: String, why: String },
@@ -138,7 +145,11 @@ pub fn parse_answer(line: &[u8], id: &str, method: &str) -> Result<Value, RpcErr
     let v: Value =
         serde_json::from_slice(line).map_err(|e| malformed(method, format!("not JSON: {e}")))?;
     let got = v.get("id").and_then(Value::as_str);
-    if let Some(err) = v.get("error") {
+    // herdr answers a line it could not parse with id "".
+    if let Some(err) = v
+        .get("error")
+        .filter(|_| got == Some(id) || got == Some(""))
+    {
         let field = |k: &str| err.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         return Err(RpcError::Herdr {
             method: method.to_string(),
