@@ -7,8 +7,8 @@ use crate::agent::{Behaviour, Pane, Task};
 use crate::net::SimBrokerClient;
 use fleet_core::signing::Keyring;
 use fleet_core::{
-    AgentStatus, CoreConfig, Federation, Gateway, HostId, Input, Instant, Principal, Request,
-    SessionId,
+    AgentStatus, CallError, CoreConfig, Federation, Gateway, HostId, Input, Instant, Principal,
+    Request, Response, SessionId,
 };
 use fleetd::{Clock, Driver, Handle, HerdrError, HerdrPort, Observer, PortFuture, Sample};
 use std::cell::RefCell;
@@ -230,6 +230,11 @@ pub(crate) fn sim_now() -> Duration {
     })
 }
 
+/// How often an agent tries `fleet_reply` while the broker is unreachable, and how long it
+/// waits between tries (a reconnect takes from 100 ms to a few seconds of backoff).
+const REPLY_TRIES: u32 = 20;
+const REPLY_RETRY: Duration = Duration::from_millis(500);
+
 /// The agents of one host: each takes the task typed into its pane, works on it, and ends the
 /// turn as its behaviour says — through the gateway, as a member does.
 pub async fn agents(herdr: SimHerdr, gateway: Handle) {
@@ -309,10 +314,19 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 if matches!(behaviour, Behaviour::Replies | Behaviour::Asks) {
-                    let reply = Request::Reply {
-                        content: format!("done: {}", task.text),
-                    };
-                    let _ = gateway.call(Principal::worker(gid2.clone()), reply).await;
+                    // As a coding agent does with a tool error that says the broker is
+                    // unreachable: it tries again a little later, within its turn.
+                    for _ in 0..REPLY_TRIES {
+                        let reply = Request::Reply {
+                            content: format!("done: {}", task.text),
+                        };
+                        match gateway.call(Principal::worker(gid2.clone()), reply).await {
+                            Ok(Response::Error(CallError::BrokerUnavailable)) => {
+                                tokio::time::sleep(REPLY_RETRY).await
+                            }
+                            _ => break,
+                        }
+                    }
                 }
                 let mut panes = panes_of.panes.borrow_mut();
                 if let Some(p) = panes.get_mut(&gid2) {

@@ -54,6 +54,16 @@ fn specs(trace: &Trace) -> (GatewaySpec, GatewaySpec) {
 
 /// Runs U1 with `seed`; returns the outcome and the whole trace.
 fn run_u1(seed: u64) -> turmoil::Result<(Response, Trace)> {
+    let (outcomes, trace) = run_u1_cut(seed, None)?;
+    let last = outcomes.last().cloned().expect("an outcome");
+    Ok((last, trace))
+}
+
+/// U1, optionally with the worker's host cut from the broker for `cut`, from just after the
+/// brief is typed (its INJECTED already out): the member's reply falls into the cut. Returns
+/// every outcome the lead saw, in order, up to the first REPLIED (or the first outcome of any
+/// kind when there is a cut: the test judges that one).
+fn run_u1_cut(seed: u64, cut: Option<Duration>) -> turmoil::Result<(Vec<Response>, Trace)> {
     let trace = Trace::default();
     let mut sim = turmoil::Builder::new()
         .rng_seed(seed)
@@ -64,8 +74,8 @@ fn run_u1(seed: u64) -> turmoil::Result<(Response, Trace)> {
     let broker = Rc::new(RefCell::new(SimBroker::new("fleet")));
     sim.host("broker", move || serve(broker.clone()));
     let (a, b) = specs(&trace);
-    let outcome: Rc<RefCell<Option<Response>>> = Rc::default();
-    let seen = outcome.clone();
+    let outcomes: Rc<RefCell<Vec<Response>>> = Rc::default();
+    let seen = outcomes.clone();
     sim.host("a", move || {
         let seen = seen.clone();
         run_gateway(a.clone(), move |gateway, _herdr| async move {
@@ -92,7 +102,7 @@ fn run_u1(seed: u64) -> turmoil::Result<(Response, Trace)> {
                             ..
                         }
                     );
-                    *seen.borrow_mut() = Some(r);
+                    seen.borrow_mut().push(r);
                     if done {
                         break;
                     }
@@ -103,19 +113,42 @@ fn run_u1(seed: u64) -> turmoil::Result<(Response, Trace)> {
     sim.host("b", move || {
         run_gateway(b.clone(), |_gateway, _herdr| async {})
     });
-    while outcome.borrow().as_ref().is_none_or(|r| {
-        !matches!(
+    let replied = |r: &Response| {
+        matches!(
             r,
             Response::Outcome {
                 outcome: Outcome::Replied,
                 ..
             }
         )
-    }) {
+    };
+    // (typed at, cut at, healed)
+    let mut typed: Option<Duration> = None;
+    let mut healed = false;
+    loop {
+        {
+            let seen = outcomes.borrow();
+            if seen.last().is_some_and(replied) || (cut.is_some() && !seen.is_empty()) {
+                break;
+            }
+        }
         sim.step()?;
+        let Some(cut) = cut else { continue };
+        let now = sim.elapsed();
+        match typed {
+            None if trace.text().contains(" b inject ") => typed = Some(now),
+            Some(at) if !healed && now >= at + Duration::from_millis(300) + cut => {
+                sim.repair("b", "broker");
+                healed = true;
+            }
+            Some(at) if !healed && now >= at + Duration::from_millis(300) => {
+                sim.partition("b", "broker")
+            }
+            _ => {}
+        }
     }
-    let r = outcome.borrow().clone().expect("an outcome");
-    Ok((r, trace))
+    let seen = outcomes.borrow().clone();
+    Ok((seen, trace))
 }
 
 #[test]
@@ -144,5 +177,33 @@ fn the_same_seed_gives_the_same_trace() -> turmoil::Result {
     let (_, two) = run_u1(5)?;
     assert!(one.len() > 20, "a real run: {} lines", one.len());
     assert_eq!(one.text(), two.text());
+    Ok(())
+}
+
+/// The worker's host loses the broker while its member replies: the reply's confirm never
+/// comes, the member is told the broker is unavailable, tries again once the link is back,
+/// and the lead's one blocking send ends REPLIED — nothing buffered in the gateway, nothing
+/// lost (the kill test on RabbitMQ caught this window, CI stop 11).
+#[test]
+fn a_reply_made_while_the_worker_host_is_cut_off_arrives_once_the_link_is_back() -> turmoil::Result
+{
+    let (outcomes, trace) = run_u1_cut(3, Some(Duration::from_secs(10)))?;
+    let t = trace.text();
+    match outcomes.first() {
+        Some(Response::Outcome { outcome, body, .. }) => {
+            assert_eq!(*outcome, Outcome::Replied, "{t}");
+            assert_eq!(body.as_deref(), Some("done: write the tests"));
+        }
+        other => panic!("{other:?}\n{t}"),
+    }
+    assert_eq!(
+        t.matches(" b inject ").count(),
+        1,
+        "the brief was typed once: {t}"
+    );
+    assert!(
+        t.contains("error the broker is unreachable"),
+        "the reply did fall into the cut: {t}"
+    );
     Ok(())
 }

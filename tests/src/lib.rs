@@ -24,6 +24,24 @@ pub fn redact_ids(text: &str) -> String {
     .into_owned()
 }
 
+/// Runs `f` on a current-thread runtime inside a `LocalSet` (the driver loop is not `Send`),
+/// failing after `secs` so a hang fails a test instead of stalling CI.
+pub fn local_scenario<F: std::future::Future<Output = ()>>(secs: u64, f: F) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => panic!("a tokio runtime: {e}"),
+    };
+    let local = tokio::task::LocalSet::new();
+    let limit = std::time::Duration::from_secs(secs);
+    let bounded = async { tokio::time::timeout(limit, f).await };
+    if local.block_on(&rt, bounded).is_err() {
+        panic!("scenario did not finish within {secs} s");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

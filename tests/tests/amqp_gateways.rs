@@ -12,21 +12,9 @@ use std::collections::BTreeSet;
 use std::future::Future;
 use std::time::Duration;
 
-/// Runs a scenario on a current-thread runtime inside a `LocalSet` (the driver loop is not
-/// `Send`), bounded so a hang fails instead of stalling CI.
+/// The driver loop is not `Send`: each scenario runs on one thread, bounded.
 fn scenario<F: Future<Output = ()>>(f: F) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => panic!("a tokio runtime: {e}"),
-    };
-    let local = tokio::task::LocalSet::new();
-    let bounded = async { tokio::time::timeout(Duration::from_secs(180), f).await };
-    if local.block_on(&rt, bounded).is_err() {
-        panic!("scenario did not finish within 180 s");
-    }
+    fleet_tests::local_scenario(180, f);
 }
 
 async fn call(g: &TestGateway, request: Request) -> Response {
@@ -408,7 +396,14 @@ fn a_connection_killed_mid_flight_loses_no_reply_and_types_nothing_twice() {
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            let view = last.unwrap_or_else(|| panic!("{brief}: never ended"));
+            let view = last.unwrap_or_else(|| {
+                panic!(
+                    "{brief}: never ended; lead's host {:?}, workers' host {:?}, typed {:?}",
+                    *g0.status.borrow(),
+                    *g1.status.borrow(),
+                    fleet.typed()
+                )
+            });
             assert_eq!(view.outcome, Some(Outcome::Replied), "{brief}: {view:?}");
             assert_eq!(
                 view.body.as_deref(),

@@ -33,18 +33,7 @@ impl Drop for Dir {
 }
 
 fn scenario<F: Future<Output = ()>>(f: F) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => panic!("a tokio runtime: {e}"),
-    };
-    let local = tokio::task::LocalSet::new();
-    let bounded = async { tokio::time::timeout(Duration::from_secs(60), f).await };
-    if local.block_on(&rt, bounded).is_err() {
-        panic!("scenario did not finish within 60 s");
-    }
+    fleet_tests::local_scenario(60, f);
 }
 
 async fn double(dir: &Dir) -> HerdrDouble {

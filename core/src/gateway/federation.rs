@@ -74,10 +74,28 @@ enum Pending {
     MemberReply {
         call: CallId,
         held: Option<ReplyId>,
-        to: SessionId,
+        member: SessionId,
+        sent: Unsent,
     },
     /// A turn's ending reported to its sender; a failure here is loud.
     Report { to: SessionId, kind: Kind },
+}
+
+/// A member's reply to another host, as published: if the publish fails, the member is told the
+/// broker is unavailable and this is kept, so its retry in the same turn goes out under the same
+/// msgId and `re`. The lead's waiter then resolves with it (the delegation on this side already
+/// ended at the first try), and a first copy that did reach the broker before the connection
+/// died is dropped at the lead as a duplicate msgId. Only ids are kept, never the body: the
+/// gateway does not buffer on the broker's behalf.
+#[derive(Clone, Debug)]
+struct Unsent {
+    /// The member's turn (its brief's msgId) the reply belongs to; a retry in a later turn is a
+    /// new reply.
+    turn: Option<MsgId>,
+    to: SessionId,
+    re: Option<MsgId>,
+    msg_id: MsgId,
+    trace_id: TraceId,
 }
 
 pub(super) struct Fed {
@@ -100,6 +118,8 @@ pub(super) struct Fed {
     publishes: BTreeMap<PublishId, Pending>,
     /// A member's reply call being answered by a report to another host: see `Pending`.
     reply_call: Option<CallId>,
+    /// At most one failed reply per member, for its retry: see `Unsent`.
+    unsent: BTreeMap<SessionId, Unsent>,
     /// Timers armed (one chain each, however often the broker bounces).
     presence_armed: bool,
     sweep_armed: bool,
@@ -178,6 +198,7 @@ impl Gateway {
             next_publish: 0,
             publishes: BTreeMap::new(),
             reply_call: None,
+            unsent: BTreeMap::new(),
             presence_armed: false,
             sweep_armed: false,
             remote_waiters: BTreeMap::new(),
@@ -369,6 +390,7 @@ impl Gateway {
         {
             return;
         }
+        f.unsent.remove(gid);
         if f.local.remove(gid).is_some() {
             f.roster.forget(gid);
             f.groups.remove(gid);
@@ -692,13 +714,21 @@ impl Gateway {
             None,
         );
         let call = self.fed.as_mut().and_then(|f| f.reply_call.take());
+        let sent = Unsent {
+            turn: self.turns.get(worker).copied(),
+            to: reply_to.clone(),
+            re: Some(re),
+            msg_id: env.msg_id,
+            trace_id: env.trace_id,
+        };
         match (self.publish(Exchange::Msg, env), call) {
             (Some(publish), Some(call)) => self.pending(
                 publish,
                 Pending::MemberReply {
                     call,
                     held: None,
-                    to: reply_to.clone(),
+                    member: worker.clone(),
+                    sent,
                 },
             ),
             (Some(publish), None) => self.pending(
@@ -708,7 +738,7 @@ impl Gateway {
                     kind,
                 },
             ),
-            (None, Some(call)) => self.respond(call, Response::Error(CallError::BrokerUnavailable)),
+            (None, Some(call)) => self.reply_unsent(call, worker, sent),
             (None, None) => self.event(Event::Undelivered {
                 kind: kind.to_string(),
                 to: reply_to.clone(),
@@ -783,30 +813,79 @@ impl Gateway {
         lead: &SessionId,
         content: String,
     ) {
+        let sent = Unsent {
+            turn: self.turns.get(member).copied(),
+            to: lead.clone(),
+            re: None,
+            msg_id: self.ids.msg(),
+            trace_id: self.ids.trace(),
+        };
+        self.publish_member_reply(call, member, sent, content);
+    }
+
+    /// A member's reply retried after its publish failed: true if this turn has one (see
+    /// `Unsent`), which then goes out again under its first msgId.
+    pub(super) fn retry_unsent_reply(
+        &mut self,
+        call: CallId,
+        member: &SessionId,
+        content: &str,
+    ) -> bool {
+        let turn = self.turns.get(member).copied();
+        let Some(f) = &mut self.fed else { return false };
+        let Some(sent) = f.unsent.remove(member) else {
+            return false;
+        };
+        if sent.turn != turn {
+            return false;
+        }
+        self.publish_member_reply(call, member, sent, content.to_string());
+        true
+    }
+
+    /// Publishes a member's REPLY as `sent` names it; the member is answered at the confirm.
+    fn publish_member_reply(
+        &mut self,
+        call: CallId,
+        member: &SessionId,
+        sent: Unsent,
+        content: String,
+    ) {
         let ttl = self.cfg.reply_ttl_ms;
-        let env = self.envelope(
+        let mut env = self.envelope(
             Kind::Reply,
             member,
-            lead.to_string(),
-            None,
+            sent.to.to_string(),
+            sent.re,
             None,
             Some(Outcome::Replied),
             content.into_bytes(),
             ttl,
-            None,
+            Some(sent.trace_id),
         );
-        let id = ReplyId(env.msg_id.0);
+        env.msg_id = sent.msg_id;
+        // A reply to a delegation resolved its waiter here already: nothing is held.
+        let held = sent.re.is_none().then_some(ReplyId(sent.msg_id.0));
         match self.publish(Exchange::Msg, env) {
             Some(publish) => self.pending(
                 publish,
                 Pending::MemberReply {
                     call,
-                    held: Some(id),
-                    to: lead.clone(),
+                    held,
+                    member: member.clone(),
+                    sent,
                 },
             ),
-            None => self.respond(call, Response::Error(CallError::BrokerUnavailable)),
+            None => self.reply_unsent(call, member, sent),
         }
+    }
+
+    /// The broker does not have the member's reply: the member hears so, and may try again.
+    fn reply_unsent(&mut self, call: CallId, member: &SessionId, sent: Unsent) {
+        if let Some(f) = &mut self.fed {
+            f.unsent.insert(member.clone(), sent);
+        }
+        self.respond(call, Response::Error(CallError::BrokerUnavailable));
     }
 
     fn close_remote_ask(&mut self, turn: TurnId, outcome: AskOutcome) {
@@ -1009,13 +1088,16 @@ impl Gateway {
             (Pending::Delegation(ticket), PublishResult::Failed(_)) => {
                 self.fail_call(now, ticket, CallError::BrokerUnavailable)
             }
-            (Pending::MemberReply { call, to, .. }, PublishResult::Unroutable) => self.respond(
+            (Pending::MemberReply { call, sent, .. }, PublishResult::Unroutable) => self.respond(
                 call,
-                Response::Error(CallError::NoSuchRecipient { target: to }),
+                Response::Error(CallError::NoSuchRecipient { target: sent.to }),
             ),
-            (Pending::MemberReply { call, .. }, PublishResult::Failed(_)) => {
-                self.respond(call, Response::Error(CallError::BrokerUnavailable))
-            }
+            (
+                Pending::MemberReply {
+                    call, member, sent, ..
+                },
+                PublishResult::Failed(_),
+            ) => self.reply_unsent(call, &member, sent),
             (Pending::Report { to, kind }, r) => self.event(Event::Undelivered {
                 kind: kind.to_string(),
                 to,

@@ -700,6 +700,9 @@ impl Gateway {
             self.finish(now, r.ticket, Outcome::Replied, Some(content), None);
             return self.respond(call, Response::ReplyAccepted { held: None });
         }
+        if self.retry_unsent_reply(call, &session, &content) {
+            return;
+        }
         let lead = self.last_delegator.get(&session).cloned();
         if let Some(remote_lead) = lead.clone().filter(|l| self.is_remote(l)) {
             return self.reply_to_remote_lead(now, call, &session, &remote_lead, content);
