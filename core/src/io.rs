@@ -48,11 +48,11 @@ pub enum Input {
     /// A lead (or architect) with this gid is served by this gateway: it gets an inbox and
     /// is announced in the roster.
     LeadAttached { lead: SessionId },
-    /// The answer to `Output::SpawnPane`: the pane exists (labelled `fleet:<gid>`), or why not.
-    /// Readiness still waits for `MemberConnected`.
+    /// The answer to `Output::SpawnPane`: the pane exists (labelled `fleet:<gid>`) and how its
+    /// readiness will be known, or why not.
     Spawned {
         gid: SessionId,
-        result: Result<(), String>,
+        result: Result<Readiness, String>,
     },
     /// Something the broker did (cross-host mode only).
     Broker(BrokerEvent),
@@ -64,6 +64,16 @@ pub enum Input {
     Shutdown,
     /// `poll_timeout` was reached.
     Tick,
+}
+
+/// How a new member's readiness gate (CB-306) opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Readiness {
+    /// When the member connects to this gateway's MCP (`Input::MemberConnected`).
+    OnConnect,
+    /// It already has: the launcher saw the pane's program reach an injectable status within
+    /// the gate's bound (a `command` profile, which has no MCP connection to wait for).
+    Ready,
 }
 
 /// A caller's request. Identity is the `Principal` beside it, never a field here.

@@ -34,7 +34,7 @@ pub use authz::{Action, AuditEvent, Principal, Role};
 pub use config::{ConfigError, CoreConfig};
 pub use gateway::{Federation, Gateway, Stats, TimerKind};
 pub use ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, TurnId};
-pub use io::{CallError, Event, Input, Output, Request, Response, TicketView};
+pub use io::{CallError, Event, Input, Output, Readiness, Request, Response, TicketView};
 pub use outcome::{AskOutcome, Outcome, Phase};
 pub use status::AgentStatus;
 pub use time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! the port, and a slow pane never stalls the others.
 
 use fleet_core::broker::{BrokerEvent, BrokerOp};
-use fleet_core::{AgentStatus, Instant, SessionId};
+use fleet_core::{AgentStatus, Instant, Readiness, SessionId};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -42,7 +42,7 @@ pub trait HerdrPort {
         gid: &SessionId,
         profile: &str,
         group: Option<&str>,
-    ) -> PortFuture<Result<(), HerdrError>>;
+    ) -> PortFuture<Result<Readiness, HerdrError>>;
     fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>>;
 }
 

@@ -101,12 +101,12 @@ impl HerdrPort for ScriptedHerdr {
         gid: &SessionId,
         _profile: &str,
         _group: Option<&str>,
-    ) -> PortFuture<Result<(), HerdrError>> {
+    ) -> PortFuture<Result<fleet_core::Readiness, HerdrError>> {
         let (me, gid) = (self.clone(), gid.clone());
         Box::pin(async move {
             tokio::time::sleep(LATENCY).await;
             me.add(gid.as_str());
-            Ok(())
+            Ok(fleet_core::Readiness::OnConnect)
         })
     }
 

@@ -8,7 +8,7 @@ use crate::net::SimBrokerClient;
 use fleet_core::signing::Keyring;
 use fleet_core::{
     AgentStatus, CallError, CoreConfig, Federation, Gateway, HostId, Input, Instant, Principal,
-    Request, Response, SessionId,
+    Readiness, Request, Response, SessionId,
 };
 use fleetd::{Clock, Driver, Handle, HerdrError, HerdrPort, Observer, PortFuture, Sample};
 use std::cell::RefCell;
@@ -183,7 +183,7 @@ impl HerdrPort for SimHerdr {
         gid: &SessionId,
         _profile: &str,
         _group: Option<&str>,
-    ) -> PortFuture<Result<(), HerdrError>> {
+    ) -> PortFuture<Result<Readiness, HerdrError>> {
         let (me, gid) = (self.clone(), gid.clone());
         let salt = gid
             .as_str()
@@ -206,7 +206,7 @@ impl HerdrPort for SimHerdr {
             me.booting
                 .borrow_mut()
                 .insert(gid, sim_now() + Duration::from_millis(boot));
-            Ok(())
+            Ok(Readiness::OnConnect)
         })
     }
 

@@ -261,7 +261,12 @@ impl HerdrPort for EchoHerdr {
         Box::pin(async { Ok("❯ ".to_string()) })
     }
 
-    fn spawn(&self, _: &SessionId, _: &str, _: Option<&str>) -> PortFuture<Result<(), HerdrError>> {
+    fn spawn(
+        &self,
+        _: &SessionId,
+        _: &str,
+        _: Option<&str>,
+    ) -> PortFuture<Result<fleet_core::Readiness, HerdrError>> {
         Box::pin(async { Err(HerdrError::Unavailable("the bench spawns nothing".into())) })
     }
 

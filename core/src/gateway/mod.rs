@@ -238,11 +238,7 @@ impl Gateway {
                 self.injector.gate(&target);
                 self.local_entity(&target, crate::roster::EntityKind::Member, false);
             }
-            Input::MemberConnected { target } => {
-                self.injector.open_gate(&target);
-                self.local_entity(&target, crate::roster::EntityKind::Member, true);
-                self.spawn_ready(&target);
-            }
+            Input::MemberConnected { target } => self.member_connected(&target),
             Input::Spawned { gid, result } => self.on_spawned(now, gid, result),
             Input::LeadAttached { lead } => {
                 self.local_entity(&lead, crate::roster::EntityKind::Lead, true)

@@ -11,7 +11,7 @@ use super::{Gateway, TimerKind};
 use crate::broker::{DeliveryId, Exchange, PublishId};
 use crate::envelope::{Envelope, Kind};
 use crate::ids::{CallId, HostId, MsgId, SessionId};
-use crate::io::{CallError, Output, Response};
+use crate::io::{CallError, Output, Readiness, Response};
 use crate::outcome::Outcome;
 use crate::planted::PlantedBug;
 use crate::roster::GATEWAY_GID;
@@ -206,19 +206,27 @@ impl Gateway {
     }
 
     /// The launcher's answer. A pane that exists still waits for its readiness gate.
-    pub(super) fn on_spawned(&mut self, now: Instant, gid: SessionId, result: Result<(), String>) {
+    pub(super) fn on_spawned(
+        &mut self,
+        now: Instant,
+        gid: SessionId,
+        result: Result<Readiness, String>,
+    ) {
         match result {
-            Ok(()) if !self.spawns.reserved.contains_key(&gid) => {
+            Ok(_) if !self.spawns.reserved.contains_key(&gid) => {
                 // Too late: the spawn was already reaped and reported failed.
                 self.out.push_back(Output::ClosePane { gid });
             }
-            Ok(()) => {
+            Ok(ready) => {
                 let group = self.spawns.reserved.get(&gid).and_then(|r| r.group.clone());
                 if let Some(g) = group {
                     self.join_group(&gid, &g);
                 }
                 self.injector.gate(&gid);
                 self.local_entity(&gid, crate::roster::EntityKind::Member, false);
+                if ready == Readiness::Ready {
+                    self.member_connected(&gid);
+                }
             }
             Err(reason) => {
                 if let Some(r) = self.spawns.reserved.remove(&gid) {
@@ -227,6 +235,14 @@ impl Gateway {
             }
         }
         let _ = now;
+    }
+
+    /// A member passed its readiness gate (connected, or ready at launch): typing may begin,
+    /// it is announced, and a spawn waiting on it is done.
+    pub(super) fn member_connected(&mut self, gid: &SessionId) {
+        self.injector.open_gate(gid);
+        self.local_entity(gid, crate::roster::EntityKind::Member, true);
+        self.spawn_ready(gid);
     }
 
     /// A member connected: if it was being spawned, the spawn is done.

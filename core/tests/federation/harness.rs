@@ -292,7 +292,7 @@ impl Fleet {
                             self.now,
                             Input::Spawned {
                                 gid: gid.clone(),
-                                result: Ok(()),
+                                result: Ok(fleet_core::Readiness::OnConnect),
                             },
                         );
                         self.spawned.push((h, gid.clone()));

@@ -8,8 +8,8 @@ use fleet_core::broker::{BrokerEvent, DeliveryId, Exchange};
 use fleet_core::envelope::{Envelope, Kind, VERSION};
 use fleet_core::signing::Keyring;
 use fleet_core::{
-    AgentStatus, AskOutcome, CallError, Duration, Input, MsgId, Outcome, Phase, Principal, Request,
-    Response, SessionId, TraceId,
+    AgentStatus, AskOutcome, CallError, Duration, Input, MsgId, Outcome, Phase, Principal,
+    Readiness, Request, Response, SessionId, TraceId,
 };
 use harness::{host_name, Fleet, T0_UNIX};
 use std::collections::BTreeMap;
@@ -1075,7 +1075,7 @@ fn a_late_launcher_success_is_closed() {
         1,
         Input::Spawned {
             gid: gid.clone(),
-            result: Ok(()),
+            result: Ok(Readiness::OnConnect),
         },
     );
     assert!(f.trace(1).contains(&format!("close_pane {gid}")));

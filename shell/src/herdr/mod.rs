@@ -4,13 +4,16 @@
 //! alone (CB-308 §7.8).
 
 pub mod api;
+pub mod launch;
+pub mod rebuild;
 pub mod rpc;
 
 pub use api::{Api, NewPane, PaneInfo, Pong, ReportedState, PROTOCOL};
+pub use launch::{CharterReceipt, Gate, Kind, LaunchConfig, LaunchError, Profile};
 pub use rpc::{RpcError, Socket};
 
 use crate::ports::{HerdrError, HerdrPort, PortFuture, Sample};
-use fleet_core::{AgentStatus, SessionId};
+use fleet_core::{AgentStatus, Readiness, SessionId};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -33,15 +36,7 @@ pub fn discover_socket() -> Option<PathBuf> {
     Some(config.join("herdr").join("herdr.sock"))
 }
 
-/// What a `command` profile starts: for custom agents and tests.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CommandProfile {
-    pub argv: Vec<String>,
-    pub env: BTreeMap<String, String>,
-    pub cwd: Option<String>,
-}
-
-/// How the client reads and places panes.
+/// How the client reads and places panes, and launches members.
 #[derive(Clone, Debug)]
 pub struct HerdrConfig {
     pub socket: PathBuf,
@@ -51,17 +46,25 @@ pub struct HerdrConfig {
     pub read_lines: u32,
     /// The label of the non-focused tab members start in.
     pub member_tab: String,
-    pub profiles: BTreeMap<String, CommandProfile>,
+    pub profiles: BTreeMap<String, Profile>,
+    pub launch: LaunchConfig,
+    /// The daemon's environment, which each member's is scrubbed from (`launch::plan`).
+    pub parent_env: BTreeMap<String, String>,
 }
 
 impl HerdrConfig {
-    pub fn new(socket: impl Into<PathBuf>) -> Self {
+    /// Defaults around `socket` and `launch`; `parent_env` is this process's environment.
+    pub fn new(socket: impl Into<PathBuf>, launch: LaunchConfig) -> Self {
         HerdrConfig {
             socket: socket.into(),
             timeout: Duration::from_secs(5),
             read_lines: 80,
             member_tab: "fleet members".into(),
             profiles: BTreeMap::new(),
+            launch,
+            parent_env: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
         }
     }
 }
@@ -73,6 +76,8 @@ pub struct HerdrClient {
     cfg: Rc<HerdrConfig>,
     /// gid → pane id, refreshed from the labels whenever a gid is not found.
     panes: Rc<RefCell<BTreeMap<SessionId, String>>>,
+    /// The charter receipt of each member this client launched (for audit; never the text).
+    receipts: Rc<RefCell<BTreeMap<SessionId, CharterReceipt>>>,
 }
 
 fn port_error(e: RpcError) -> HerdrError {
@@ -89,7 +94,21 @@ impl HerdrClient {
             api: Rc::new(Api::new(socket)),
             cfg: Rc::new(cfg),
             panes: Rc::default(),
+            receipts: Rc::default(),
         }
+    }
+
+    /// Whether member `gid`'s pane shows a live agent (any status but `unknown`) within the
+    /// readiness bound: a starting gateway adopts such a member (see `rebuild`).
+    pub async fn alive_within(&self, gid: &SessionId) -> Result<(), String> {
+        let pane = self.resolve(gid).await.map_err(|e| e.to_string())?;
+        let live = |s: AgentStatus| s != AgentStatus::Unknown;
+        status_within(&self.api, &pane, &self.cfg.launch, live).await
+    }
+
+    /// The charter receipt member `gid` was launched with, if this client launched it.
+    pub fn receipt(&self, gid: &SessionId) -> Option<CharterReceipt> {
+        self.receipts.borrow().get(gid).cloned()
     }
 
     pub fn api(&self) -> &Api {
@@ -228,13 +247,14 @@ impl HerdrPort for HerdrClient {
         gid: &SessionId,
         profile: &str,
         group: Option<&str>,
-    ) -> PortFuture<Result<(), HerdrError>> {
+    ) -> PortFuture<Result<Readiness, HerdrError>> {
         let (api, cfg, panes, gid) = (
             self.api.clone(),
             self.cfg.clone(),
             self.panes.clone(),
             gid.clone(),
         );
+        let receipts = self.receipts.clone();
         let (profile, group) = (profile.to_string(), group.map(str::to_string));
         Box::pin(async move {
             let Some(p) = cfg.profiles.get(&profile) else {
@@ -242,33 +262,103 @@ impl HerdrPort for HerdrClient {
                     "no profile {profile:?} on this host"
                 )));
             };
-            let mut env = p.env.clone();
-            env.insert("FLEET_GID".into(), gid.to_string());
-            if let Some(g) = &group {
-                env.insert("FLEET_GROUP".into(), g.clone());
+            let plan = launch::plan(
+                &cfg.launch,
+                &profile,
+                p,
+                gid.as_str(),
+                group.as_deref(),
+                &cfg.parent_env,
+            )
+            .map_err(|e| HerdrError::Unavailable(e.to_string()))?;
+            let dir = cfg.launch.member_dir(gid.as_str());
+            if !plan.files.is_empty() {
+                launch::write_files(&dir, &plan.files).map_err(|e| {
+                    HerdrError::Unavailable(format!("writing {}: {e}", dir.display()))
+                })?;
             }
             let new = NewPane {
                 label: format!("{LABEL_PREFIX}{gid}"),
-                cwd: p.cwd.clone(),
-                command: p.argv.clone(),
-                env,
+                cwd: plan.cwd.clone(),
+                command: plan.argv.clone(),
+                env: BTreeMap::new(),
                 workspace_id: None,
                 tab_label: Some(cfg.member_tab.clone()),
             };
-            let pane = api.layout_apply(&new).await.map_err(port_error)?;
-            panes.borrow_mut().insert(gid, pane);
-            Ok(())
+            let pane = match api.layout_apply(&new).await {
+                Ok(pane) => pane,
+                Err(e) => {
+                    let _ = launch::remove_files(&dir);
+                    return Err(port_error(e));
+                }
+            };
+            panes.borrow_mut().insert(gid.clone(), pane.clone());
+            if let Some(r) = plan.receipt {
+                tracing::info!(%gid, profile, charter_sha256 = %r.sha256, "member launched");
+                receipts.borrow_mut().insert(gid.clone(), r);
+            }
+            match plan.gate {
+                Gate::Connects => Ok(Readiness::OnConnect),
+                Gate::Injectable => {
+                    match status_within(&api, &pane, &cfg.launch, AgentStatus::injectable).await {
+                        Ok(()) => Ok(Readiness::Ready),
+                        Err(why) => {
+                            // Failed at the gate: reaped here, so no half-built pane stays.
+                            let _ = api.pane_close(&pane).await;
+                            panes.borrow_mut().remove(&gid);
+                            let _ = launch::remove_files(&dir);
+                            Err(HerdrError::Unavailable(why))
+                        }
+                    }
+                }
+            }
         })
     }
 
     fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>> {
         let (api, panes, g) = (self.api.clone(), self.panes.clone(), gid.clone());
+        let (receipts, dir) = (
+            self.receipts.clone(),
+            self.cfg.launch.member_dir(gid.as_str()),
+        );
         let resolve = self.resolve(gid);
         Box::pin(async move {
-            let pane = resolve.await?;
-            let r = api.pane_close(&pane).await.map_err(port_error);
+            let pane = resolve.await;
+            receipts.borrow_mut().remove(&g);
+            if let Err(e) = launch::remove_files(&dir) {
+                tracing::warn!(gid = %g, dir = %dir.display(), "removing a member's files: {e}");
+            }
+            let r = api.pane_close(&pane?).await.map_err(port_error);
             panes.borrow_mut().remove(&g);
             r
         })
+    }
+}
+
+/// Waits, within the readiness bound, for the pane's status to pass `accept` (for a `command`
+/// member's gate: injectable, as herdr reports it or the program reports itself).
+async fn status_within(
+    api: &Api,
+    pane: &str,
+    cfg: &LaunchConfig,
+    accept: fn(AgentStatus) -> bool,
+) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + cfg.ready_timeout;
+    loop {
+        let last = match api.pane_get(pane).await {
+            Ok(info) if accept(AgentStatus::from_wire(&info.agent_status)) => return Ok(()),
+            Ok(info) => format!("status {}", info.agent_status),
+            Err(e) if e.code() == Some("pane_not_found") => {
+                return Err("the member's pane closed before it was ready".into())
+            }
+            Err(e) => e.to_string(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "not ready within {} ms ({last})",
+                cfg.ready_timeout.as_millis()
+            ));
+        }
+        tokio::time::sleep(cfg.ready_poll).await;
     }
 }
