@@ -70,6 +70,8 @@ pub struct CoreConfig {
     pub profiles: Vec<String>,
     /// A spawned member must connect (its readiness gate) within this, or it is reaped.
     pub spawn_ready_timeout_ms: u64,
+    /// A member idle (READY, DONE or FAILED) this long is closed by the reaper; 0 never.
+    pub member_idle_ttl_ms: u64,
     /// A protocol bug to switch on, for proving the simulation's oracle (test builds only).
     #[cfg(feature = "planted-bugs")]
     #[serde(skip)]
@@ -120,6 +122,7 @@ impl Default for CoreConfig {
             held_sweep_interval_ms: 60_000,
             profiles: Vec::new(),
             spawn_ready_timeout_ms: 180_000,
+            member_idle_ttl_ms: 3_600_000,
             #[cfg(feature = "planted-bugs")]
             planted: None,
         }

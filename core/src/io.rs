@@ -7,6 +7,7 @@ use crate::ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TurnId};
 use crate::inbox::HeldReply;
 use crate::injector::{Cause, TargetView};
 use crate::outcome::{AskOutcome, Outcome, Phase};
+use crate::session::SessionState;
 use crate::status::AgentStatus;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -382,6 +383,17 @@ pub enum Event {
         msg: MsgId,
         sender: SessionId,
     },
+    /// A member's session changed state (`from` is none for a new session).
+    Session {
+        gid: SessionId,
+        from: Option<SessionState>,
+        to: SessionState,
+    },
+    /// The idle reaper closes a member that sat idle past `member_idle_ttl_ms`.
+    Reaped {
+        gid: SessionId,
+        idle_ms: u64,
+    },
 }
 
 impl fmt::Display for Event {
@@ -459,6 +471,11 @@ impl fmt::Display for Event {
             Event::DeadLetterReported { msg, sender } => {
                 write!(f, "dead_letter_reported msg={msg} to {sender}")
             }
+            Event::Session { gid, from, to } => match from {
+                Some(from) => write!(f, "session {gid} {from} -> {to}"),
+                None => write!(f, "session {gid} -> {to}"),
+            },
+            Event::Reaped { gid, idle_ms } => write!(f, "reaped {gid} idle {idle_ms} ms"),
         }
     }
 }

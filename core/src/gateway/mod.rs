@@ -11,10 +11,13 @@ use crate::io::{CallError, Event, Input, Output, Request, Response, TicketView};
 use crate::outcome::{AskOutcome, Outcome, Phase};
 use crate::push::{Attention, Push};
 use crate::rendezvous::{AskOpen, Kind, Rendezvous};
+use crate::session::{SessionState, Sessions};
 use crate::time::{Duration, Instant};
+use sessions::IDLE;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 mod federation;
+mod sessions;
 mod spawn;
 use federation::Fed;
 pub use federation::Federation;
@@ -44,6 +47,8 @@ pub enum TimerKind {
     HeldSweep,
     /// A spawn's readiness bound (target side) or answer bound (requester side).
     Spawn(SessionId),
+    /// The idle reaper's round.
+    Reap,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -133,6 +138,8 @@ pub struct Gateway {
     /// Nudge messages in the injector, by the lead they remind.
     nudges: BTreeMap<MsgId, SessionId>,
     timers: BTreeSet<(Instant, TimerKind)>,
+    sessions: Sessions,
+    reap_armed: bool,
     next_poll: Option<Instant>,
     out: VecDeque<Output>,
     stats: Stats,
@@ -174,6 +181,8 @@ impl Gateway {
             delegator_of: BTreeMap::new(),
             nudges: BTreeMap::new(),
             timers: BTreeSet::new(),
+            sessions: Sessions::default(),
+            reap_armed: false,
             next_poll: None,
             out: VecDeque::new(),
             stats: Stats::default(),
@@ -193,6 +202,16 @@ impl Gateway {
     /// Held replies across all targets (`fleet_inbox_depth`).
     pub fn inbox_depth(&self) -> usize {
         self.inbox.total()
+    }
+
+    /// Member sessions by state (`fleet_sessions{state}`).
+    pub fn sessions(&self) -> BTreeMap<SessionState, usize> {
+        self.sessions.counts()
+    }
+
+    /// Member `gid`'s session state, if it is a member here.
+    pub fn session(&self, gid: &SessionId) -> Option<SessionState> {
+        self.sessions.state(gid)
     }
 
     /// Spawns reserved and not yet ready or failed (`fleet_sessions{state="spawning"}`).
@@ -298,6 +317,7 @@ impl Gateway {
                         self.last_delegator.insert(target.clone(), lead);
                     }
                     self.turns.insert(target.clone(), msg);
+                    self.session_to(&target, IDLE, SessionState::Busy);
                     self.remote_injected(now, &target, msg);
                     if let Some(lead) = self.nudges.remove(&msg) {
                         if let Some(at) = self.push.delivered(now, &lead, msg) {
@@ -316,6 +336,7 @@ impl Gateway {
                         msg,
                         missed_fast_turn,
                     });
+                    self.session_to(&target, &[SessionState::Busy], SessionState::Done);
                     // A missed fast turn is inferred, not seen (Figure 6 takes it straight back to
                     // Quiescent): its waiter stays open for a reply or the timeout.
                     let captured = self
@@ -334,6 +355,7 @@ impl Gateway {
                         msg,
                         cause,
                     });
+                    self.session_to(&target, &[SessionState::Busy], SessionState::Failed);
                     if let Some(r) = self.rendezvous.resolve(&target, msg, Kind::Failed) {
                         self.finish(now, r.ticket, Outcome::WorkerFailed, Some(why), None);
                     }
@@ -988,6 +1010,7 @@ impl Gateway {
             );
         }
         self.turns.remove(target);
+        self.sessions.remove(target);
         self.local_entity_gone(target);
         self.last_delegator.remove(target);
         if self.push.forget(target) {
@@ -1035,6 +1058,7 @@ impl Gateway {
                 TimerKind::Presence => self.on_presence_tick(now),
                 TimerKind::HeldSweep => self.on_held_sweep(now),
                 TimerKind::Spawn(gid) => self.on_spawn_timer(now, gid),
+                TimerKind::Reap => self.on_reap(now),
                 TimerKind::StatusPoll | TimerKind::Injector => {}
             }
         }

@@ -197,6 +197,7 @@ impl Gateway {
         );
         self.timers
             .insert((deadline, TimerKind::Spawn(gid.clone())));
+        self.session_set(&gid, crate::session::SessionState::Spawning);
         self.stats.spawns_total += 1;
         self.out.push_back(Output::SpawnPane {
             gid,
@@ -240,6 +241,7 @@ impl Gateway {
     /// A member passed its readiness gate (connected, or ready at launch): typing may begin,
     /// it is announced, and a spawn waiting on it is done.
     pub(super) fn member_connected(&mut self, gid: &SessionId) {
+        self.session_ready(gid);
         self.injector.open_gate(gid);
         self.local_entity(gid, crate::roster::EntityKind::Member, true);
         self.spawn_ready(gid);
@@ -253,6 +255,9 @@ impl Gateway {
     }
 
     fn spawn_done(&mut self, gid: &SessionId, reply: Reply, result: Result<(), String>) {
+        if result.is_err() {
+            self.session_abandoned(gid);
+        }
         match (reply, result) {
             (Reply::Local(call), Ok(())) => {
                 let host = self.own_host();

@@ -1160,3 +1160,71 @@ fn a_member_that_dies_unwatched_leaves_the_roster() {
     f.advance(Duration::from_secs(30));
     assert!(!listed(&mut f, &lead), "{}", f.trace(1));
 }
+
+/// Sessions: a spawned member goes SPAWNING → READY → BUSY → DONE and takes a follow-up; the
+/// idle reaper closes it once it has sat idle past `member_idle_ttl_ms`, and never while it
+/// works. Its inbox goes with its pane.
+#[test]
+fn a_member_session_runs_its_course_and_the_idle_reaper_closes_it() {
+    use fleet_core::SessionState::*;
+    let cfg = fleet_core::CoreConfig {
+        member_idle_ttl_ms: 60_000,
+        ..harness::core_config()
+    };
+    let mut f = Fleet::with(2, cfg);
+    let lead = f.lead(0, LEAD);
+    f.advance(Duration::from_millis(10));
+    f.auto_ready = false;
+    let c = f.call(0, lead.clone(), spawn(Some(1), "claude", None));
+    f.settle();
+    let gid = f.spawned[0].1.clone();
+    assert_eq!(f.hosts[1].gw.session(&gid), Some(Spawning));
+    f.input(
+        1,
+        Input::MemberConnected {
+            target: gid.clone(),
+        },
+    );
+    f.settle();
+    assert!(spawned(f.response(0, c)).is_some());
+    assert_eq!(f.hosts[1].gw.session(&gid), Some(Ready));
+    let s = f.call(0, lead.clone(), send(&gid, "first", false));
+    f.advance(Duration::from_secs(1));
+    assert!(f.response(0, s).is_some());
+    assert_eq!(f.hosts[1].gw.session(&gid), Some(Busy));
+    f.set_status(1, &gid, AgentStatus::Working);
+    f.advance(Duration::from_secs(1));
+    f.set_status(1, &gid, AgentStatus::Idle);
+    f.advance(Duration::from_secs(2));
+    assert_eq!(f.hosts[1].gw.session(&gid), Some(Done));
+    // A follow-up: DONE is not the end of a fleet member.
+    f.call(0, lead.clone(), send(&gid, "second", false));
+    f.advance(Duration::from_secs(1));
+    assert_eq!(f.hosts[1].gw.session(&gid), Some(Busy));
+    f.set_status(1, &gid, AgentStatus::Working);
+    // Working for longer than the TTL: never reaped.
+    f.advance(Duration::from_secs(90));
+    assert_eq!(f.hosts[1].gw.session(&gid), Some(Busy));
+    assert!(f.hosts[1].panes.contains_key(&gid));
+    f.set_status(1, &gid, AgentStatus::Idle);
+    f.advance(Duration::from_secs(2));
+    assert_eq!(f.hosts[1].gw.session(&gid), Some(Done));
+    f.advance(Duration::from_secs(50));
+    assert!(
+        f.hosts[1].panes.contains_key(&gid),
+        "idle 50 s of a 60 s TTL"
+    );
+    f.advance(Duration::from_secs(30));
+    assert!(!f.hosts[1].panes.contains_key(&gid), "reaped");
+    assert_eq!(f.hosts[1].gw.session(&gid), None);
+    let t = f.trace(1);
+    assert!(t.contains(&format!("reaped {gid} idle")), "{t}");
+    assert!(
+        t.contains(&format!("session {gid} SPAWNING -> READY")),
+        "{t}"
+    );
+    assert!(
+        t.contains(&format!("delete_queue test.agent.{gid}.inbox.v2")),
+        "its inbox goes with it: {t}"
+    );
+}
