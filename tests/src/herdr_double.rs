@@ -42,6 +42,9 @@ pub struct State {
     pub protocol: u32,
     /// When set, requests are read and never answered.
     pub hang: bool,
+    /// No workspace yet, as on a fresh herdr server: `layout.apply` answers
+    /// `workspace_not_found` until `workspace.create`.
+    pub no_workspace: bool,
 }
 
 /// The running double. Dropping it stops the server.
@@ -277,6 +280,44 @@ fn answer(s: &mut State, line: &str) -> Value {
             Some(_) => ok(json!({"type": "ok"})),
             None => missing(),
         },
+        "workspace.create" => {
+            s.no_workspace = false;
+            s.next += 1;
+            let pid = format!("w1:p{}", s.next);
+            // Like herdr, a new workspace comes with a tab whose root pane runs a shell.
+            let root = Pane {
+                label: params
+                    .get("label")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                status: "unknown".into(),
+                ..Pane::default()
+            };
+            let root_info = info(
+                &pid,
+                &Pane {
+                    label: None,
+                    ..root.clone()
+                },
+            );
+            s.panes.insert(
+                pid,
+                Pane {
+                    label: None,
+                    ..root
+                },
+            );
+            let label = params.get("label").and_then(Value::as_str).unwrap_or("1");
+            ok(json!({"type": "workspace_created",
+                "workspace": {"workspace_id": "w1", "number": 1, "label": label, "focused": true,
+                    "pane_count": 1, "tab_count": 1, "active_tab_id": "w1:t1",
+                    "agent_status": "unknown"},
+                "tab": {"tab_id": "w1:t1", "workspace_id": "w1", "number": 1, "label": "1",
+                    "focused": true, "pane_count": 1, "agent_status": "unknown"},
+                "root_pane": root_info,
+            }))
+        }
+        "layout.apply" if s.no_workspace => err(&id, "workspace_not_found", "no active workspace"),
         "layout.apply" => {
             let root = params.get("root").cloned().unwrap_or(json!({}));
             if root.get("type").and_then(Value::as_str) != Some("pane") {

@@ -3,6 +3,7 @@
 pub mod conformance;
 pub mod gateways;
 pub mod herdr_double;
+pub mod herdr_real;
 pub mod schema;
 
 use regex::Regex;

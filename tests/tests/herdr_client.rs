@@ -8,9 +8,10 @@ use fleet_core::{
     CoreConfig, Gateway, Outcome, Principal, Readiness, Request, Response, SessionId,
 };
 use fleet_tests::herdr_double::HerdrDouble;
+use fleet_tests::herdr_real::{self, RealHerdr};
 use fleetd::herdr::launch::{member_secret, LaunchConfig};
 use fleetd::herdr::rebuild::rebuild;
-use fleetd::herdr::{HerdrClient, HerdrConfig, Kind, Profile, ReportedState};
+use fleetd::herdr::{HerdrClient, HerdrConfig, Kind, NewPane, Profile, ReportedState};
 use fleetd::{Clock, Driver, HerdrError, HerdrPort, NoBroker, Quiet, TokioClock};
 use std::future::Future;
 use std::path::PathBuf;
@@ -50,15 +51,17 @@ async fn double(dir: &Dir) -> HerdrDouble {
 /// The member key of every test client (a daemon derives it from its own secret).
 const MEMBER_KEY: [u8; 32] = [5; 32];
 
-fn config(d: &HerdrDouble, runtime: &std::path::Path) -> HerdrConfig {
+/// The `command` member the tests spawn: prints what is typed into it, once (no echo).
+const ECHO: &[&str] = &["sh", "-c", "stty -echo 2>/dev/null; exec cat"];
+
+fn config(socket: &std::path::Path, runtime: &std::path::Path) -> HerdrConfig {
     let mut launch = LaunchConfig::new(runtime, "http://127.0.0.1:7700/mcp", MEMBER_KEY);
     launch.base_url_allow = vec!["https://llm.internal.example/v1".into()];
     launch.ready_timeout = Duration::from_secs(2);
     launch.ready_poll = Duration::from_millis(20);
-    let mut cfg = HerdrConfig::new(&d.path, launch);
+    let mut cfg = HerdrConfig::new(socket, launch);
     cfg.timeout = Duration::from_millis(500);
-    cfg.profiles
-        .insert("echo".into(), Profile::command(&["sh", "-c", "cat"]));
+    cfg.profiles.insert("echo".into(), Profile::command(ECHO));
     cfg.parent_env = [("PATH", "/usr/bin"), ("AWS_SECRET_ACCESS_KEY", "x")]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -67,15 +70,16 @@ fn config(d: &HerdrDouble, runtime: &std::path::Path) -> HerdrConfig {
 }
 
 fn client(d: &HerdrDouble) -> HerdrClient {
-    HerdrClient::new(config(d, &d.path.with_extension("members")))
+    HerdrClient::new(config(&d.path, &d.path.with_extension("members")))
 }
 
 /// The member program of a `command` profile, played by the test: once its pane exists, it
 /// reports itself idle through herdr, as `pane.report_agent` lets a custom agent do.
-fn reports_idle_when_started(c: &HerdrClient, label: &str) {
+/// Await the handle: the report must have been made.
+fn reports_idle_when_started(c: &HerdrClient, label: &str) -> tokio::task::JoinHandle<()> {
     let (c, label) = (c.clone(), label.to_string());
     tokio::task::spawn_local(async move {
-        for _ in 0..200 {
+        for _ in 0..400 {
             let panes = c.api().pane_list().await.unwrap_or_default();
             let started = panes.iter().find(|p| {
                 p.label.as_deref().is_some_and(|l| l.starts_with(&label))
@@ -91,7 +95,8 @@ fn reports_idle_when_started(c: &HerdrClient, label: &str) {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-    });
+        panic!("no pane labelled {label}* appeared");
+    })
 }
 
 fn schema_clean(d: &HerdrDouble) {
@@ -131,8 +136,11 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
         let d = double(&dir).await;
         let c = client(&d);
         let gid = SessionId::new("g-1");
-        reports_idle_when_started(&c, "fleet:g-1");
+        // A fresh herdr has no workspace; the client makes one.
+        d.state().no_workspace = true;
+        let member = reports_idle_when_started(&c, "fleet:g-1");
         let r = c.spawn(&gid, "echo", Some("backend")).await;
+        assert!(member.await.is_ok(), "the member reported itself idle");
         assert_eq!(
             r,
             Ok(Readiness::Ready),
@@ -142,14 +150,14 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
             .pane_by_label("fleet:g-1")
             .unwrap_or_else(|| panic!("no pane"));
         // A scrubbed environment: `env -i`, the allow-list, fleetd's variables, then the argv.
-        let cut = pane
-            .command
-            .iter()
-            .position(|a| a == "--")
-            .expect("env -i … --");
-        assert_eq!(&pane.command[..2], ["env", "-i"]);
-        assert_eq!(&pane.command[cut + 1..], ["sh", "-c", "cat"]);
-        let env = &pane.command[2..cut];
+        assert!(
+            pane.command[2].starts_with("exec env -i HERDR_ENV="),
+            "{:?}",
+            pane.command
+        );
+        let n = pane.command.len();
+        assert_eq!(&pane.command[n - 3..], ECHO);
+        let env = &pane.command[4..n - 3];
         for want in ["FLEET_GID=g-1", "FLEET_GROUP=backend", "PATH=/usr/bin"] {
             assert!(env.iter().any(|e| e == want), "{want} in {env:?}");
         }
@@ -158,29 +166,13 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
             "a credential leaked: {env:?}"
         );
         assert_eq!(pane.tab_label.as_deref(), Some("fleet members"));
+        let asked = d.state().requests.clone();
+        let at = |m: &str| asked.iter().position(|r| r == m);
+        assert!(at("workspace.create") < asked.iter().rposition(|r| r == "layout.apply"));
+        assert!(at("workspace.create").is_some(), "{asked:?}");
         assert_eq!(pane.focus, Some(false), "members never take focus");
         let unknown = c.spawn(&SessionId::new("g-2"), "nope", None).await;
         assert!(matches!(unknown, Err(HerdrError::Unavailable(ref m)) if m.contains("nope")));
-        schema_clean(&d);
-    });
-}
-
-#[test]
-fn a_command_member_that_never_gets_ready_is_failed_and_reaped_at_the_gate() {
-    scenario(async {
-        let dir = Dir::new("gate");
-        let d = double(&dir).await;
-        let c = client(&d);
-        // Nobody reports a status: the pane stays `unknown` past the 2 s gate.
-        let r = c.spawn(&SessionId::new("g-9"), "echo", None).await;
-        assert!(
-            matches!(&r, Err(HerdrError::Unavailable(m)) if m.contains("not ready within 2000 ms")),
-            "{r:?}"
-        );
-        assert!(
-            d.pane_by_label("fleet:g-9").is_none(),
-            "the half-built pane is closed"
-        );
         schema_clean(&d);
     });
 }
@@ -191,7 +183,7 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         let dir = Dir::new("claude");
         let d = double(&dir).await;
         let runtime = dir.0.join("members");
-        let mut cfg = config(&d, &runtime);
+        let mut cfg = config(&d.path, &runtime);
         let claude = |base_url: &str| Profile {
             kind: Kind::ClaudeCode {
                 bin: "claude".into(),
@@ -222,6 +214,17 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&mcp).map(|m| m.permissions().mode() & 0o777);
         assert_eq!(mode.ok(), Some(0o600), "the secret file is private");
+        let dir_mode =
+            std::fs::metadata(runtime.join("g-7")).map(|m| m.permissions().mode() & 0o777);
+        assert_eq!(dir_mode.ok(), Some(0o700));
+        let claude_dir = format!(
+            "CLAUDE_CONFIG_DIR={}",
+            runtime.join("g-7").join("claude").display()
+        );
+        assert!(
+            pane.command.contains(&claude_dir),
+            "never the lead's ~/.claude login"
+        );
         let receipt = c.receipt(&gid).expect("a charter receipt");
         assert_eq!(receipt.bytes, 40);
         // The guard refuses before anything starts.
@@ -236,6 +239,16 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         // Closing the member removes its files.
         assert_eq!(c.close(&gid).await, Ok(()));
         assert!(!runtime.join("g-7").exists());
+        // So does its pane closing on its own (its program exited), found by the status poll.
+        assert_eq!(c.spawn(&gid, "dev", None).await, Ok(Readiness::OnConnect));
+        assert!(runtime.join("g-7").exists());
+        let (pane_id, _) = d.pane_by_label("fleet:g-7").expect("a pane");
+        d.remove_pane(&pane_id);
+        assert_eq!(c.sample(&gid).await, Err(HerdrError::PaneNotFound));
+        assert!(
+            !runtime.join("g-7").exists(),
+            "no secret outlives its member"
+        );
         schema_clean(&d);
     });
 }
@@ -358,6 +371,8 @@ fn members_are_found_by_label_and_survive_a_herdr_restart() {
         d.add_pane(Some("fleet:g-2"), "working");
         d.add_pane(Some("my shell"), "unknown");
         d.add_pane(None, "idle");
+        // A label that is not a plain gid is never a member (it would name a directory).
+        d.add_pane(Some("fleet:../../home"), "unknown");
         let c = client(&d);
         let members = c.members().await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(members, vec![SessionId::new("g-1"), SessionId::new("g-2")]);
@@ -392,7 +407,7 @@ fn an_unanswered_request_is_bounded_and_a_missing_herdr_is_named() {
             matches!(&r, Err(HerdrError::Unavailable(m)) if m.contains("did not answer")),
             "{r:?}"
         );
-        let mut cfg = config(&d, &dir.0.join("members"));
+        let mut cfg = config(&d.path, &dir.0.join("members"));
         cfg.socket = dir.0.join("nothing-here.sock");
         let gone = HerdrClient::new(cfg);
         let r = gone.api().ping().await.expect_err("no herdr there");
@@ -400,17 +415,147 @@ fn an_unanswered_request_is_bounded_and_a_missing_herdr_is_named() {
     });
 }
 
-/// A member agent played by the test: waits for a brief in its pane, works, replies through
-/// the gateway as a member does, and goes idle.
-async fn answer_one(d: &HerdrDouble, handle: &fleetd::Handle, gid: &SessionId, reply: &str) {
+// ---- the same scenarios on the double and on a real herdr (`HERDR_BIN`) -----------------
+
+/// Which herdr a shared scenario runs against.
+#[derive(Clone, Copy, Debug)]
+enum Backend {
+    Double,
+    /// A real `herdr server` (`HERDR_BIN`); the scenario is skipped, saying so, without one.
+    Real,
+}
+
+enum Herdr {
+    Double(HerdrDouble),
+    Real(Box<RealHerdr>),
+}
+
+impl Herdr {
+    /// `None` (with a note on stderr) for `Real` when `HERDR_BIN` is not set.
+    async fn start(backend: Backend, dir: &Dir) -> Option<Herdr> {
+        match backend {
+            Backend::Double => Some(Herdr::Double(double(dir).await)),
+            Backend::Real => {
+                let Some(bin) = herdr_real::bin() else {
+                    eprintln!("skipped: HERDR_BIN does not name a herdr binary");
+                    return None;
+                };
+                let h = RealHerdr::start(&bin, &dir.0)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                h.workspace().await.unwrap_or_else(|e| panic!("{e}"));
+                Some(Herdr::Real(Box::new(h)))
+            }
+        }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        match self {
+            Herdr::Double(d) => &d.path,
+            Herdr::Real(r) => &r.path,
+        }
+    }
+
+    fn client(&self, dir: &Dir) -> HerdrClient {
+        HerdrClient::new(config(self.path(), &dir.0.join("members")))
+    }
+
+    /// herdr restarts underneath: labels and pane ids come back, processes do not.
+    async fn restart(self, dir: &Dir) -> Herdr {
+        match self {
+            Herdr::Double(d) => Herdr::Double(d.restart(&dir.0).unwrap_or_else(|e| panic!("{e}"))),
+            Herdr::Real(r) => Herdr::Real(Box::new(
+                r.restart().await.unwrap_or_else(|e| panic!("{e}")),
+            )),
+        }
+    }
+
+    /// How many times `text` was submitted into the pane labelled `label`.
+    async fn typed(&self, c: &HerdrClient, label: &str, text: &str) -> usize {
+        match self {
+            Herdr::Double(d) => d
+                .pane_by_label(label)
+                .map_or(0, |(_, p)| p.typed.iter().filter(|t| *t == text).count()),
+            // The member prints each line typed into it once (`ECHO`).
+            Herdr::Real(_) => {
+                let Some(pane) = pane_of(c, label).await else {
+                    return 0;
+                };
+                let screen = c.api().pane_read(&pane, 200).await.unwrap_or_default();
+                screen.lines().filter(|l| l.trim() == text).count()
+            }
+        }
+    }
+
+    async fn finish(self) {
+        match self {
+            Herdr::Double(d) => schema_clean(&d),
+            Herdr::Real(r) => {
+                if let Err(e) = r.stop().await {
+                    eprintln!("{e}");
+                }
+            }
+        }
+    }
+}
+
+/// The pane carrying `label`, as herdr lists it now.
+async fn pane_of(c: &HerdrClient, label: &str) -> Option<String> {
+    let panes = c.api().pane_list().await.unwrap_or_default();
+    panes
+        .into_iter()
+        .find(|p| p.label.as_deref() == Some(label))
+        .map(|p| p.pane_id)
+}
+
+/// The labels of every pane herdr has now.
+async fn labels(c: &HerdrClient) -> Vec<String> {
+    let panes = c.api().pane_list().await.unwrap_or_else(|e| panic!("{e}"));
+    panes.into_iter().filter_map(|p| p.label).collect()
+}
+
+/// A pane labelled `label` running the `ECHO` member, which reports `state` (none: it stays
+/// `unknown`, as a program herdr does not recognise does).
+async fn add_member(c: &HerdrClient, label: &str, state: Option<ReportedState>) {
+    let new = NewPane {
+        label: label.into(),
+        command: ECHO.iter().map(|s| s.to_string()).collect(),
+        tab_label: Some("fleet members".into()),
+        ..NewPane::default()
+    };
+    let pane = c
+        .api()
+        .layout_apply(&new)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    if let Some(state) = state {
+        let r = c.api().report_agent(&pane, "echo", state).await;
+        assert!(r.is_ok(), "{r:?}");
+    }
+}
+
+/// A member agent played by the test, through herdr's API alone (so it works on both
+/// backends): waits until `brief` shows in its pane, reports itself working, replies through
+/// the gateway as a member does, and reports itself idle.
+async fn answer_one(
+    c: &HerdrClient,
+    handle: &fleetd::Handle,
+    gid: &SessionId,
+    brief: &str,
+    reply: &str,
+) {
     let label = format!("fleet:{gid}");
-    let seen = d.pane_by_label(&label).map_or(0, |(_, p)| p.typed.len());
     for _ in 0..400 {
-        let Some((pane, p)) = d.pane_by_label(&label) else {
+        let Some(pane) = pane_of(c, &label).await else {
             panic!("no pane {label}");
         };
-        if p.typed.len() > seen {
-            d.set_status(&pane, "working");
+        let screen = c.api().pane_read(&pane, 200).await.unwrap_or_default();
+        if screen.contains(brief) {
+            let api = c.api();
+            assert!(api
+                .report_agent(&pane, "echo", ReportedState::Working)
+                .await
+                .is_ok());
             let r = handle
                 .call(
                     Principal::worker(gid.clone()),
@@ -420,7 +565,10 @@ async fn answer_one(d: &HerdrDouble, handle: &fleetd::Handle, gid: &SessionId, r
                 )
                 .await;
             assert!(matches!(r, Ok(Response::ReplyAccepted { .. })), "{r:?}");
-            d.set_status(&pane, "idle");
+            assert!(api
+                .report_agent(&pane, "echo", ReportedState::Idle)
+                .await
+                .is_ok());
             return;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -429,7 +577,7 @@ async fn answer_one(d: &HerdrDouble, handle: &fleetd::Handle, gid: &SessionId, r
 }
 
 async fn delegate(
-    d: &HerdrDouble,
+    c: &HerdrClient,
     handle: &fleetd::Handle,
     lead: &Principal,
     gid: &SessionId,
@@ -443,136 +591,205 @@ async fn delegate(
     };
     let (h, l) = (handle.clone(), lead.clone());
     let call = tokio::task::spawn_local(async move { h.call(l, send).await });
-    answer_one(d, handle, gid, &format!("done: {brief}")).await;
+    answer_one(c, handle, gid, brief, &format!("done: {brief}")).await;
     match call.await {
         Ok(Ok(r)) => r,
         other => panic!("the send did not complete: {other:?}"),
     }
 }
 
+/// A single-host gateway on the production driver loop with this client.
+fn boot(c: &HerdrClient, cfg: CoreConfig, seed: u64) -> Booted {
+    let clock = TokioClock::new();
+    let gw = Gateway::new(cfg, seed, clock.now()).unwrap_or_else(|e| panic!("{e}"));
+    let driver = Driver::new(gw, c.clone(), NoBroker, clock, Quiet);
+    let (handle, calls) = Driver::<HerdrClient, NoBroker, TokioClock, Quiet>::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let run = tokio::task::spawn_local(driver.run(calls, stopped));
+    Booted { handle, stop, run }
+}
+
+struct Booted {
+    handle: fleetd::Handle,
+    stop: tokio::sync::oneshot::Sender<()>,
+    run: tokio::task::JoinHandle<Gateway>,
+}
+
+impl Booted {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.run.await;
+    }
+}
+
+/// The point: a gateway spawns a `command` member through the launcher (ready on its
+/// program's own idle report), delivers a brief into it and gets the reply; after a gateway
+/// restart it rebuilds the member from herdr's labels alone and delivers again. Each brief is
+/// typed exactly once.
+async fn delivers_and_knows_its_member_after_a_restart(backend: Backend) {
+    let dir = Dir::new(&format!("gw-{backend:?}"));
+    let Some(h) = Herdr::start(backend, &dir).await else {
+        return;
+    };
+    let lead = Principal::primary("lead", Some(SessionId::new("lead-pane")));
+    let cfg = CoreConfig {
+        poll_interval_ms: 50,
+        profiles: vec!["echo".into()],
+        ..CoreConfig::default()
+    };
+    let mut gid: Option<SessionId> = None;
+    for start in 1..=2u64 {
+        let c = h.client(&dir);
+        let gw = boot(&c, cfg.clone(), start);
+        // Each start rebuilds its members from herdr's labels, not from memory.
+        let rebuilt = rebuild(&c, &gw.handle)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            rebuilt.adopted,
+            gid.iter().cloned().collect::<Vec<_>>(),
+            "start {start}"
+        );
+        assert_eq!(rebuilt.reaped, vec![]);
+        if gid.is_none() {
+            let member = reports_idle_when_started(&c, "fleet:");
+            let spawn = Request::Spawn {
+                host: None,
+                profile: "echo".into(),
+                group: None,
+            };
+            match gw.handle.call(lead.clone(), spawn).await {
+                Ok(Response::Spawned { gid: g, .. }) => gid = Some(g),
+                other => panic!("the spawn failed: {other:?}"),
+            }
+            assert!(member.await.is_ok(), "the member reported itself idle");
+        }
+        let Some(gid) = gid.clone() else {
+            unreachable!("spawned above")
+        };
+        let brief = format!("task {start}");
+        match delegate(&c, &gw.handle, &lead, &gid, &brief).await {
+            Response::Outcome {
+                outcome: Outcome::Replied,
+                body: Some(body),
+                ..
+            } => assert_eq!(body, format!("done: {brief}")),
+            other => panic!("start {start}: expected REPLIED, got {other:?}"),
+        }
+        gw.stop().await;
+    }
+    let c = h.client(&dir);
+    let label = format!("fleet:{}", gid.as_ref().map_or("", |g| g.as_str()));
+    for brief in ["task 1", "task 2"] {
+        assert_eq!(h.typed(&c, &label, brief).await, 1, "{brief} typed once");
+    }
+    h.finish().await;
+}
+
 #[test]
 fn a_gateway_delivers_through_herdr_and_knows_its_member_after_a_restart() {
-    scenario(async {
-        let dir = Dir::new("gateway");
-        let d = double(&dir).await;
-        let lead_pane = d.add_pane(Some("lead"), "idle");
-        let lead = Principal::primary("lead", Some(SessionId::new(&lead_pane)));
-        let cfg = CoreConfig {
-            poll_interval_ms: 50,
-            profiles: vec!["echo".into()],
-            ..CoreConfig::default()
-        };
-        let mut gid: Option<SessionId> = None;
-        for start in 1..=2u64 {
-            let c = client(&d);
-            let clock = TokioClock::new();
-            let gw =
-                Gateway::new(cfg.clone(), start, clock.now()).unwrap_or_else(|e| panic!("{e}"));
-            let driver = Driver::new(gw, c.clone(), NoBroker, clock, Quiet);
-            let (handle, calls) = Driver::<HerdrClient, NoBroker, TokioClock, Quiet>::channel();
-            let (stop, stopped) = tokio::sync::oneshot::channel();
-            let run = tokio::task::spawn_local(driver.run(calls, stopped));
-            // Each start rebuilds its members from herdr's labels, not from memory.
-            let rebuilt = rebuild(&c, &handle).await.unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(
-                rebuilt.adopted,
-                gid.iter().cloned().collect::<Vec<_>>(),
-                "start {start}"
-            );
-            assert_eq!(rebuilt.reaped, vec![]);
-            if gid.is_none() {
-                // The first start spawns the member: a `command` profile through the launcher,
-                // ready once its program reports itself idle.
-                reports_idle_when_started(&c, "fleet:");
-                let spawn = Request::Spawn {
-                    host: None,
-                    profile: "echo".into(),
-                    group: None,
-                };
-                match handle.call(lead.clone(), spawn).await {
-                    Ok(Response::Spawned { gid: g, .. }) => gid = Some(g),
-                    other => panic!("the spawn failed: {other:?}"),
-                }
-            }
-            let Some(gid) = gid.clone() else {
-                unreachable!("spawned above")
-            };
-            let brief = format!("task {start}");
-            match delegate(&d, &handle, &lead, &gid, &brief).await {
-                Response::Outcome {
-                    outcome: Outcome::Replied,
-                    body: Some(body),
-                    ..
-                } => assert_eq!(body, format!("done: {brief}")),
-                other => panic!("start {start}: expected REPLIED, got {other:?}"),
-            }
-            let _ = stop.send(());
-            let _ = run.await;
-        }
-        let label = format!("fleet:{}", gid.as_ref().map_or("", |g| g.as_str()));
-        let (_, pane) = d.pane_by_label(&label).unwrap_or_else(|| panic!("gone"));
-        assert_eq!(
-            pane.typed.len(),
-            2,
-            "one brief per start, each typed once: {:?}",
-            pane.typed
-        );
-        schema_clean(&d);
-    });
+    scenario(delivers_and_knows_its_member_after_a_restart(
+        Backend::Double,
+    ));
+}
+
+#[test]
+fn on_a_real_herdr_a_gateway_delivers_and_knows_its_member_after_a_restart() {
+    scenario(delivers_and_knows_its_member_after_a_restart(Backend::Real));
+}
+
+/// A `command` member that never reports a status misses its gate: the spawn fails, saying
+/// why, and the half-built pane is closed.
+async fn a_member_that_never_gets_ready_is_reaped_at_the_gate(backend: Backend) {
+    let dir = Dir::new(&format!("gate-{backend:?}"));
+    let Some(h) = Herdr::start(backend, &dir).await else {
+        return;
+    };
+    let c = h.client(&dir);
+    let r = c.spawn(&SessionId::new("g-9"), "echo", None).await;
+    assert!(
+        matches!(&r, Err(HerdrError::Unavailable(m)) if m.contains("not ready within 2000 ms")),
+        "{r:?}"
+    );
+    assert!(
+        !labels(&c).await.contains(&"fleet:g-9".to_string()),
+        "the half-built pane is closed"
+    );
+    h.finish().await;
+}
+
+#[test]
+fn a_command_member_that_never_gets_ready_is_failed_and_reaped_at_the_gate() {
+    scenario(a_member_that_never_gets_ready_is_reaped_at_the_gate(
+        Backend::Double,
+    ));
+}
+
+#[test]
+fn on_a_real_herdr_a_member_that_never_gets_ready_is_reaped_at_the_gate() {
+    scenario(a_member_that_never_gets_ready_is_reaped_at_the_gate(
+        Backend::Real,
+    ));
+}
+
+/// Startup: live members (working included) adopted, a half-built one reaped, a non-member
+/// left alone; after herdr restarts underneath, the processless members reaped.
+async fn a_restart_adopts_live_members_and_reaps_the_rest(backend: Backend) {
+    let dir = Dir::new(&format!("rebuild-{backend:?}"));
+    let Some(h) = Herdr::start(backend, &dir).await else {
+        return;
+    };
+    let c = h.client(&dir);
+    add_member(&c, "fleet:busy", Some(ReportedState::Working)).await;
+    add_member(&c, "fleet:idle", Some(ReportedState::Idle)).await;
+    add_member(&c, "fleet:half-built", None).await;
+    add_member(&c, "not-a-member", None).await;
+    let gw = boot(&c, CoreConfig::default(), 1);
+    let r = rebuild(&c, &gw.handle)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ids = |v: &[&str]| v.iter().map(|g| SessionId::new(*g)).collect::<Vec<_>>();
+    // A working member is adopted as it is: a restart never kills a busy agent.
+    assert_eq!(r.adopted, ids(&["busy", "idle"]));
+    assert_eq!(r.reaped.len(), 1, "{r:?}");
+    assert_eq!(r.reaped[0].0, SessionId::new("half-built"));
+    assert!(r.reaped[0].1.contains("not ready within"), "{r:?}");
+    let now = labels(&c).await;
+    assert!(!now.contains(&"fleet:half-built".to_string()), "{now:?}");
+    for kept in ["fleet:busy", "fleet:idle", "not-a-member"] {
+        assert!(now.contains(&kept.to_string()), "{kept} kept: {now:?}");
+    }
+    gw.stop().await;
+    let h = h.restart(&dir).await;
+    let c = h.client(&dir);
+    let gw = boot(&c, CoreConfig::default(), 2);
+    let r = rebuild(&c, &gw.handle)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.adopted, vec![]);
+    assert_eq!(
+        r.reaped.iter().map(|(g, _)| g.clone()).collect::<Vec<_>>(),
+        ids(&["busy", "idle"])
+    );
+    let now = labels(&c).await;
+    assert!(
+        now.iter().all(|l| !l.starts_with("fleet:")),
+        "every processless member closed: {now:?}"
+    );
+    gw.stop().await;
+    h.finish().await;
 }
 
 #[test]
 fn a_restart_adopts_live_members_and_reaps_half_built_and_dead_ones() {
-    scenario(async {
-        let dir = Dir::new("rebuild");
-        let mut d = double(&dir).await;
-        let busy = d.add_pane(Some("fleet:busy"), "working");
-        d.add_pane(Some("fleet:idle"), "idle");
-        d.add_pane(Some("fleet:half-built"), "unknown");
-        d.add_pane(Some("not-a-member"), "unknown");
-        let clock = TokioClock::new();
-        let boot = |c: HerdrClient| {
-            let gw = Gateway::new(CoreConfig::default(), 1, clock.now())
-                .unwrap_or_else(|e| panic!("{e}"));
-            let driver = Driver::new(gw, c, NoBroker, clock, Quiet);
-            let (handle, calls) = Driver::<HerdrClient, NoBroker, TokioClock, Quiet>::channel();
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            (
-                handle,
-                stop,
-                tokio::task::spawn_local(driver.run(calls, stopped)),
-            )
-        };
-        let c = client(&d);
-        let (handle, stop, run) = boot(c.clone());
-        let r = rebuild(&c, &handle).await.unwrap_or_else(|e| panic!("{e}"));
-        let ids = |v: &[&str]| v.iter().map(|g| SessionId::new(*g)).collect::<Vec<_>>();
-        // A working member is adopted as it is: a restart never kills a busy agent.
-        assert_eq!(r.adopted, ids(&["busy", "idle"]));
-        assert_eq!(r.reaped.len(), 1, "{r:?}");
-        assert_eq!(r.reaped[0].0, SessionId::new("half-built"));
-        assert!(r.reaped[0].1.contains("not ready within"), "{r:?}");
-        assert!(d.pane_by_label("fleet:half-built").is_none());
-        assert!(
-            d.pane_by_label("not-a-member").is_some(),
-            "only members are touched"
-        );
-        assert!(d.state().panes.contains_key(&busy));
-        let _ = stop.send(());
-        let _ = run.await;
-        // herdr restarts underneath: labels come back, processes do not (statuses unknown).
-        d = d.restart(&dir.0).unwrap_or_else(|e| panic!("{e}"));
-        let c = client(&d);
-        let (handle, stop, run) = boot(c.clone());
-        let r = rebuild(&c, &handle).await.unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.adopted, vec![]);
-        assert_eq!(
-            r.reaped.iter().map(|(g, _)| g.clone()).collect::<Vec<_>>(),
-            ids(&["busy", "idle"])
-        );
-        assert!(d.pane_by_label("fleet:busy").is_none() && d.pane_by_label("fleet:idle").is_none());
-        let _ = stop.send(());
-        let _ = run.await;
-        schema_clean(&d);
-    });
+    scenario(a_restart_adopts_live_members_and_reaps_the_rest(
+        Backend::Double,
+    ));
+}
+
+#[test]
+fn on_a_real_herdr_a_restart_adopts_live_members_and_reaps_the_rest() {
+    scenario(a_restart_adopts_live_members_and_reaps_the_rest(
+        Backend::Real,
+    ));
 }

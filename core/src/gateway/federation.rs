@@ -883,7 +883,16 @@ impl Gateway {
     /// The broker does not have the member's reply: the member hears so, and may try again.
     fn reply_unsent(&mut self, call: CallId, member: &SessionId, sent: Unsent) {
         if let Some(f) = &mut self.fed {
-            f.unsent.insert(member.clone(), sent);
+            // A failed reply to the delegation outranks a failed stranded one of the same turn
+            // (a second `fleet_reply` made while the first awaited its confirm): the retry
+            // must still carry `re`.
+            let keep = f
+                .unsent
+                .get(member)
+                .is_some_and(|old| old.re.is_some() && sent.re.is_none() && old.turn == sent.turn);
+            if !keep {
+                f.unsent.insert(member.clone(), sent);
+            }
         }
         self.respond(call, Response::Error(CallError::BrokerUnavailable));
     }

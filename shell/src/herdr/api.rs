@@ -193,6 +193,22 @@ impl Api {
             })
     }
 
+    /// Creates an unfocused workspace (a fresh herdr server has none, and `layout.apply`
+    /// needs one); returns its id.
+    pub async fn workspace_create(&self, label: &str) -> Result<String, RpcError> {
+        let params = json!({ "label": label, "focus": false });
+        let r = self
+            .call("workspace.create", params, "workspace_created")
+            .await?;
+        r.pointer("/workspace/workspace_id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| RpcError::Malformed {
+                method: "workspace.create".into(),
+                why: "no workspace.workspace_id".into(),
+            })
+    }
+
     pub async fn pane_close(&self, pane_id: &str) -> Result<(), RpcError> {
         self.call("pane.close", json!({ "pane_id": pane_id }), "ok")
             .await

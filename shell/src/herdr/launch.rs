@@ -9,9 +9,9 @@
 //! - `command`: any argv, for custom agents and tests; ready on an injectable status.
 //!
 //! Every member starts under `env -i` with only allow-listed variables of the daemon's own
-//! environment, the profile's variables and fleetd's: herdr would otherwise hand it the herdr
-//! server's environment, credentials included. The charter goes to the member; the gateway keeps
-//! only its SHA-256 receipt.
+//! environment, the profile's variables, fleetd's, and herdr's own pane variables: herdr would
+//! otherwise hand it the herdr server's environment, credentials included. The charter goes to
+//! the member; the gateway keeps only its SHA-256 receipt.
 
 use hmac::{Hmac, Mac};
 use serde_json::json;
@@ -142,10 +142,27 @@ impl LaunchConfig {
         }
     }
 
-    /// Where member `gid`'s files go.
-    pub fn member_dir(&self, gid: &str) -> PathBuf {
-        self.runtime_dir.join(gid)
+    /// Where member `gid`'s files go; `None` for a gid that is not a plain name (a label such
+    /// as `fleet:../x` must never name a directory outside `runtime_dir`).
+    pub fn member_dir(&self, gid: &str) -> Option<PathBuf> {
+        safe_gid(gid).then(|| self.runtime_dir.join(gid))
     }
+}
+
+/// A gid fleetd will act on: 1–64 ASCII letters, digits, `-` and `_` (a UUID is one).
+pub fn safe_gid(gid: &str) -> bool {
+    (1..=64).contains(&gid.len())
+        && gid
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// An environment variable name `env` reads as one: `[A-Za-z_][A-Za-z0-9_]*`.
+fn var_name(k: &str) -> bool {
+    let mut b = k.bytes();
+    b.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
 }
 
 /// A SHA-256 fingerprint of the exact charter a member was launched with, for audit.
@@ -173,11 +190,23 @@ pub enum Gate {
     Injectable,
 }
 
+/// herdr's own variables of each pane (set when it starts the pane, so unknown until then),
+/// kept through the scrub: a member reports its status with them (`pane.report_agent`).
+pub const HERDR_PANE_VARS: &[&str] = &[
+    "HERDR_ENV",
+    "HERDR_SOCKET_PATH",
+    "HERDR_WORKSPACE_ID",
+    "HERDR_TAB_ID",
+    "HERDR_PANE_ID",
+];
+
 /// Everything one spawn does besides `layout.apply`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Launch {
-    /// The pane's command: `env -i VAR=… -- program args…`.
-    pub argv: Vec<String>,
+    /// The member's whole environment, besides `HERDR_PANE_VARS`.
+    pub env: BTreeMap<String, String>,
+    /// The program and its arguments.
+    pub program: Vec<String>,
     pub cwd: Option<String>,
     /// Files to write (mode 0600, in a 0700 directory) before the pane starts.
     pub files: Vec<(PathBuf, String)>,
@@ -186,15 +215,20 @@ pub struct Launch {
 }
 
 impl Launch {
-    /// The member's environment as `argv` sets it.
-    pub fn env(&self) -> BTreeMap<String, String> {
-        self.argv
+    /// The pane's command, which herdr runs directly (no shell of its own):
+    /// `sh -c 'exec env -i HERDR_…="$HERDR_…" … "$@"' fleetd-member VAR=value … program args…`.
+    /// The `sh` only carries herdr's pane variables across `env -i`; values are never parsed
+    /// by a shell (they are arguments, and `env` takes each `NAME=value` literally).
+    pub fn argv(&self) -> Vec<String> {
+        let keep: Vec<String> = HERDR_PANE_VARS
             .iter()
-            .skip(2)
-            .take_while(|a| *a != "--")
-            .filter_map(|a| a.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+            .map(|v| format!("{v}=\"${v}\""))
+            .collect();
+        let script = format!("exec env -i {} \"$@\"", keep.join(" "));
+        let mut argv = vec!["sh".into(), "-c".into(), script, "fleetd-member".into()];
+        argv.extend(self.env.iter().map(|(k, v)| format!("{k}={v}")));
+        argv.extend(self.program.iter().cloned());
+        argv
     }
 }
 
@@ -268,7 +302,9 @@ pub fn plan(
         profile: name.to_string(),
         why: why.to_string(),
     };
-    let dir = cfg.member_dir(gid);
+    let Some(dir) = cfg.member_dir(gid) else {
+        return Err(invalid(&format!("gid {gid:?} is not a plain name")));
+    };
     let mut env: BTreeMap<String, String> = parent_env
         .iter()
         .filter(|(k, _)| allowed(&cfg.env_allow, k))
@@ -300,6 +336,9 @@ pub fn plan(
                 });
             }
             env.insert("ANTHROPIC_BASE_URL".into(), base_url.clone());
+            // Its own config dir: a member never sees the lead's `~/.claude` login, which is
+            // the subscription the guard keeps it off.
+            env.insert("CLAUDE_CONFIG_DIR".into(), path_arg(&dir.join("claude")));
             let mcp = dir.join("mcp.json");
             let config = json!({ "mcpServers": { "fleet": {
                 "type": "http", "url": cfg.mcp_url, "headers": headers,
@@ -353,15 +392,16 @@ pub fn plan(
     // `env -i` drops the TERM herdr gives the pane; its terminal is xterm-compatible.
     env.entry("TERM".into())
         .or_insert_with(|| "xterm-256color".into());
-    if let Some(bad) = env.keys().find(|k| k.is_empty() || k.contains('=')) {
+    if let Some(bad) = env.keys().find(|k| !var_name(k)) {
         return Err(invalid(&format!("environment variable name {bad:?}")));
     }
-    let mut argv = vec!["env".to_string(), "-i".to_string()];
-    argv.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
-    argv.push("--".into());
-    argv.extend(program);
+    // `env` would read a program named `a=b` as one more variable.
+    if let Some(bad) = program.first().filter(|p| p.contains('=') || p.is_empty()) {
+        return Err(invalid(&format!("program name {bad:?}")));
+    }
     Ok(Launch {
-        argv,
+        env,
+        program,
         cwd: profile.cwd.clone(),
         files,
         receipt,
@@ -454,17 +494,15 @@ mod tests {
             &parent(),
         )
         .expect("planned");
-        let env = l.env();
+        let env = &l.env;
         assert_eq!(env["ANTHROPIC_BASE_URL"], "https://llm.internal.example/v1");
         assert_eq!(env["FLEET_GID"], "g1");
         assert_eq!(env["FLEET_GROUP"], "qa");
         assert_eq!(env["PATH"], "/usr/bin");
         assert_eq!(env["LC_ALL"], "C.UTF-8");
         assert!(!env.contains_key("ANTHROPIC_API_KEY") && !env.contains_key("GITHUB_TOKEN"));
-        assert_eq!(&l.argv[..2], ["env", "-i"]);
-        let prog = l.argv.iter().position(|a| a == "--").expect("--") + 1;
         assert_eq!(
-            &l.argv[prog..prog + 5],
+            &l.program[..5],
             [
                 "claude",
                 "--mcp-config",
@@ -484,7 +522,7 @@ mod tests {
         );
         assert_eq!(v["mcpServers"]["fleet"]["url"], "http://127.0.0.1:7700/mcp");
         // The secret is in the 0600 file, never in the pane's argv.
-        assert!(l.argv.iter().all(|a| !a.contains(&secret)));
+        assert!(l.argv().iter().all(|a| !a.contains(&secret)));
         let receipt = l.receipt.expect("a receipt");
         assert_eq!(receipt.bytes, 47);
         assert_eq!(receipt.sha256.len(), 64);
@@ -518,17 +556,13 @@ mod tests {
             charter: Some("charter".into()),
         };
         let l = plan(&cfg(), "oc", &p, "g2", None, &parent()).expect("planned");
-        let env = l.env();
+        let env = &l.env;
         assert_eq!(
             env["OPENCODE_CONFIG"],
             "/run/fleetd/members/g2/opencode.json"
         );
         assert_eq!(env["OPENCODE_DISABLE_AUTOUPDATE"], "1");
-        let prog = l.argv.iter().position(|a| a == "--").expect("--") + 1;
-        assert_eq!(
-            &l.argv[prog..],
-            ["opencode", "-m", "anthropic/claude-sonnet-4"]
-        );
+        assert_eq!(l.program, ["opencode", "-m", "anthropic/claude-sonnet-4"]);
         let config = &l
             .files
             .iter()
@@ -556,11 +590,43 @@ mod tests {
         )
         .expect("planned");
         assert_eq!(l.gate, Gate::Injectable);
-        assert_eq!(l.env()["FLEET_MCP_URL"], "http://127.0.0.1:7700/mcp");
+        assert_eq!(l.env["FLEET_MCP_URL"], "http://127.0.0.1:7700/mcp");
         assert!(l.files.is_empty());
         let e =
             plan(&cfg(), "sh", &Profile::command(&[]), "g3", None, &parent()).expect_err("empty");
         assert!(e.to_string().contains("argv"), "{e}");
+    }
+
+    /// The argv really runs: `sh` keeps herdr's pane variables, `env -i` drops everything
+    /// else, and values with spaces, quotes and `$` arrive literally.
+    #[test]
+    fn the_argv_runs_with_exactly_the_planned_environment() {
+        let mut p = Profile::command(&["sh", "-c", "env | sort"]);
+        p.env.insert("ODD".into(), "a b 'c' \"d\" $HOME `x`".into());
+        let l = plan(&cfg(), "sh", &p, "g4", None, &parent()).expect("planned");
+        let argv = l.argv();
+        let out = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .env("HERDR_PANE_ID", "w1:p7")
+            .env("AWS_SECRET_ACCESS_KEY", "leak")
+            .output()
+            .expect("sh runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let got: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
+        assert_eq!(got["ODD"], "a b 'c' \"d\" $HOME `x`");
+        assert_eq!(got["HERDR_PANE_ID"], "w1:p7");
+        assert_eq!(got["FLEET_GID"], "g4");
+        assert!(!got.contains_key("AWS_SECRET_ACCESS_KEY"), "{text}");
+        assert!(!got.contains_key("ANTHROPIC_API_KEY"), "{text}");
+        let e = plan(
+            &cfg(),
+            "sh",
+            &Profile::command(&["A=1", "x"]),
+            "g4",
+            None,
+            &parent(),
+        );
+        assert!(e.is_err(), "a program named like a variable is refused");
     }
 
     #[test]

@@ -100,10 +100,33 @@ impl HerdrClient {
 
     /// Whether member `gid`'s pane shows a live agent (any status but `unknown`) within the
     /// readiness bound: a starting gateway adopts such a member (see `rebuild`).
-    pub async fn alive_within(&self, gid: &SessionId) -> Result<(), String> {
-        let pane = self.resolve(gid).await.map_err(|e| e.to_string())?;
+    pub async fn alive_within(&self, gid: &SessionId) -> Result<(), GateError> {
+        let pane = match self.resolve(gid).await {
+            Ok(p) => p,
+            Err(HerdrError::PaneNotFound) => {
+                return Err(GateError::NotReady("the pane is gone".into()))
+            }
+            Err(HerdrError::Unavailable(e)) => return Err(GateError::Herdr(e)),
+        };
         let live = |s: AgentStatus| s != AgentStatus::Unknown;
         status_within(&self.api, &pane, &self.cfg.launch, live).await
+    }
+
+    /// Removes the files of members that have no pane any more (a member whose program exited
+    /// closed its pane on its own): everything under `runtime_dir` not named by `live`.
+    pub fn sweep_files(&self, live: &[SessionId]) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(&self.cfg.launch.runtime_dir) else {
+            return Vec::new();
+        };
+        let mut swept = Vec::new();
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if launch::safe_gid(&name) && !live.iter().any(|g| g.as_str() == name) {
+                forget_files(&self.cfg.launch, &SessionId::new(&name));
+                swept.push(name);
+            }
+        }
+        swept
     }
 
     /// The charter receipt member `gid` was launched with, if this client launched it.
@@ -181,13 +204,17 @@ async fn refresh(
     let list = api.pane_list().await?;
     let mut map = BTreeMap::new();
     for p in &list {
-        if let Some(gid) = p
+        let Some(gid) = p
             .label
             .as_deref()
             .and_then(|l| l.strip_prefix(LABEL_PREFIX))
-            .filter(|g| !g.is_empty())
-        {
+        else {
+            continue;
+        };
+        if launch::safe_gid(gid) {
             map.insert(SessionId::new(gid), p.pane_id.clone());
+        } else {
+            tracing::warn!(pane = %p.pane_id, label = ?p.label, "ignoring a fleet label whose gid is not a plain name");
         }
     }
     *panes.borrow_mut() = map;
@@ -203,16 +230,26 @@ impl HerdrPort for HerdrClient {
             self.cfg.read_lines,
         );
         let resolve = self.resolve(target);
+        let cfg = self.cfg.clone();
         Box::pin(async move {
-            let pane = resolve.await?;
-            let (pane, info) = current(&api, &panes, &gid, pane).await?;
-            let status = AgentStatus::from_wire(&info.agent_status);
-            let screen = if status == AgentStatus::Unknown {
-                Some(api.pane_read(&pane, lines).await.map_err(port_error)?)
-            } else {
-                None
-            };
-            Ok(Sample { status, screen })
+            let sampled = async {
+                let pane = resolve.await?;
+                let (pane, info) = current(&api, &panes, &gid, pane).await?;
+                let status = AgentStatus::from_wire(&info.agent_status);
+                let screen = if status == AgentStatus::Unknown {
+                    Some(api.pane_read(&pane, lines).await.map_err(port_error)?)
+                } else {
+                    None
+                };
+                Ok(Sample { status, screen })
+            }
+            .await;
+            // The status poll is where a member whose program exited (its pane closed on its
+            // own) is found gone: its files go with it.
+            if sampled == Err(HerdrError::PaneNotFound) {
+                forget_files(&cfg.launch, &gid);
+            }
+            sampled
         })
     }
 
@@ -271,21 +308,36 @@ impl HerdrPort for HerdrClient {
                 &cfg.parent_env,
             )
             .map_err(|e| HerdrError::Unavailable(e.to_string()))?;
-            let dir = cfg.launch.member_dir(gid.as_str());
+            let dir = cfg
+                .launch
+                .member_dir(gid.as_str())
+                .ok_or_else(|| HerdrError::Unavailable(format!("gid {gid} is not a plain name")))?;
             if !plan.files.is_empty() {
-                launch::write_files(&dir, &plan.files).map_err(|e| {
-                    HerdrError::Unavailable(format!("writing {}: {e}", dir.display()))
-                })?;
+                if let Err(e) = launch::write_files(&dir, &plan.files) {
+                    let _ = launch::remove_files(&dir);
+                    return Err(HerdrError::Unavailable(format!(
+                        "writing {}: {e}",
+                        dir.display()
+                    )));
+                }
             }
             let new = NewPane {
                 label: format!("{LABEL_PREFIX}{gid}"),
                 cwd: plan.cwd.clone(),
-                command: plan.argv.clone(),
+                command: plan.argv(),
                 env: BTreeMap::new(),
                 workspace_id: None,
                 tab_label: Some(cfg.member_tab.clone()),
             };
-            let pane = match api.layout_apply(&new).await {
+            let mut placed = api.layout_apply(&new).await;
+            if matches!(&placed, Err(e) if e.code() == Some("workspace_not_found")) {
+                // A fresh herdr has no workspace: make the fleet's own, then place the member.
+                placed = match api.workspace_create(&cfg.member_tab).await {
+                    Ok(_) => api.layout_apply(&new).await,
+                    Err(e) => Err(e),
+                };
+            }
+            let pane = match placed {
                 Ok(pane) => pane,
                 Err(e) => {
                     let _ = launch::remove_files(&dir);
@@ -302,7 +354,7 @@ impl HerdrPort for HerdrClient {
                 Gate::Injectable => {
                     match status_within(&api, &pane, &cfg.launch, AgentStatus::injectable).await {
                         Ok(()) => Ok(Readiness::Ready),
-                        Err(why) => {
+                        Err(GateError::NotReady(why) | GateError::Herdr(why)) => {
                             // Failed at the gate: reaped here, so no half-built pane stays.
                             let _ = api.pane_close(&pane).await;
                             panes.borrow_mut().remove(&gid);
@@ -317,21 +369,48 @@ impl HerdrPort for HerdrClient {
 
     fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>> {
         let (api, panes, g) = (self.api.clone(), self.panes.clone(), gid.clone());
-        let (receipts, dir) = (
-            self.receipts.clone(),
-            self.cfg.launch.member_dir(gid.as_str()),
-        );
+        let (receipts, cfg) = (self.receipts.clone(), self.cfg.clone());
         let resolve = self.resolve(gid);
         Box::pin(async move {
             let pane = resolve.await;
             receipts.borrow_mut().remove(&g);
-            if let Err(e) = launch::remove_files(&dir) {
-                tracing::warn!(gid = %g, dir = %dir.display(), "removing a member's files: {e}");
+            let r = match pane {
+                Ok(pane) => api.pane_close(&pane).await.map_err(port_error),
+                Err(e) => Err(e),
+            };
+            // Its files go once its pane has: closed here, or found gone.
+            if matches!(r, Ok(()) | Err(HerdrError::PaneNotFound)) {
+                forget_files(&cfg.launch, &g);
             }
-            let r = api.pane_close(&pane?).await.map_err(port_error);
             panes.borrow_mut().remove(&g);
             r
         })
+    }
+}
+
+/// Removes member `gid`'s files (its pane is gone).
+fn forget_files(cfg: &LaunchConfig, gid: &SessionId) {
+    if let Some(dir) = cfg.member_dir(gid.as_str()) {
+        if let Err(e) = launch::remove_files(&dir) {
+            tracing::warn!(%gid, dir = %dir.display(), "removing a member's files: {e}");
+        }
+    }
+}
+
+/// Why a pane did not pass a status gate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GateError {
+    /// herdr answered, and the status never passed within the bound (or the pane closed).
+    NotReady(String),
+    /// herdr did not answer at the end: nothing is known about the pane.
+    Herdr(String),
+}
+
+impl std::fmt::Display for GateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GateError::NotReady(why) | GateError::Herdr(why) => f.write_str(why),
+        }
     }
 }
 
@@ -342,22 +421,25 @@ async fn status_within(
     pane: &str,
     cfg: &LaunchConfig,
     accept: fn(AgentStatus) -> bool,
-) -> Result<(), String> {
+) -> Result<(), GateError> {
     let deadline = tokio::time::Instant::now() + cfg.ready_timeout;
+    let bound = cfg.ready_timeout.as_millis();
     loop {
         let last = match api.pane_get(pane).await {
             Ok(info) if accept(AgentStatus::from_wire(&info.agent_status)) => return Ok(()),
-            Ok(info) => format!("status {}", info.agent_status),
+            Ok(info) => GateError::NotReady(format!(
+                "not ready within {bound} ms (status {})",
+                info.agent_status
+            )),
             Err(e) if e.code() == Some("pane_not_found") => {
-                return Err("the member's pane closed before it was ready".into())
+                return Err(GateError::NotReady(
+                    "the member's pane closed before it was ready".into(),
+                ))
             }
-            Err(e) => e.to_string(),
+            Err(e) => GateError::Herdr(format!("not ready within {bound} ms ({e})")),
         };
         if tokio::time::Instant::now() >= deadline {
-            return Err(format!(
-                "not ready within {} ms ({last})",
-                cfg.ready_timeout.as_millis()
-            ));
+            return Err(last);
         }
         tokio::time::sleep(cfg.ready_poll).await;
     }

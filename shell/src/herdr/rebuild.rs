@@ -5,9 +5,9 @@
 //! restarted and its process is gone) and is closed. Nothing else is reaped: a busy member is
 //! never killed by a restart.
 
-use super::HerdrClient;
+use super::{GateError, HerdrClient};
 use crate::driver::{Gone, Handle};
-use crate::ports::HerdrPort;
+use crate::ports::{HerdrError, HerdrPort};
 use fleet_core::{Input, SessionId};
 use futures_util::future::join_all;
 
@@ -17,11 +17,18 @@ pub struct Rebuilt {
     pub adopted: Vec<SessionId>,
     /// Closed, with why.
     pub reaped: Vec<(SessionId, String)>,
+    /// herdr stopped answering about these: neither adopted nor closed (they stay gated, so
+    /// nothing is typed into them), with why.
+    pub undecided: Vec<(SessionId, String)>,
+    /// Member file directories with no pane left, removed.
+    pub swept: Vec<String>,
 }
 
 /// Rebuilds the members of the gateway behind `handle` from `client`'s panes. Each member is
 /// gated first (`MemberStarted`: nothing is typed into it yet), then adopted (`MemberConnected`)
-/// or closed (`PaneGone`). The checks run concurrently, each within the readiness bound.
+/// or closed (`PaneGone`). The checks run concurrently, each within the readiness bound. A
+/// member is only closed on herdr's word (it answered, and the status stayed `unknown`), never
+/// because herdr stopped answering.
 pub async fn rebuild(client: &HerdrClient, handle: &Handle) -> Result<Rebuilt, RebuildError> {
     let members = client
         .members()
@@ -49,20 +56,28 @@ pub async fn rebuild(client: &HerdrClient, handle: &Handle) -> Result<Rebuilt, R
                     .await?;
                 out.adopted.push(gid);
             }
-            Err(why) => {
-                if let Err(e) = client.close(&gid).await {
-                    tracing::warn!(%gid, "closing a dead member pane: {e}");
-                }
-                handle
-                    .tell(Input::PaneGone {
-                        target: gid.clone(),
-                    })
-                    .await?;
-                tracing::info!(%gid, %why, "reaped a member pane at startup");
-                out.reaped.push((gid, why));
+            Err(GateError::Herdr(why)) => {
+                tracing::warn!(%gid, %why, "herdr did not answer about a member at startup");
+                out.undecided.push((gid, why));
             }
+            Err(GateError::NotReady(why)) => match client.close(&gid).await {
+                Ok(()) | Err(HerdrError::PaneNotFound) => {
+                    handle
+                        .tell(Input::PaneGone {
+                            target: gid.clone(),
+                        })
+                        .await?;
+                    tracing::info!(%gid, %why, "reaped a member pane at startup");
+                    out.reaped.push((gid, why));
+                }
+                // Still there as far as anyone knows: its inbox stays too.
+                Err(e) => out.undecided.push((gid, format!("{why}; closing it: {e}"))),
+            },
         }
     }
+    let mut live = out.adopted.clone();
+    live.extend(out.undecided.iter().map(|(g, _)| g.clone()));
+    out.swept = client.sweep_files(&live);
     Ok(out)
 }
 
