@@ -272,6 +272,11 @@ impl Injector {
         self.tracks.keys()
     }
 
+    /// Whether `target` has work in hand (and is sampled).
+    pub fn is_active(&self, target: &SessionId) -> bool {
+        self.tracks.contains_key(target)
+    }
+
     pub fn has_active(&self) -> bool {
         !self.tracks.is_empty()
     }

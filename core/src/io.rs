@@ -46,6 +46,10 @@ pub enum Input {
     MemberConnected { target: SessionId },
     /// The pane closed or its process exited.
     PaneGone { target: SessionId },
+    /// herdr's event stream says the pane's status changed: sample it now instead of at the
+    /// next poll. Only a hint — the sample it triggers is what the injector judges, so an
+    /// event arriving late or out of order decides nothing.
+    StatusHint { target: SessionId },
     /// A lead (or architect) with this gid is served by this gateway: it gets an inbox and
     /// is announced in the roster.
     LeadAttached { lead: SessionId },

@@ -45,6 +45,36 @@ pub struct State {
     /// No workspace yet, as on a fresh herdr server: `layout.apply` answers
     /// `workspace_not_found` until `workspace.create`.
     pub no_workspace: bool,
+    /// Open `events.subscribe` streams.
+    subs: Vec<Sub>,
+}
+
+/// One event subscriber: the panes whose status it asked for, and its stream.
+#[derive(Debug)]
+struct Sub {
+    status_of: Vec<String>,
+    tx: tokio::sync::mpsc::UnboundedSender<Value>,
+}
+
+impl State {
+    /// Sends an event, worded as herdr 0.8.2 words it, to each subscriber that asked for it.
+    fn emit(&mut self, event: Value) {
+        let status_pane = (event["event"] == "pane.agent_status_changed")
+            .then(|| event["data"]["pane_id"].as_str().unwrap_or("").to_string());
+        self.subs.retain(|s| match &status_pane {
+            Some(p) if !s.status_of.contains(p) => !s.tx.is_closed(),
+            _ => s.tx.send(event.clone()).is_ok(),
+        });
+    }
+
+    fn gone(&mut self, pane_id: &str, kind: &str) {
+        self.emit(json!({"event": kind, "data": {"type": kind, "pane_id": pane_id, "workspace_id": "w1"}}));
+    }
+
+    fn status_changed(&mut self, pane_id: &str, status: &str) {
+        self.emit(json!({"event": "pane.agent_status_changed", "data": {
+            "agent": "echo", "agent_status": status, "pane_id": pane_id, "workspace_id": "w1"}}));
+    }
 }
 
 /// The running double. Dropping it stops the server.
@@ -105,6 +135,10 @@ impl HerdrDouble {
                         tokio::time::sleep(Duration::from_secs(3600)).await;
                         return;
                     }
+                    if let Some(subs) = subscription(&line) {
+                        stream_events(&st, schema.as_deref(), subs, wr).await;
+                        return;
+                    }
                     let answer = answer(&mut lock(&st), &line);
                     if let Some(schema) = &schema {
                         let pointer = if answer.get("error").is_some() {
@@ -162,13 +196,36 @@ impl HerdrDouble {
 
     /// The pane's process exits and herdr closes it, behind the client's back.
     pub fn remove_pane(&self, pane_id: &str) {
-        self.state().panes.remove(pane_id);
+        let mut s = self.state();
+        if s.panes.remove(pane_id).is_some() {
+            s.gone(pane_id, "pane_exited");
+        }
     }
 
     pub fn set_status(&self, pane_id: &str, status: &str) {
-        if let Some(p) = self.state().panes.get_mut(pane_id) {
-            p.status = status.into();
+        let mut s = self.state();
+        let changed = match s.panes.get_mut(pane_id) {
+            Some(p) if p.status != status => {
+                p.status = status.into();
+                true
+            }
+            _ => false,
+        };
+        if changed {
+            s.status_changed(pane_id, status);
         }
+    }
+
+    /// Every event stream ends (as when herdr restarts); subscribers must come back.
+    pub fn drop_subscriptions(&self) {
+        self.state().subs.clear();
+    }
+
+    /// How many event streams are open.
+    pub fn subscribers(&self) -> usize {
+        let mut s = self.state();
+        s.subs.retain(|s| !s.tx.is_closed());
+        s.subs.len()
     }
 
     /// The pane labelled `label`, if any.
@@ -202,6 +259,73 @@ fn info(id: &str, p: &Pane) -> Value {
         "tab_id": "w1:t1", "focused": false, "agent_status": p.status, "revision": 0,
         "label": p.label,
     })
+}
+
+/// The subscriptions of an `events.subscribe` request line, if it is one.
+fn subscription(line: &str) -> Option<(Value, Vec<Value>)> {
+    let req = serde_json::from_str::<Value>(line).ok()?;
+    if req.get("method")? != "events.subscribe" {
+        return None;
+    }
+    let subs = req
+        .pointer("/params/subscriptions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    Some((req.get("id").cloned().unwrap_or(json!("")), subs))
+}
+
+/// Holds the connection open and writes each event as a line, as herdr does; every line is
+/// checked against the schema. Like herdr, a status subscription without a `pane_id` refuses
+/// the whole request (with id `""`).
+async fn stream_events(
+    st: &Arc<Mutex<State>>,
+    schema: Option<&Value>,
+    (id, subs): (Value, Vec<Value>),
+    mut wr: tokio::net::unix::OwnedWriteHalf,
+) {
+    let mut status_of = Vec::new();
+    for s in &subs {
+        if s.get("type").and_then(Value::as_str) == Some("pane.agent_status_changed") {
+            match s.get("pane_id").and_then(Value::as_str) {
+                Some(p) => status_of.push(p.to_string()),
+                None => {
+                    let e = err(
+                        &json!(""),
+                        "invalid_request",
+                        "invalid request: missing field `pane_id`",
+                    );
+                    let _ = wr.write_all(format!("{e}\n").as_bytes()).await;
+                    return;
+                }
+            }
+        }
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    lock(st).subs.push(Sub { status_of, tx });
+    let started = json!({"id": id, "result": {"type": "subscription_started"}});
+    if wr
+        .write_all(format!("{started}\n").as_bytes())
+        .await
+        .is_err()
+    {
+        return;
+    }
+    while let Some(event) = rx.recv().await {
+        if let Some(schema) = schema {
+            let pointer = if event["event"] == "pane.agent_status_changed" {
+                "/schemas/subscription_event"
+            } else {
+                "/schemas/event"
+            };
+            if let Err(e) = schema::check(schema, pointer, &event) {
+                lock(st).violations.push(format!("event: {e} in {event}"));
+            }
+        }
+        if wr.write_all(format!("{event}\n").as_bytes()).await.is_err() {
+            return;
+        }
+    }
 }
 
 fn err(id: &Value, code: &str, message: &str) -> Value {
@@ -265,19 +389,30 @@ fn answer(s: &mut State, line: &str) -> Value {
             }
             None => missing(),
         },
-        "pane.report_agent" => match s.panes.get_mut(&pane_id) {
-            Some(p) => {
-                p.status = params
-                    .get("state")
-                    .and_then(Value::as_str)
-                    .unwrap_or("unknown")
-                    .to_string();
+        "pane.report_agent" => {
+            let state = params
+                .get("state")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown")
+                .to_string();
+            let changed = match s.panes.get_mut(&pane_id) {
+                Some(p) => {
+                    let changed = p.status != state;
+                    p.status = state.clone();
+                    changed
+                }
+                None => return missing(),
+            };
+            if changed {
+                s.status_changed(&pane_id, &state);
+            }
+            ok(json!({"type": "ok"}))
+        }
+        "pane.close" => match s.panes.remove(&pane_id) {
+            Some(_) => {
+                s.gone(&pane_id, "pane_closed");
                 ok(json!({"type": "ok"}))
             }
-            None => missing(),
-        },
-        "pane.close" => match s.panes.remove(&pane_id) {
-            Some(_) => ok(json!({"type": "ok"})),
             None => missing(),
         },
         "workspace.create" => {

@@ -4,11 +4,13 @@
 //! restart still knows that member by its label.
 
 use fleet_core::AgentStatus;
+use fleet_core::SessionState;
 use fleet_core::{
     CoreConfig, Gateway, Outcome, Principal, Readiness, Request, Response, SessionId,
 };
 use fleet_tests::herdr_double::HerdrDouble;
 use fleet_tests::herdr_real::{self, RealHerdr};
+use fleetd::herdr::events::{self, WatchConfig};
 use fleetd::herdr::launch::{member_secret, LaunchConfig};
 use fleetd::herdr::rebuild::rebuild;
 use fleetd::herdr::{HerdrClient, HerdrConfig, Kind, NewPane, Profile, ReportedState};
@@ -620,6 +622,14 @@ impl Booted {
         let _ = self.stop.send(());
         let _ = self.run.await;
     }
+
+    /// Stops the loop and hands back its gateway, to look inside.
+    async fn stop_into(self) -> Gateway {
+        let _ = self.stop.send(());
+        self.run
+            .await
+            .unwrap_or_else(|e| panic!("the loop panicked: {e}"))
+    }
 }
 
 /// The point: a gateway spawns a `command` member through the launcher (ready on its
@@ -792,4 +802,116 @@ fn on_a_real_herdr_a_restart_adopts_live_members_and_reaps_the_rest() {
     scenario(a_restart_adopts_live_members_and_reaps_the_rest(
         Backend::Real,
     ));
+}
+
+/// herdr's events, with polls 60 s apart so nothing else could explain what is seen: a turn
+/// that ends without `fleet_reply` is seen ending at once (status hints make the gateway
+/// sample), a member's pane closed behind fleetd's back is gone at once, and the stream is
+/// reopened after it drops (the double ends it; a real herdr is not restarted here).
+async fn events_show_turns_and_gone_panes_at_once(backend: Backend) {
+    let dir = Dir::new(&format!("events-{backend:?}"));
+    let Some(h) = Herdr::start(backend, &dir).await else {
+        return;
+    };
+    let c = h.client(&dir);
+    add_member(&c, "fleet:m1", Some(ReportedState::Idle)).await;
+    add_member(&c, "fleet:m2", Some(ReportedState::Idle)).await;
+    let cfg = CoreConfig {
+        poll_interval_ms: 60_000,
+        ..CoreConfig::default()
+    };
+    let gw = boot(&c, cfg, 1);
+    let r = rebuild(&c, &gw.handle)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.adopted.len(), 2, "{r:?}");
+    let watch = WatchConfig {
+        relist: Duration::from_millis(200),
+        backoff_min: Duration::from_millis(50),
+        backoff_max: Duration::from_millis(500),
+    };
+    let watcher = tokio::task::spawn_local(events::watch(c.clone(), gw.handle.clone(), watch));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A turn that ends without a reply: working, then idle, seen through events.
+    let (m1, m2) = (SessionId::new("m1"), SessionId::new("m2"));
+    let lead = Principal::primary("lead", Some(SessionId::new("lead-pane")));
+    let send = Request::Send {
+        target: m1.clone(),
+        content: "quiet job".into(),
+        wait: true,
+        timeout_ms: Some(30_000),
+    };
+    let (hd, l) = (gw.handle.clone(), lead.clone());
+    let call = tokio::task::spawn_local(async move { hd.call(l, send).await });
+    let pane = pane_of(&c, "fleet:m1").await.expect("m1's pane");
+    let mut typed = false;
+    for _ in 0..200 {
+        let screen = c.api().pane_read(&pane, 200).await.unwrap_or_default();
+        if screen.contains("quiet job") {
+            typed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(typed, "the brief was typed");
+    let api = c.api();
+    assert!(api
+        .report_agent(&pane, "echo", ReportedState::Working)
+        .await
+        .is_ok());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(api
+        .report_agent(&pane, "echo", ReportedState::Idle)
+        .await
+        .is_ok());
+    match tokio::time::timeout(Duration::from_secs(10), call).await {
+        Ok(Ok(Ok(Response::Outcome { outcome, .. }))) => {
+            assert_eq!(outcome, Outcome::CompletedUnreplied)
+        }
+        other => panic!("the turn's end was not seen within 10 s (polls are 60 s): {other:?}"),
+    }
+    if let Herdr::Double(d) = &h {
+        d.drop_subscriptions();
+        let mut back = false;
+        for _ in 0..100 {
+            if d.subscribers() > 0 {
+                back = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(back, "the watcher subscribed again");
+    }
+    // m2's pane closes behind fleetd's back: an idle member is never polled, only the event
+    // tells.
+    let pane2 = pane_of(&c, "fleet:m2").await.expect("m2's pane");
+    let closed = request_close(&h, &pane2).await;
+    assert!(closed, "closed m2 directly");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    watcher.abort();
+    let gateway = gw.stop_into().await;
+    assert_eq!(gateway.session(&m2), None, "m2 is gone");
+    assert_eq!(gateway.session(&m1), Some(SessionState::Done));
+    h.finish().await;
+}
+
+/// Closes a pane on the server directly, not through fleetd's client.
+async fn request_close(h: &Herdr, pane: &str) -> bool {
+    let r = herdr_real::request(
+        h.path(),
+        "pane.close",
+        serde_json::json!({ "pane_id": pane }),
+    )
+    .await;
+    matches!(r, Ok(v) if v.get("result").is_some())
+}
+
+#[test]
+fn events_show_a_turn_ending_and_a_pane_gone_at_once() {
+    scenario(events_show_turns_and_gone_panes_at_once(Backend::Double));
+}
+
+#[test]
+fn on_a_real_herdr_events_show_a_turn_ending_and_a_pane_gone_at_once() {
+    scenario(events_show_turns_and_gone_panes_at_once(Backend::Real));
 }

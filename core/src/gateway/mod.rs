@@ -243,6 +243,11 @@ impl Gateway {
                 let status = completion::refine(status, screen.as_deref(), &self.compiled);
                 self.injector.on_sample(now, &target, status);
             }
+            Input::StatusHint { target } => {
+                if self.injector.is_active(&target) {
+                    self.out.push_back(Output::PollStatus { target });
+                }
+            }
             Input::Injected {
                 target,
                 msg,

@@ -4,6 +4,7 @@
 //! alone (CB-308 §7.8).
 
 pub mod api;
+pub mod events;
 pub mod launch;
 pub mod rebuild;
 pub mod rpc;
@@ -96,6 +97,33 @@ impl HerdrClient {
             panes: Rc::default(),
             receipts: Rc::default(),
         }
+    }
+
+    /// Every member and its pane, as herdr lists them now (sorted by gid).
+    pub async fn member_panes(&self) -> Result<Vec<(SessionId, String)>, RpcError> {
+        refresh(&self.api, &self.panes).await?;
+        Ok(self
+            .panes
+            .borrow()
+            .iter()
+            .map(|(g, p)| (g.clone(), p.clone()))
+            .collect())
+    }
+
+    pub fn socket(&self) -> &std::path::Path {
+        &self.cfg.socket
+    }
+
+    /// The bound on each request.
+    pub fn timeout(&self) -> Duration {
+        self.cfg.timeout
+    }
+
+    /// Member `gid`'s pane is gone (herdr said so): drop what this client keeps for it.
+    pub fn forget(&self, gid: &SessionId) {
+        self.panes.borrow_mut().remove(gid);
+        self.receipts.borrow_mut().remove(gid);
+        forget_files(&self.cfg.launch, gid);
     }
 
     /// Whether member `gid`'s pane shows a live agent (any status but `unknown`) within the

@@ -1,0 +1,241 @@
+//! herdr's event stream (`events.subscribe`), fed to the gateway: a member whose pane exits or
+//! closes is gone at once, and a member pane's status change makes the gateway sample it now.
+//!
+//! Polling stays the source of truth: an event only hints (`Input::StatusHint` asks for a
+//! sample) or reports a pane herdr itself says is gone. The stream is reopened when it drops
+//! (herdr restarting) and whenever the member set changes, since herdr takes status
+//! subscriptions per pane, fixed when subscribing; what happened during a gap is found by the
+//! polls, as without events.
+
+use super::rpc::{RpcError, MAX_RESPONSE};
+use super::HerdrClient;
+use crate::driver::Handle;
+use fleet_core::{Input, SessionId};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::OwnedReadHalf;
+use tokio::net::UnixStream;
+
+/// What fleetd reads from herdr's events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PaneEvent {
+    /// `pane.agent_status_changed` (`status` as herdr words it).
+    Status { pane_id: String, status: String },
+    /// `pane_exited` or `pane_closed`: the pane is no more.
+    Gone { pane_id: String },
+}
+
+/// An open `events.subscribe` connection.
+pub struct Subscription {
+    lines: BufReader<OwnedReadHalf>,
+    _write: tokio::net::unix::OwnedWriteHalf,
+}
+
+impl Subscription {
+    /// Subscribes to panes exiting and closing, and to the status of each of `panes`; waits
+    /// (bounded) for `subscription_started`.
+    pub async fn open(
+        socket: &Path,
+        panes: &[String],
+        timeout: Duration,
+    ) -> Result<Self, RpcError> {
+        let unreachable = |why: String| RpcError::Unreachable {
+            path: socket.display().to_string(),
+            why,
+        };
+        let mut subs = vec![
+            json!({"type": "pane.exited"}),
+            json!({"type": "pane.closed"}),
+        ];
+        subs.extend(
+            panes
+                .iter()
+                .map(|p| json!({"type": "pane.agent_status_changed", "pane_id": p})),
+        );
+        let request = json!({"id": "fleetd-events", "method": "events.subscribe",
+            "params": {"subscriptions": subs}});
+        let open = async {
+            let stream = UnixStream::connect(socket)
+                .await
+                .map_err(|e| unreachable(e.to_string()))?;
+            let (rd, mut wr) = stream.into_split();
+            let mut line = request.to_string();
+            line.push('\n');
+            wr.write_all(line.as_bytes())
+                .await
+                .map_err(|e| unreachable(e.to_string()))?;
+            let mut sub = Subscription {
+                lines: BufReader::new(rd),
+                _write: wr,
+            };
+            let first = sub.line().await?;
+            match first.pointer("/result/type").and_then(Value::as_str) {
+                Some("subscription_started") => Ok(sub),
+                _ => match first.get("error") {
+                    Some(e) => Err(RpcError::Herdr {
+                        method: "events.subscribe".into(),
+                        code: e.get("code").and_then(Value::as_str).unwrap_or("").into(),
+                        message: e
+                            .get("message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .into(),
+                    }),
+                    None => Err(malformed(format!(
+                        "expected subscription_started, got {first}"
+                    ))),
+                },
+            }
+        };
+        match tokio::time::timeout(timeout, open).await {
+            Ok(r) => r,
+            Err(_) => Err(RpcError::Timeout {
+                method: "events.subscribe".into(),
+                ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            }),
+        }
+    }
+
+    async fn line(&mut self) -> Result<Value, RpcError> {
+        let mut buf = Vec::new();
+        let n = (&mut self.lines)
+            .take(MAX_RESPONSE as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .await
+            .map_err(|e| malformed(e.to_string()))?;
+        if n == 0 {
+            return Err(RpcError::Unreachable {
+                path: "events".into(),
+                why: "herdr closed the event stream".into(),
+            });
+        }
+        if buf.len() > MAX_RESPONSE {
+            return Err(malformed("an event line over 8 MiB".into()));
+        }
+        serde_json::from_slice(&buf).map_err(|e| malformed(format!("not JSON: {e}")))
+    }
+
+    /// The next event fleetd uses (others are skipped). Waits as long as herdr is quiet; an
+    /// error ends the subscription.
+    pub async fn next(&mut self) -> Result<PaneEvent, RpcError> {
+        loop {
+            let v = self.line().await?;
+            if let Some(e) = parse(&v) {
+                return Ok(e);
+            }
+        }
+    }
+}
+
+fn malformed(why: String) -> RpcError {
+    RpcError::Malformed {
+        method: "events.subscribe".into(),
+        why,
+    }
+}
+
+/// Reads one event line; `None` for an event fleetd does not use or cannot read.
+pub fn parse(v: &Value) -> Option<PaneEvent> {
+    let data = v.get("data")?;
+    let pane_id = data.get("pane_id")?.as_str()?.to_string();
+    match v.get("event")?.as_str()? {
+        "pane.agent_status_changed" => Some(PaneEvent::Status {
+            pane_id,
+            status: data.get("agent_status")?.as_str()?.to_string(),
+        }),
+        "pane_exited" | "pane_closed" => Some(PaneEvent::Gone { pane_id }),
+        _ => None,
+    }
+}
+
+/// How the watcher paces itself.
+#[derive(Clone, Copy, Debug)]
+pub struct WatchConfig {
+    /// How often the member set is listed; a change reopens the subscription.
+    pub relist: Duration,
+    /// Reconnect backoff after the stream drops: doubles from `backoff_min` to `backoff_max`.
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        WatchConfig {
+            relist: Duration::from_secs(5),
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Feeds herdr's events about this gateway's members to the gateway behind `handle`, until
+/// the gateway is gone. Never ends on herdr's account: it resubscribes.
+pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
+    let mut backoff = cfg.backoff_min;
+    loop {
+        let members = match client.member_panes().await {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::debug!("herdr events: listing members: {e}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(cfg.backoff_max);
+                continue;
+            }
+        };
+        let by_pane: BTreeMap<String, SessionId> = members
+            .iter()
+            .map(|(g, p)| (p.clone(), g.clone()))
+            .collect();
+        let panes: Vec<String> = by_pane.keys().cloned().collect();
+        let mut sub = match Subscription::open(client.socket(), &panes, client.timeout()).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!("herdr events: subscribing: {e}");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(cfg.backoff_max);
+                continue;
+            }
+        };
+        backoff = cfg.backoff_min;
+        let mut relist = tokio::time::interval(cfg.relist);
+        relist.tick().await;
+        loop {
+            tokio::select! {
+                biased;
+                ev = sub.next() => {
+                    let ev = match ev {
+                        Ok(ev) => ev,
+                        Err(e) => {
+                            tracing::info!("herdr event stream ended ({e}); polling covers the gap");
+                            break;
+                        }
+                    };
+                    let (pane_id, input) = match ev {
+                        PaneEvent::Status { pane_id, .. } => {
+                            let Some(gid) = by_pane.get(&pane_id) else { continue };
+                            (pane_id.clone(), Input::StatusHint { target: gid.clone() })
+                        }
+                        PaneEvent::Gone { pane_id } => {
+                            let Some(gid) = by_pane.get(&pane_id) else { continue };
+                            client.forget(gid);
+                            (pane_id.clone(), Input::PaneGone { target: gid.clone() })
+                        }
+                    };
+                    tracing::debug!(pane = %pane_id, ?input, "herdr event");
+                    if handle.tell(input).await.is_err() {
+                        return;
+                    }
+                }
+                _ = relist.tick() => {
+                    match client.member_panes().await {
+                        Ok(now) if now != members => break,
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+}
