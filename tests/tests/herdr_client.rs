@@ -915,3 +915,48 @@ fn events_show_a_turn_ending_and_a_pane_gone_at_once() {
 fn on_a_real_herdr_events_show_a_turn_ending_and_a_pane_gone_at_once() {
     scenario(events_show_turns_and_gone_panes_at_once(Backend::Real));
 }
+
+/// A second herdr for members (`member_socket`, ch. 9's `memberHerdrSocket`): members are
+/// spawned, found and typed into there; a lead's pane is found and typed into on the main one.
+#[test]
+fn members_live_on_their_own_herdr_and_leads_on_the_main_one() {
+    scenario(async {
+        let (main_dir, member_dir) = (Dir::new("main"), Dir::new("members"));
+        let main = double(&main_dir).await;
+        let members = double(&member_dir).await;
+        let lead = main.add_pane(Some("lead"), "idle");
+        let mut cfg = config(&main.path, &main_dir.0.join("runtime"));
+        cfg.member_socket = Some(members.path.clone());
+        let c = HerdrClient::new(cfg);
+        assert_eq!(
+            c.socket(),
+            members.path.as_path(),
+            "member events come from there"
+        );
+        let gid = SessionId::new("g-1");
+        let ready = reports_idle_when_started(&c, "fleet:g-1");
+        assert_eq!(c.spawn(&gid, "echo", None).await, Ok(Readiness::Ready));
+        assert!(ready.await.is_ok());
+        assert!(members.pane_by_label("fleet:g-1").is_some());
+        assert!(main.pane_by_label("fleet:g-1").is_none());
+        assert!(c.inject(&gid, "for the member").await.is_ok());
+        let lead_id = SessionId::new(&lead);
+        assert!(
+            c.sample(&lead_id).await.is_ok(),
+            "the lead is found on the main herdr"
+        );
+        assert!(c.inject(&lead_id, "for the lead").await.is_ok());
+        let typed = |d: &HerdrDouble, label: &str| d.pane_by_label(label).map(|(_, p)| p.typed);
+        assert_eq!(
+            typed(&members, "fleet:g-1"),
+            Some(vec!["for the member".to_string()])
+        );
+        assert_eq!(typed(&main, "lead"), Some(vec!["for the lead".to_string()]));
+        assert_eq!(
+            c.sample(&SessionId::new("nobody")).await,
+            Err(HerdrError::PaneNotFound)
+        );
+        schema_clean(&main);
+        schema_clean(&members);
+    });
+}

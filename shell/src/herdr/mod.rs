@@ -41,6 +41,9 @@ pub fn discover_socket() -> Option<PathBuf> {
 #[derive(Clone, Debug)]
 pub struct HerdrConfig {
     pub socket: PathBuf,
+    /// A second herdr for members (ch. 9's `memberHerdrSocket`): members are spawned, found
+    /// and driven there, leads' panes stay on `socket`. `None`: one herdr for both.
+    pub member_socket: Option<PathBuf>,
     /// Bound on each request (herdr itself drops a request not received within 5 s).
     pub timeout: Duration,
     /// Lines of recent output read for a baseline or a screen.
@@ -58,6 +61,7 @@ impl HerdrConfig {
     pub fn new(socket: impl Into<PathBuf>, launch: LaunchConfig) -> Self {
         HerdrConfig {
             socket: socket.into(),
+            member_socket: None,
             timeout: Duration::from_secs(5),
             read_lines: 80,
             member_tab: "fleet members".into(),
@@ -73,7 +77,10 @@ impl HerdrConfig {
 /// The herdr client as the driver loop's `HerdrPort`. Cheap to clone (shared state).
 #[derive(Clone, Debug)]
 pub struct HerdrClient {
+    /// The members' herdr: every `fleet:<gid>` pane lives there.
     api: Rc<Api>,
+    /// The leads' herdr (the same one unless `member_socket` is set).
+    leads: Rc<Api>,
     cfg: Rc<HerdrConfig>,
     /// gid → pane id, refreshed from the labels whenever a gid is not found.
     panes: Rc<RefCell<BTreeMap<SessionId, String>>>,
@@ -90,9 +97,14 @@ fn port_error(e: RpcError) -> HerdrError {
 
 impl HerdrClient {
     pub fn new(cfg: HerdrConfig) -> Self {
-        let socket = Socket::new(cfg.socket.clone(), cfg.timeout);
+        let leads = Rc::new(Api::new(Socket::new(cfg.socket.clone(), cfg.timeout)));
+        let api = match &cfg.member_socket {
+            Some(m) => Rc::new(Api::new(Socket::new(m.clone(), cfg.timeout))),
+            None => leads.clone(),
+        };
         HerdrClient {
-            api: Rc::new(Api::new(socket)),
+            api,
+            leads,
             cfg: Rc::new(cfg),
             panes: Rc::default(),
             receipts: Rc::default(),
@@ -110,8 +122,12 @@ impl HerdrClient {
             .collect())
     }
 
+    /// The members' herdr socket (their events come from there).
     pub fn socket(&self) -> &std::path::Path {
-        &self.cfg.socket
+        self.cfg
+            .member_socket
+            .as_deref()
+            .unwrap_or(&self.cfg.socket)
     }
 
     /// The bound on each request.
@@ -129,15 +145,15 @@ impl HerdrClient {
     /// Whether member `gid`'s pane shows a live agent (any status but `unknown`) within the
     /// readiness bound: a starting gateway adopts such a member (see `rebuild`).
     pub async fn alive_within(&self, gid: &SessionId) -> Result<(), GateError> {
-        let pane = match self.resolve(gid).await {
-            Ok(p) => p,
+        let found = match self.resolve(gid).await {
+            Ok(f) => f,
             Err(HerdrError::PaneNotFound) => {
                 return Err(GateError::NotReady("the pane is gone".into()))
             }
             Err(HerdrError::Unavailable(e)) => return Err(GateError::Herdr(e)),
         };
         let live = |s: AgentStatus| s != AgentStatus::Unknown;
-        status_within(&self.api, &pane, &self.cfg.launch, live).await
+        status_within(&found.api, &found.pane, &self.cfg.launch, live).await
     }
 
     /// Removes the files of members that have no pane any more (a member whose program exited
@@ -162,8 +178,14 @@ impl HerdrClient {
         self.receipts.borrow().get(gid).cloned()
     }
 
+    /// The members' herdr.
     pub fn api(&self) -> &Api {
         &self.api
+    }
+
+    /// The leads' herdr (the members' too, without a `member_socket`).
+    pub fn leads_api(&self) -> &Api {
+        &self.leads
     }
 
     /// Every member pane herdr has now, by the gid in its label (startup, after a restart).
@@ -175,23 +197,65 @@ impl HerdrClient {
     fn resolve(
         &self,
         gid: &SessionId,
-    ) -> impl std::future::Future<Output = Result<String, HerdrError>> + 'static {
-        let (api, panes, gid) = (self.api.clone(), self.panes.clone(), gid.clone());
+    ) -> impl std::future::Future<Output = Result<Found, HerdrError>> + 'static {
+        let (api, leads, panes, gid) = (
+            self.api.clone(),
+            self.leads.clone(),
+            self.panes.clone(),
+            gid.clone(),
+        );
+        let member = |api: &Rc<Api>, pane: String| Found {
+            api: api.clone(),
+            pane,
+            member: true,
+        };
         async move {
             if let Some(p) = panes.borrow().get(&gid).cloned() {
-                return Ok(p);
+                return Ok(member(&api, p));
             }
             let listed = refresh(&api, &panes).await.map_err(port_error)?;
             if let Some(p) = panes.borrow().get(&gid).cloned() {
-                return Ok(p);
+                return Ok(member(&api, p));
             }
-            // Not a member: a lead's own pane is addressed by its pane id.
-            if listed.iter().any(|p| p.pane_id == gid.as_str()) {
-                return Ok(gid.to_string());
+            // Not a member: a lead's own pane is addressed by its pane id, on the leads' herdr.
+            let lead = |api: &Rc<Api>| Found {
+                api: api.clone(),
+                pane: gid.to_string(),
+                member: false,
+            };
+            if Rc::ptr_eq(&api, &leads) {
+                return match listed.iter().any(|p| p.pane_id == gid.as_str()) {
+                    true => Ok(lead(&leads)),
+                    false => Err(HerdrError::PaneNotFound),
+                };
             }
-            Err(HerdrError::PaneNotFound)
+            match leads.pane_get(gid.as_str()).await {
+                Ok(_) => Ok(lead(&leads)),
+                Err(e) => Err(port_error(e)),
+            }
         }
     }
+}
+
+/// Where a gid's pane is: which herdr, which pane, and whether it is a member's (labelled).
+struct Found {
+    api: Rc<Api>,
+    pane: String,
+    member: bool,
+}
+
+/// The pane `f` names, checked (`current` for a member; still there, for a lead).
+async fn checked(
+    f: Found,
+    panes: &RefCell<BTreeMap<SessionId, String>>,
+    gid: &SessionId,
+) -> Result<(Rc<Api>, String, PaneInfo), HerdrError> {
+    if f.member {
+        let (pane, info) = current(&f.api, panes, gid, f.pane).await?;
+        return Ok((f.api, pane, info));
+    }
+    let info = f.api.pane_get(&f.pane).await.map_err(port_error)?;
+    Ok((f.api, f.pane, info))
 }
 
 /// `pane`, checked: herdr still has it and, for a member, it still carries `fleet:<gid>`.
@@ -251,18 +315,12 @@ async fn refresh(
 
 impl HerdrPort for HerdrClient {
     fn sample(&self, target: &SessionId) -> PortFuture<Result<Sample, HerdrError>> {
-        let (api, panes, gid, lines) = (
-            self.api.clone(),
-            self.panes.clone(),
-            target.clone(),
-            self.cfg.read_lines,
-        );
+        let (panes, gid, lines) = (self.panes.clone(), target.clone(), self.cfg.read_lines);
         let resolve = self.resolve(target);
         let cfg = self.cfg.clone();
         Box::pin(async move {
             let sampled = async {
-                let pane = resolve.await?;
-                let (pane, info) = current(&api, &panes, &gid, pane).await?;
+                let (api, pane, info) = checked(resolve.await?, &panes, &gid).await?;
                 let status = AgentStatus::from_wire(&info.agent_status);
                 let screen = if status == AgentStatus::Unknown {
                     Some(api.pane_read(&pane, lines).await.map_err(port_error)?)
@@ -282,14 +340,13 @@ impl HerdrPort for HerdrClient {
     }
 
     fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>> {
-        let (api, panes, gid) = (self.api.clone(), self.panes.clone(), target.clone());
+        let (panes, gid) = (self.panes.clone(), target.clone());
         let (text, lines) = (text.to_string(), self.cfg.read_lines);
         let resolve = self.resolve(target);
         Box::pin(async move {
-            let pane = resolve.await?;
             // The cached id must still be this member's pane before anything is typed into it
             // (a moved pane gets a new id; herdr may reuse an old one after a restart).
-            let (pane, _) = current(&api, &panes, &gid, pane).await?;
+            let (api, pane, _) = checked(resolve.await?, &panes, &gid).await?;
             let baseline = api.pane_read(&pane, lines).await.map_err(port_error)?;
             api.send_input(&pane, &text, &["enter"])
                 .await
@@ -299,11 +356,11 @@ impl HerdrPort for HerdrClient {
     }
 
     fn read(&self, target: &SessionId) -> PortFuture<Result<String, HerdrError>> {
-        let (api, lines) = (self.api.clone(), self.cfg.read_lines);
+        let lines = self.cfg.read_lines;
         let resolve = self.resolve(target);
         Box::pin(async move {
-            let pane = resolve.await?;
-            api.pane_read(&pane, lines).await.map_err(port_error)
+            let f = resolve.await?;
+            f.api.pane_read(&f.pane, lines).await.map_err(port_error)
         })
     }
 
@@ -396,14 +453,14 @@ impl HerdrPort for HerdrClient {
     }
 
     fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>> {
-        let (api, panes, g) = (self.api.clone(), self.panes.clone(), gid.clone());
+        let (panes, g) = (self.panes.clone(), gid.clone());
         let (receipts, cfg) = (self.receipts.clone(), self.cfg.clone());
         let resolve = self.resolve(gid);
         Box::pin(async move {
-            let pane = resolve.await;
+            let found = resolve.await;
             receipts.borrow_mut().remove(&g);
-            let r = match pane {
-                Ok(pane) => api.pane_close(&pane).await.map_err(port_error),
+            let r = match found {
+                Ok(f) => f.api.pane_close(&f.pane).await.map_err(port_error),
                 Err(e) => Err(e),
             };
             // Its files go once its pane has: closed here, or found gone.
