@@ -125,6 +125,9 @@ pub enum Request {
         profile: String,
         /// The broadcast group the member joins (`broadcast.<group>`), if any.
         group: Option<String>,
+        /// A git worktree for the member to work in, if any.
+        #[serde(default)]
+        worktree: Option<crate::gateway::Worktree>,
     },
     /// `fleet_list`: the fleet-wide roster as this gateway sees it (U5).
     List,
@@ -295,6 +298,8 @@ pub enum Output {
         gid: SessionId,
         profile: String,
         group: Option<String>,
+        /// Cut a worktree first; the member starts in it.
+        worktree: Option<crate::gateway::Worktree>,
     },
     /// Close a member's pane (a spawn that never became ready is reaped).
     ClosePane { gid: SessionId },
@@ -500,11 +505,23 @@ impl fmt::Display for Output {
                 gid,
                 profile,
                 group,
-            } => write!(
-                f,
-                "spawn_pane {gid} profile={profile} group={}",
-                group.as_deref().unwrap_or("-")
-            ),
+                worktree,
+            } => {
+                write!(
+                    f,
+                    "spawn_pane {gid} profile={profile} group={}",
+                    group.as_deref().unwrap_or("-")
+                )?;
+                match worktree {
+                    Some(w) => write!(
+                        f,
+                        " worktree={}@{}",
+                        w.repo,
+                        w.commit.as_deref().unwrap_or("HEAD")
+                    ),
+                    None => Ok(()),
+                }
+            }
             Output::ClosePane { gid } => write!(f, "close_pane {gid}"),
         }
     }

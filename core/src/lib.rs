@@ -33,7 +33,7 @@ pub mod time;
 
 pub use authz::{Action, AuditEvent, Principal, Role};
 pub use config::{ConfigError, CoreConfig};
-pub use gateway::{Federation, Gateway, Stats, TimerKind};
+pub use gateway::{Federation, Gateway, Stats, TimerKind, Worktree};
 pub use ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, TurnId};
 pub use io::{CallError, Event, Input, Output, Readiness, Request, Response, TicketView};
 pub use outcome::{AskOutcome, Outcome, Phase};

@@ -250,8 +250,11 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                     gid,
                     profile,
                     group,
+                    worktree,
                 } => {
-                    let op = self.herdr.spawn(&gid, &profile, group.as_deref());
+                    let op = self
+                        .herdr
+                        .spawn(&gid, &profile, group.as_deref(), worktree.as_ref());
                     self.ops.push(Box::pin(async move {
                         let result = op.await.map_err(|e| e.to_string());
                         Some(Input::Spawned { gid, result })

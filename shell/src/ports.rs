@@ -4,7 +4,7 @@
 //! the port, and a slow pane never stalls the others.
 
 use fleet_core::broker::{BrokerEvent, BrokerOp};
-use fleet_core::{AgentStatus, Instant, Readiness, SessionId};
+use fleet_core::{AgentStatus, Instant, Readiness, SessionId, Worktree};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -42,6 +42,7 @@ pub trait HerdrPort {
         gid: &SessionId,
         profile: &str,
         group: Option<&str>,
+        worktree: Option<&Worktree>,
     ) -> PortFuture<Result<Readiness, HerdrError>>;
     fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>>;
 }

@@ -101,6 +101,7 @@ impl HerdrPort for ScriptedHerdr {
         gid: &SessionId,
         _profile: &str,
         _group: Option<&str>,
+        _worktree: Option<&fleet_core::Worktree>,
     ) -> PortFuture<Result<fleet_core::Readiness, HerdrError>> {
         let (me, gid) = (self.clone(), gid.clone());
         Box::pin(async move {

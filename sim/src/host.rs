@@ -183,6 +183,7 @@ impl HerdrPort for SimHerdr {
         gid: &SessionId,
         _profile: &str,
         _group: Option<&str>,
+        _worktree: Option<&fleet_core::Worktree>,
     ) -> PortFuture<Result<Readiness, HerdrError>> {
         let (me, gid) = (self.clone(), gid.clone());
         let salt = gid

@@ -416,6 +416,7 @@ async fn spawn(
         host: Some(on),
         profile,
         group: None,
+        worktree: None,
     };
     let Ok(r) = gateway.call(me.clone(), request).await else {
         return;

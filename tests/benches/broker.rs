@@ -266,6 +266,7 @@ impl HerdrPort for EchoHerdr {
         _: &SessionId,
         _: &str,
         _: Option<&str>,
+        _: Option<&fleet_core::Worktree>,
     ) -> PortFuture<Result<fleet_core::Readiness, HerdrError>> {
         Box::pin(async { Err(HerdrError::Unavailable("the bench spawns nothing".into())) })
     }

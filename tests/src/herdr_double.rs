@@ -24,6 +24,7 @@ pub struct Pane {
     /// Every text submitted (typed, then Enter).
     pub typed: Vec<String>,
     pub command: Vec<String>,
+    pub cwd: Option<String>,
     pub env: BTreeMap<String, String>,
     pub tab_label: Option<String>,
     /// `focus` exactly as the client sent it (absent is herdr's default, false).
@@ -482,6 +483,7 @@ fn answer(s: &mut State, line: &str) -> Value {
                     status: "unknown".into(),
                     screen: Vec::new(),
                     command: command.clone(),
+                    cwd: root.get("cwd").and_then(Value::as_str).map(str::to_string),
                     env,
                     tab_label: params
                         .get("tab_label")

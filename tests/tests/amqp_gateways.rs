@@ -216,6 +216,7 @@ fn u4_a_spawn_on_another_host_survives_a_redelivered_spawn() {
                         host: Some(host(1)),
                         profile: "claude".into(),
                         group: None,
+                        worktree: None,
                     },
                 )
                 .await

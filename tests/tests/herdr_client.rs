@@ -141,7 +141,7 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
         // A fresh herdr has no workspace; the client makes one.
         d.state().no_workspace = true;
         let member = reports_idle_when_started(&c, "fleet:g-1");
-        let r = c.spawn(&gid, "echo", Some("backend")).await;
+        let r = c.spawn(&gid, "echo", Some("backend"), None).await;
         assert!(member.await.is_ok(), "the member reported itself idle");
         assert_eq!(
             r,
@@ -173,7 +173,7 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
         assert!(at("workspace.create") < asked.iter().rposition(|r| r == "layout.apply"));
         assert!(at("workspace.create").is_some(), "{asked:?}");
         assert_eq!(pane.focus, Some(false), "members never take focus");
-        let unknown = c.spawn(&SessionId::new("g-2"), "nope", None).await;
+        let unknown = c.spawn(&SessionId::new("g-2"), "nope", None, None).await;
         assert!(matches!(unknown, Err(HerdrError::Unavailable(ref m)) if m.contains("nope")));
         schema_clean(&d);
     });
@@ -205,7 +205,10 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         );
         let c = HerdrClient::new(cfg);
         let gid = SessionId::new("g-7");
-        assert_eq!(c.spawn(&gid, "dev", None).await, Ok(Readiness::OnConnect));
+        assert_eq!(
+            c.spawn(&gid, "dev", None, None).await,
+            Ok(Readiness::OnConnect)
+        );
         let (_, pane) = d.pane_by_label("fleet:g-7").expect("a pane");
         assert!(pane
             .command
@@ -231,7 +234,7 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         assert_eq!(receipt.bytes, 40);
         // The guard refuses before anything starts.
         let r = c
-            .spawn(&SessionId::new("g-8"), "on-subscription", None)
+            .spawn(&SessionId::new("g-8"), "on-subscription", None, None)
             .await;
         assert!(
             matches!(&r, Err(HerdrError::Unavailable(m)) if m.contains("allow-list")),
@@ -242,7 +245,10 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         assert_eq!(c.close(&gid).await, Ok(()));
         assert!(!runtime.join("g-7").exists());
         // So does its pane closing on its own (its program exited), found by the status poll.
-        assert_eq!(c.spawn(&gid, "dev", None).await, Ok(Readiness::OnConnect));
+        assert_eq!(
+            c.spawn(&gid, "dev", None, None).await,
+            Ok(Readiness::OnConnect)
+        );
         assert!(runtime.join("g-7").exists());
         let (pane_id, _) = d.pane_by_label("fleet:g-7").expect("a pane");
         d.remove_pane(&pane_id);
@@ -667,6 +673,7 @@ async fn delivers_and_knows_its_member_after_a_restart(backend: Backend) {
                 host: None,
                 profile: "echo".into(),
                 group: None,
+                worktree: None,
             };
             match gw.handle.call(lead.clone(), spawn).await {
                 Ok(Response::Spawned { gid: g, .. }) => gid = Some(g),
@@ -716,7 +723,7 @@ async fn a_member_that_never_gets_ready_is_reaped_at_the_gate(backend: Backend) 
         return;
     };
     let c = h.client(&dir);
-    let r = c.spawn(&SessionId::new("g-9"), "echo", None).await;
+    let r = c.spawn(&SessionId::new("g-9"), "echo", None, None).await;
     assert!(
         matches!(&r, Err(HerdrError::Unavailable(m)) if m.contains("not ready within 2000 ms")),
         "{r:?}"
@@ -935,7 +942,10 @@ fn members_live_on_their_own_herdr_and_leads_on_the_main_one() {
         );
         let gid = SessionId::new("g-1");
         let ready = reports_idle_when_started(&c, "fleet:g-1");
-        assert_eq!(c.spawn(&gid, "echo", None).await, Ok(Readiness::Ready));
+        assert_eq!(
+            c.spawn(&gid, "echo", None, None).await,
+            Ok(Readiness::Ready)
+        );
         assert!(ready.await.is_ok());
         assert!(members.pane_by_label("fleet:g-1").is_some());
         assert!(main.pane_by_label("fleet:g-1").is_none());

@@ -21,8 +21,8 @@ mod sessions;
 mod spawn;
 use federation::Fed;
 pub use federation::Federation;
-pub use spawn::SpawnSpec;
 use spawn::Spawns;
+pub use spawn::{SpawnSpec, Worktree};
 
 /// Why the gateway wants to be woken up.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -495,7 +495,15 @@ impl Gateway {
                 host,
                 profile,
                 group,
-            } => self.on_spawn(now, call, caller.session.clone(), host, profile, group),
+                worktree,
+            } => {
+                let spec = SpawnSpec {
+                    profile,
+                    group,
+                    worktree,
+                };
+                self.on_spawn(now, call, caller.session.clone(), host, spec)
+            }
             Request::Stop { target } => self.on_stop(now, call, target),
             Request::Broadcast { group, content } => {
                 self.on_broadcast(call, &caller, group, content)

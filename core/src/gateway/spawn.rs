@@ -25,6 +25,51 @@ pub struct SpawnSpec {
     pub profile: String,
     #[serde(default)]
     pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<Worktree>,
+}
+
+/// The git worktree a spawned member works in (ch. 9's `GitWorktrees`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Worktree {
+    /// A repository on the target host (a path), or a URL any host can clone.
+    pub repo: String,
+    /// The exact commit (40 hex digits); required when the spawn crosses hosts, where a path
+    /// or a branch name would mean something else.
+    #[serde(default)]
+    pub commit: Option<String>,
+}
+
+impl Worktree {
+    /// Why this worktree cannot be asked of `remote` (another host) or of any host.
+    pub fn invalid(&self, remote: bool) -> Option<String> {
+        if self.repo.trim().is_empty() {
+            return Some("worktree.repo must not be empty".into());
+        }
+        if let Some(c) = &self.commit {
+            if c.len() != 40 || !c.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Some(format!("worktree.commit {c:?} is not a 40-hex commit id"));
+            }
+        }
+        if remote {
+            if self.commit.is_none() {
+                return Some("a worktree on another host needs the exact commit".into());
+            }
+            if !self.is_url() {
+                return Some(format!(
+                    "a worktree on another host needs a repository URL, not the path {:?}",
+                    self.repo
+                ));
+            }
+        }
+        None
+    }
+
+    /// A URL (`scheme://…` or scp-like `user@host:path`), not a path on this host.
+    pub fn is_url(&self) -> bool {
+        self.repo.contains("://")
+            || (!self.repo.starts_with('/') && self.repo.contains('@') && self.repo.contains(':'))
+    }
 }
 
 /// Who is told when a reserved spawn ends.
@@ -93,18 +138,25 @@ impl Gateway {
         call: CallId,
         caller_gid: Option<SessionId>,
         host: Option<HostId>,
-        profile: String,
-        group: Option<String>,
+        spec: SpawnSpec,
     ) {
-        if profile.trim().is_empty() {
+        if spec.profile.trim().is_empty() {
             return self.invalid(call, "profile must not be empty");
         }
         let own = self.own_host();
         let host = host.unwrap_or_else(|| own.clone());
+        if let Some(why) = spec.worktree.as_ref().and_then(|w| w.invalid(host != own)) {
+            return self.invalid(call, &why);
+        }
         let gid = self.ids.gid();
         if host == own {
-            return self.spawn_here(now, gid, profile, group, Reply::Local(call));
+            return self.spawn_here(now, gid, spec, Reply::Local(call));
         }
+        let SpawnSpec {
+            profile,
+            group,
+            worktree,
+        } = spec;
         let Some(from) = caller_gid.filter(|g| !self.is_remote(g)) else {
             return self.invalid(
                 call,
@@ -126,7 +178,11 @@ impl Gateway {
                 );
             }
         }
-        let spec = SpawnSpec { profile, group };
+        let spec = SpawnSpec {
+            profile,
+            group,
+            worktree,
+        };
         let body = serde_json::to_vec(&spec).unwrap_or_default();
         let ttl = self.cfg.spawn_ready_timeout_ms;
         let mut env = self.fed_envelope(Kind::Spawn, &from, host.to_string(), None, body, ttl);
@@ -151,14 +207,12 @@ impl Gateway {
 
     /// The target side: dedup by the live registry, then by the reservation set, then the
     /// profile check, then reserve and ask the launcher.
-    fn spawn_here(
-        &mut self,
-        now: Instant,
-        gid: SessionId,
-        profile: String,
-        group: Option<String>,
-        reply: Reply,
-    ) {
+    fn spawn_here(&mut self, now: Instant, gid: SessionId, spec: SpawnSpec, reply: Reply) {
+        let SpawnSpec {
+            profile,
+            group,
+            worktree,
+        } = spec;
         if self.is_live_member(&gid) {
             // A redelivered SPAWN: answer with the member that exists (its presence, again).
             self.announce_now(&gid);
@@ -203,6 +257,7 @@ impl Gateway {
             gid,
             profile,
             group,
+            worktree,
         });
     }
 
@@ -422,12 +477,15 @@ impl Gateway {
         }
         let spec: SpawnSpec =
             serde_json::from_slice(&env.body).map_err(|e| format!("SPAWN body: {e}"))?;
+        if let Some(why) = spec.worktree.as_ref().and_then(|w| w.invalid(true)) {
+            return Err(format!("SPAWN body: {why}"));
+        }
         let reply = Reply::Remote {
             requester: env.from.clone(),
             re: env.msg_id,
             delivery,
         };
-        self.spawn_here(now, gid, spec.profile, spec.group, reply);
+        self.spawn_here(now, gid, spec, reply);
         Ok(())
     }
 }

@@ -624,6 +624,7 @@ fn spawn(host: Option<usize>, profile: &str, group: Option<&str>) -> Request {
         host: host.map(host_name),
         profile: profile.into(),
         group: group.map(str::to_string),
+        worktree: None,
     }
 }
 
@@ -1226,5 +1227,59 @@ fn a_member_session_runs_its_course_and_the_idle_reaper_closes_it() {
     assert!(
         t.contains(&format!("delete_queue test.agent.{gid}.inbox.v2")),
         "its inbox goes with it: {t}"
+    );
+}
+
+/// A worktree travels with a SPAWN only as a repository URL at an exact commit: a path or a
+/// branch means something else on another host, so such a spawn is refused before it leaves.
+#[test]
+fn a_spawn_on_another_host_carries_its_worktree_by_url_and_commit() {
+    let mut f = Fleet::new(2);
+    let lead = f.lead(0, LEAD);
+    f.advance(Duration::from_millis(10));
+    let with = |repo: &str, commit: Option<&str>| Request::Spawn {
+        host: Some(host_name(1)),
+        profile: "claude".into(),
+        group: None,
+        worktree: Some(fleet_core::Worktree {
+            repo: repo.into(),
+            commit: commit.map(str::to_string),
+        }),
+    };
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    for (bad, why) in [
+        (with("/src/app", Some(commit)), "URL"),
+        (
+            with("https://git.example.com/app.git", None),
+            "exact commit",
+        ),
+        (
+            with("https://git.example.com/app.git", Some("main")),
+            "40-hex",
+        ),
+    ] {
+        let c = f.call(0, lead.clone(), bad);
+        f.settle();
+        match f.response(0, c) {
+            Some(Response::Error(CallError::InvalidArgument { reason })) => {
+                assert!(reason.contains(why), "{reason}")
+            }
+            other => panic!("expected invalid_argument, got {other:?}"),
+        }
+    }
+    assert!(f.spawned.is_empty(), "nothing left the host");
+    let c = f.call(
+        0,
+        lead,
+        with("https://git.example.com/app.git", Some(commit)),
+    );
+    f.settle();
+    assert!(spawned(f.response(0, c)).is_some());
+    let t = f.trace(1);
+    assert!(
+        t.contains(&format!(
+            "worktree=https://git.example.com/app.git@{commit}"
+        )),
+        "{t}"
     );
 }

@@ -8,13 +8,15 @@ pub mod events;
 pub mod launch;
 pub mod rebuild;
 pub mod rpc;
+pub mod worktree;
 
 pub use api::{Api, NewPane, PaneInfo, Pong, ReportedState, PROTOCOL};
 pub use launch::{CharterReceipt, Gate, Kind, LaunchConfig, LaunchError, Profile};
 pub use rpc::{RpcError, Socket};
+pub use worktree::WorktreeConfig;
 
 use crate::ports::{HerdrError, HerdrPort, PortFuture, Sample};
-use fleet_core::{AgentStatus, Readiness, SessionId};
+use fleet_core::{AgentStatus, Readiness, SessionId, Worktree};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -52,6 +54,8 @@ pub struct HerdrConfig {
     pub member_tab: String,
     pub profiles: BTreeMap<String, Profile>,
     pub launch: LaunchConfig,
+    /// Where members' git worktrees and repository clones go.
+    pub worktrees: WorktreeConfig,
     /// The daemon's environment, which each member's is scrubbed from (`launch::plan`).
     pub parent_env: BTreeMap<String, String>,
 }
@@ -66,6 +70,13 @@ impl HerdrConfig {
             read_lines: 80,
             member_tab: "fleet members".into(),
             profiles: BTreeMap::new(),
+            worktrees: WorktreeConfig::new(
+                launch
+                    .runtime_dir
+                    .parent()
+                    .unwrap_or(&launch.runtime_dir)
+                    .join("worktrees"),
+            ),
             launch,
             parent_env: std::env::vars_os()
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
@@ -369,7 +380,9 @@ impl HerdrPort for HerdrClient {
         gid: &SessionId,
         profile: &str,
         group: Option<&str>,
+        worktree: Option<&Worktree>,
     ) -> PortFuture<Result<Readiness, HerdrError>> {
+        let worktree = worktree.cloned();
         let (api, cfg, panes, gid) = (
             self.api.clone(),
             self.cfg.clone(),
@@ -393,6 +406,19 @@ impl HerdrPort for HerdrClient {
                 &cfg.parent_env,
             )
             .map_err(|e| HerdrError::Unavailable(e.to_string()))?;
+            let mut plan = plan;
+            if let Some(w) = &worktree {
+                let dir = worktree::cut(&cfg.worktrees, gid.as_str(), w)
+                    .await
+                    .map_err(|e| HerdrError::Unavailable(e.to_string()))?;
+                plan.cwd = Some(dir.to_string_lossy().into_owned());
+            }
+            // Whatever fails from here undoes the worktree too (it holds no work yet).
+            let undo_worktree = || async {
+                if worktree.is_some() {
+                    let _ = worktree::remove(&cfg.worktrees, gid.as_str()).await;
+                }
+            };
             let dir = cfg
                 .launch
                 .member_dir(gid.as_str())
@@ -400,6 +426,7 @@ impl HerdrPort for HerdrClient {
             if !plan.files.is_empty() {
                 if let Err(e) = launch::write_files(&dir, &plan.files) {
                     let _ = launch::remove_files(&dir);
+                    undo_worktree().await;
                     return Err(HerdrError::Unavailable(format!(
                         "writing {}: {e}",
                         dir.display()
@@ -426,6 +453,7 @@ impl HerdrPort for HerdrClient {
                 Ok(pane) => pane,
                 Err(e) => {
                     let _ = launch::remove_files(&dir);
+                    undo_worktree().await;
                     return Err(port_error(e));
                 }
             };
@@ -444,6 +472,7 @@ impl HerdrPort for HerdrClient {
                             let _ = api.pane_close(&pane).await;
                             panes.borrow_mut().remove(&gid);
                             let _ = launch::remove_files(&dir);
+                            undo_worktree().await;
                             Err(HerdrError::Unavailable(why))
                         }
                     }
@@ -463,9 +492,17 @@ impl HerdrPort for HerdrClient {
                 Ok(f) => f.api.pane_close(&f.pane).await.map_err(port_error),
                 Err(e) => Err(e),
             };
-            // Its files go once its pane has: closed here, or found gone.
+            // Its files go once its pane has: closed here, or found gone. Its worktree goes
+            // too unless it holds uncommitted work (its branch `fleet/<gid>` always stays).
             if matches!(r, Ok(()) | Err(HerdrError::PaneNotFound)) {
                 forget_files(&cfg.launch, &g);
+                match worktree::remove(&cfg.worktrees, g.as_str()).await {
+                    Ok(worktree::Removed::Kept(dirty)) => {
+                        tracing::warn!(gid = %g, %dirty, "kept a closed member's worktree: uncommitted work")
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(gid = %g, "removing a member's worktree: {e}"),
+                }
             }
             panes.borrow_mut().remove(&g);
             r

@@ -1,0 +1,235 @@
+//! Members' git worktrees (`fleetd::herdr::worktree`) on real git: cut at an exact commit on a
+//! `fleet/<gid>` branch, repo-level agent configs neutralised without dirtying the tree, a
+//! repository named by URL cloned once into the cache and fetched when a commit is missing,
+//! uncommitted work never removed, and a spawn through the launcher starting in its worktree.
+
+use fleet_core::{SessionId, Worktree};
+use fleet_tests::herdr_double::HerdrDouble;
+use fleetd::herdr::launch::LaunchConfig;
+use fleetd::herdr::worktree::{self, Removed, WorktreeConfig};
+use fleetd::herdr::{HerdrClient, HerdrConfig, Profile};
+use fleetd::HerdrPort;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("fleetd-wt-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+        Dir(d)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .unwrap_or_else(|e| panic!("git: {e}"));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A repository whose commit carries a lead's `.mcp.json` and an `opencode.json`.
+fn origin(dir: &Path) -> (PathBuf, String) {
+    let repo = dir.join("origin");
+    std::fs::create_dir_all(&repo).unwrap_or_else(|e| panic!("{e}"));
+    git(&repo, &["init", "--quiet", "-b", "main"]);
+    std::fs::write(repo.join("README"), "hello\n").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(
+        repo.join(".mcp.json"),
+        r#"{"mcpServers":{"lead":{"url":"secret"}}}"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(repo.join("opencode.json"), r#"{"mcp":{"lead":{}}}"#)
+        .unwrap_or_else(|e| panic!("{e}"));
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "--quiet", "-m", "one"]);
+    let c1 = git(&repo, &["rev-parse", "HEAD"]);
+    (repo, c1)
+}
+
+fn run<F: std::future::Future<Output = ()>>(f: F) {
+    fleet_tests::local_scenario(120, f);
+}
+
+#[test]
+fn a_member_worktree_is_cut_at_its_commit_with_the_leads_mcp_neutralised() {
+    run(async {
+        let dir = Dir::new("local");
+        let (repo, c1) = origin(&dir.0);
+        std::fs::write(repo.join("README"), "two\n").unwrap_or_else(|e| panic!("{e}"));
+        git(&repo, &["commit", "--quiet", "-am", "two"]);
+        let cfg = WorktreeConfig::new(dir.0.join("worktrees"));
+        let w = Worktree {
+            repo: repo.to_string_lossy().into_owned(),
+            commit: Some(c1.clone()),
+        };
+        let wt = worktree::cut(&cfg, "g-1", &w)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(wt, dir.0.join("worktrees").join("g-1"));
+        assert_eq!(git(&wt, &["rev-parse", "HEAD"]), c1, "at the asked commit");
+        assert_eq!(
+            git(&wt, &["rev-parse", "--abbrev-ref", "HEAD"]),
+            "fleet/g-1"
+        );
+        let mcp = std::fs::read_to_string(wt.join(".mcp.json")).unwrap_or_default();
+        assert!(
+            !mcp.contains("secret") && mcp.contains("mcpServers"),
+            "{mcp}"
+        );
+        let oc = std::fs::read_to_string(wt.join("opencode.json")).unwrap_or_default();
+        assert!(!oc.contains("lead"), "{oc}");
+        assert_eq!(
+            git(&wt, &["status", "--porcelain"]),
+            "",
+            "neutralising dirties nothing"
+        );
+        // A second cut for the same gid is refused; removing a clean one works, its branch stays.
+        assert!(worktree::cut(&cfg, "g-1", &w).await.is_err());
+        assert_eq!(worktree::remove(&cfg, "g-1").await, Ok(Removed::Removed));
+        assert!(!wt.exists());
+        assert_eq!(git(&repo, &["rev-parse", "fleet/g-1"]), c1);
+        assert_eq!(worktree::remove(&cfg, "g-1").await, Ok(Removed::Absent));
+    });
+}
+
+#[test]
+fn uncommitted_work_is_never_removed() {
+    run(async {
+        let dir = Dir::new("dirty");
+        let (repo, _) = origin(&dir.0);
+        let cfg = WorktreeConfig::new(dir.0.join("worktrees"));
+        let w = Worktree {
+            repo: repo.to_string_lossy().into_owned(),
+            commit: None,
+        };
+        let wt = worktree::cut(&cfg, "g-2", &w)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(wt.join("work.txt"), "half done").unwrap_or_else(|e| panic!("{e}"));
+        let r = worktree::remove(&cfg, "g-2").await;
+        assert!(
+            matches!(&r, Ok(Removed::Kept(d)) if d.contains("work.txt")),
+            "{r:?}"
+        );
+        assert!(wt.join("work.txt").exists());
+    });
+}
+
+#[test]
+fn a_repository_named_by_url_is_cloned_once_and_fetched_for_a_new_commit() {
+    run(async {
+        let dir = Dir::new("url");
+        let (repo, c1) = origin(&dir.0);
+        let cfg = WorktreeConfig::new(dir.0.join("worktrees"));
+        let url = format!("file://{}", repo.display());
+        let at = |c: &str| Worktree {
+            repo: url.clone(),
+            commit: Some(c.to_string()),
+        };
+        let a = worktree::cut(&cfg, "g-a", &at(&c1))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(git(&a, &["rev-parse", "HEAD"]), c1);
+        // A commit made after the clone: fetched into the same cache.
+        std::fs::write(repo.join("README"), "three\n").unwrap_or_else(|e| panic!("{e}"));
+        git(&repo, &["commit", "--quiet", "-am", "three"]);
+        let c3 = git(&repo, &["rev-parse", "HEAD"]);
+        let b = worktree::cut(&cfg, "g-b", &at(&c3))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(git(&b, &["rev-parse", "HEAD"]), c3);
+        let clones = std::fs::read_dir(&cfg.cache)
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert_eq!(clones, 1, "one clone per repository");
+        // A URL without its exact commit is refused before git runs.
+        let none = Worktree {
+            repo: url.clone(),
+            commit: None,
+        };
+        assert!(worktree::cut(&cfg, "g-c", &none).await.is_err());
+        let missing = at("0123456789012345678901234567890123456789");
+        assert!(worktree::cut(&cfg, "g-d", &missing).await.is_err());
+    });
+}
+
+#[test]
+fn a_spawn_with_a_worktree_starts_the_member_in_it_and_closing_removes_it() {
+    run(async {
+        let dir = Dir::new("spawn");
+        let (repo, c1) = origin(&dir.0);
+        let d = HerdrDouble::start(&dir.0)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let launch = LaunchConfig::new(dir.0.join("members"), "http://127.0.0.1:7700/mcp", [1; 32]);
+        let mut cfg = HerdrConfig::new(&d.path, launch);
+        cfg.profiles
+            .insert("sh".into(), Profile::command(&["sh", "-c", "cat"]));
+        cfg.launch.ready_timeout = std::time::Duration::from_millis(300);
+        let worktrees = dir.0.join("worktrees");
+        cfg.worktrees = WorktreeConfig::new(&worktrees);
+        let c = HerdrClient::new(cfg);
+        let gid = SessionId::new("g-w");
+        let w = Worktree {
+            repo: repo.to_string_lossy().into_owned(),
+            commit: Some(c1),
+        };
+        // The double's pane never reports idle: the gate fails, and the worktree is undone.
+        let r = c.spawn(&gid, "sh", None, Some(&w)).await;
+        assert!(r.is_err(), "{r:?}");
+        assert!(
+            !worktrees.join("g-w").exists(),
+            "a failed spawn leaves no worktree"
+        );
+        // Now with a member that reports itself.
+        let c2 = c.clone();
+        let reporter = tokio::task::spawn_local(async move {
+            for _ in 0..200 {
+                let panes = c2.api().pane_list().await.unwrap_or_default();
+                if let Some(p) = panes
+                    .iter()
+                    .find(|p| p.label.as_deref() == Some("fleet:g-w"))
+                {
+                    let r = c2
+                        .api()
+                        .report_agent(&p.pane_id, "sh", fleetd::herdr::ReportedState::Idle)
+                        .await;
+                    assert!(r.is_ok());
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            panic!("no pane");
+        });
+        let r = c.spawn(&gid, "sh", None, Some(&w)).await;
+        assert!(reporter.await.is_ok());
+        assert!(r.is_ok(), "{r:?}");
+        let (_, pane) = d.pane_by_label("fleet:g-w").expect("a pane");
+        let wt = worktrees.join("g-w");
+        assert_eq!(pane.cwd.as_deref(), Some(wt.to_string_lossy().as_ref()));
+        assert!(wt.join("README").exists());
+        assert_eq!(c.close(&gid).await, Ok(()));
+        assert!(!wt.exists(), "a clean worktree goes with its member");
+    });
+}
