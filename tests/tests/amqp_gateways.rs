@@ -5,9 +5,13 @@
 
 use fleet_core::{Outcome, Request, Response, SessionId, TicketId};
 use fleet_sim::agent::Behaviour;
+use fleet_sim::host::SimHerdr;
 use fleet_tests::gateways::{
     host, lead, lead_principal, member, test_config, TestFleet, TestGateway,
 };
+use fleet_tests::herdr_double::HerdrDouble;
+use fleetd::herdr::launch::LaunchConfig;
+use fleetd::herdr::{HerdrClient, HerdrConfig, Profile, ReportedState};
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::time::Duration;
@@ -421,5 +425,154 @@ fn a_connection_killed_mid_flight_loses_no_reply_and_types_nothing_twice() {
         }
         no_brief_typed_twice(&fleet);
         fleet.finish().await;
+    });
+}
+
+/// U4 with the production herdr client on the target host (over the herdr double): the SPAWN
+/// is redelivered while the new `command` member sits in its readiness gate, and exactly one
+/// pane comes of it — the reservation absorbs the copy, the label names the member — which
+/// then takes a brief from the other host and replies.
+#[test]
+fn u4_on_herdr_a_redelivered_spawn_starts_one_pane_that_then_works() {
+    scenario(async {
+        let mut fleet = match TestFleet::new("u4h", test_config(), vec![vec![], vec![]]) {
+            Ok(f) => f,
+            Err(e) => panic!("{e}"),
+        };
+        match fleet.launch(0, SimHerdr::default(), 1).await {
+            Ok(g) => fleet.gateways.push(g),
+            Err(e) => panic!("starting gateway 0: {e} (is RabbitMQ running?)"),
+        }
+        let dir = std::env::temp_dir().join(format!("fleetd-u4h-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let d = HerdrDouble::start(&dir)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut launch =
+            LaunchConfig::new(dir.join("members"), "http://127.0.0.1:7700/mcp", [3; 32]);
+        launch.ready_timeout = Duration::from_secs(30);
+        let mut cfg = HerdrConfig::new(&d.path, launch);
+        cfg.profiles
+            .insert("claude".into(), Profile::command(&["sh", "-c", "cat"]));
+        let client = HerdrClient::new(cfg);
+        let mut g1 = match fleet.boot(1, client.clone(), 1, &[], &[]).await {
+            Ok(b) => b,
+            Err(e) => panic!("starting gateway 1: {e}"),
+        };
+        if let Err(e) = g1.connected().await {
+            panic!("{e}");
+        }
+        // The member program reports itself idle 4 s after its pane appears: the SPAWN stays
+        // unacked through that gate.
+        let c = client.clone();
+        let reporter = tokio::task::spawn_local(async move {
+            for _ in 0..600 {
+                let panes = c.api().pane_list().await.unwrap_or_default();
+                let started = panes
+                    .iter()
+                    .find(|p| p.label.as_deref().is_some_and(|l| l.starts_with("fleet:")));
+                if let Some(p) = started {
+                    tokio::time::sleep(Duration::from_secs(4)).await;
+                    let r = c
+                        .api()
+                        .report_agent(&p.pane_id, "sh", ReportedState::Idle)
+                        .await;
+                    assert!(r.is_ok(), "{r:?}");
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            panic!("no member pane appeared");
+        });
+        let g0 = &fleet.gateways[0];
+        roster_has(g0, &[lead(1)]).await;
+        let handle = g0.handle.clone();
+        let spawn = tokio::task::spawn_local(async move {
+            let request = Request::Spawn {
+                host: Some(host(1)),
+                profile: "claude".into(),
+                group: None,
+                worktree: None,
+            };
+            handle.call(lead_principal(0), request).await
+        });
+        let control = fleet_core::broker::Names::new(&fleet.ns).control(&host(1));
+        for _ in 0..100 {
+            if g1.seen.borrow().held.values().any(|q| *q == control) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if let Err(e) = g1.kill_connection().await {
+            panic!("{e}");
+        }
+        let gid = match tokio::time::timeout(Duration::from_secs(90), spawn).await {
+            Ok(Ok(Ok(Response::Spawned { gid, .. }))) => gid,
+            other => panic!("expected SPAWNED, got {other:?}"),
+        };
+        assert!(reporter.await.is_ok());
+        let redelivered = g1
+            .seen
+            .borrow()
+            .deliveries
+            .iter()
+            .filter(|(q, again)| *q == control && *again)
+            .count();
+        assert!(
+            redelivered >= 1,
+            "the SPAWN was never redelivered: the kill came too late"
+        );
+        let members: Vec<_> = d
+            .state()
+            .panes
+            .values()
+            .filter_map(|p| p.label.clone())
+            .collect();
+        assert_eq!(members, vec![format!("fleet:{gid}")], "exactly one pane");
+        // The new member works: a brief from host 0, typed once, replied through gateway 1.
+        let send = Request::Send {
+            target: gid.clone(),
+            content: "first job".into(),
+            wait: true,
+            timeout_ms: Some(60_000),
+        };
+        let handle = g0.handle.clone();
+        let call =
+            tokio::task::spawn_local(async move { handle.call(lead_principal(0), send).await });
+        let label = format!("fleet:{gid}");
+        let mut typed = false;
+        for _ in 0..600 {
+            if let Some((pane, p)) = d.pane_by_label(&label) {
+                if p.typed == vec!["first job".to_string()] {
+                    d.set_status(&pane, "working");
+                    let r = g1
+                        .handle
+                        .call(
+                            fleet_core::Principal::worker(gid.clone()),
+                            Request::Reply {
+                                content: "done: first job".into(),
+                            },
+                        )
+                        .await;
+                    assert!(matches!(r, Ok(Response::ReplyAccepted { .. })), "{r:?}");
+                    d.set_status(&pane, "idle");
+                    typed = true;
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(typed, "the brief never reached the member");
+        match tokio::time::timeout(Duration::from_secs(60), call).await {
+            Ok(Ok(Ok(Response::Outcome { outcome, body, .. }))) => {
+                assert_eq!(outcome, Outcome::Replied);
+                assert_eq!(body.as_deref(), Some("done: first job"));
+            }
+            other => panic!("expected REPLIED, got {other:?}"),
+        }
+        g1.shutdown().await;
+        fleet.finish_with(&[gid]).await;
+        let _ = std::fs::remove_dir_all(&dir);
     });
 }

@@ -233,3 +233,49 @@ fn a_spawn_with_a_worktree_starts_the_member_in_it_and_closing_removes_it() {
         assert!(!wt.exists(), "a clean worktree goes with its member");
     });
 }
+
+#[test]
+fn a_symlinked_config_is_replaced_not_written_through_and_detached_work_is_kept() {
+    run(async {
+        let dir = Dir::new("links");
+        let (repo, _) = origin(&dir.0);
+        let victim = dir.0.join("victim.txt");
+        std::fs::write(&victim, "precious").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_file(repo.join(".mcp.json")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(&victim, repo.join(".mcp.json"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "--quiet", "-m", "a link"]);
+        let cfg = WorktreeConfig::new(dir.0.join("worktrees"));
+        let w = Worktree {
+            repo: repo.to_string_lossy().into_owned(),
+            commit: None,
+        };
+        let wt = worktree::cut(&cfg, "g-l", &w)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            std::fs::read_to_string(&victim).ok().as_deref(),
+            Some("precious")
+        );
+        let mcp = std::fs::symlink_metadata(wt.join(".mcp.json")).expect("there");
+        assert!(!mcp.file_type().is_symlink(), "the link was replaced");
+        // The member commits on a detached HEAD: clean status, but the work is only here.
+        git(&wt, &["checkout", "--quiet", "--detach"]);
+        std::fs::write(wt.join("new.txt"), "x").unwrap_or_else(|e| panic!("{e}"));
+        git(&wt, &["add", "new.txt"]);
+        git(&wt, &["commit", "--quiet", "-m", "detached work"]);
+        let r = worktree::remove(&cfg, "g-l").await;
+        assert!(
+            matches!(&r, Ok(Removed::Kept(why)) if why.contains("fleet/g-l")),
+            "{r:?}"
+        );
+        assert!(wt.join("new.txt").exists());
+        // A commit that is not an id never reaches git.
+        let bad = Worktree {
+            repo: repo.to_string_lossy().into_owned(),
+            commit: Some("--upload-pack=touch /tmp/x".into()),
+        };
+        assert!(worktree::cut(&cfg, "g-x", &bad).await.is_err());
+    });
+}

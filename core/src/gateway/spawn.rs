@@ -51,18 +51,40 @@ impl Worktree {
                 return Some(format!("worktree.commit {c:?} is not a 40-hex commit id"));
             }
         }
+        if self.repo.starts_with('-') {
+            return Some(format!("worktree.repo {:?} is not a repository", self.repo));
+        }
+        if self.has_credentials() {
+            // It would travel in the SPAWN and show in logs and errors.
+            return Some("worktree.repo must not carry credentials (user:secret@)".into());
+        }
         if remote {
             if self.commit.is_none() {
                 return Some("a worktree on another host needs the exact commit".into());
             }
-            if !self.is_url() {
+            let network = match self.repo.split_once("://") {
+                Some((scheme, _)) => matches!(scheme, "https" | "http" | "ssh" | "git"),
+                None => self.is_url(),
+            };
+            if !network {
                 return Some(format!(
-                    "a worktree on another host needs a repository URL, not the path {:?}",
+                    "a worktree on another host needs a network repository URL (https, ssh, git), not {:?}",
                     self.repo
                 ));
             }
         }
         None
+    }
+
+    /// `scheme://user:secret@host/…`: a password or token in the URL.
+    fn has_credentials(&self) -> bool {
+        let Some((_, rest)) = self.repo.split_once("://") else {
+            return false;
+        };
+        let authority = rest.split('/').next().unwrap_or("");
+        authority
+            .rsplit_once('@')
+            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
     }
 
     /// A URL (`scheme://…` or scp-like `user@host:path`), not a path on this host.

@@ -1250,6 +1250,14 @@ fn a_spawn_on_another_host_carries_its_worktree_by_url_and_commit() {
     for (bad, why) in [
         (with("/src/app", Some(commit)), "URL"),
         (
+            with("file:///src/app", Some(commit)),
+            "network repository URL",
+        ),
+        (
+            with("https://bob:tok3n@git.example.com/app.git", Some(commit)),
+            "credentials",
+        ),
+        (
             with("https://git.example.com/app.git", None),
             "exact commit",
         ),

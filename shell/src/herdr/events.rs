@@ -10,7 +10,7 @@
 use super::rpc::{RpcError, MAX_RESPONSE};
 use super::HerdrClient;
 use crate::driver::Handle;
-use fleet_core::{Input, SessionId};
+use fleet_core::{AgentStatus, Input, SessionId};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -31,6 +31,9 @@ pub enum PaneEvent {
 /// An open `events.subscribe` connection.
 pub struct Subscription {
     lines: BufReader<OwnedReadHalf>,
+    /// The line being read: kept here so a read cut short (the watcher's `select!` taking
+    /// another branch) loses nothing.
+    buf: Vec<u8>,
     _write: tokio::net::unix::OwnedWriteHalf,
 }
 
@@ -69,6 +72,7 @@ impl Subscription {
                 .map_err(|e| unreachable(e.to_string()))?;
             let mut sub = Subscription {
                 lines: BufReader::new(rd),
+                buf: Vec::new(),
                 _write: wr,
             };
             let first = sub.line().await?;
@@ -99,14 +103,16 @@ impl Subscription {
         }
     }
 
+    /// Cancel-safe: bytes read before a cancellation stay in `buf` for the next call.
     async fn line(&mut self) -> Result<Value, RpcError> {
-        let mut buf = Vec::new();
+        let room = (MAX_RESPONSE + 1).saturating_sub(self.buf.len()) as u64;
         let n = (&mut self.lines)
-            .take(MAX_RESPONSE as u64 + 1)
-            .read_until(b'\n', &mut buf)
+            .take(room)
+            .read_until(b'\n', &mut self.buf)
             .await
             .map_err(|e| malformed(e.to_string()))?;
-        if n == 0 {
+        let buf = std::mem::take(&mut self.buf);
+        if n == 0 && buf.is_empty() {
             return Err(RpcError::Unreachable {
                 path: "events".into(),
                 why: "herdr closed the event stream".into(),
@@ -175,13 +181,17 @@ impl Default for WatchConfig {
 /// the gateway is gone. Never ends on herdr's account: it resubscribes.
 pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
     let mut backoff = cfg.backoff_min;
+    let mut first = true;
     loop {
+        if !first {
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(cfg.backoff_max);
+        }
+        first = false;
         let members = match client.member_panes().await {
             Ok(m) => m,
             Err(e) => {
                 tracing::debug!("herdr events: listing members: {e}");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(cfg.backoff_max);
                 continue;
             }
         };
@@ -190,16 +200,16 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
             .map(|(g, p)| (p.clone(), g.clone()))
             .collect();
         let panes: Vec<String> = by_pane.keys().cloned().collect();
+        // Each member pane's last injectability as events told it.
+        let mut injectable: BTreeMap<String, bool> = BTreeMap::new();
         let mut sub = match Subscription::open(client.socket(), &panes, client.timeout()).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::debug!("herdr events: subscribing: {e}");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(cfg.backoff_max);
                 continue;
             }
         };
-        backoff = cfg.backoff_min;
+        let opened = tokio::time::Instant::now();
         let mut relist = tokio::time::interval(cfg.relist);
         relist.tick().await;
         loop {
@@ -210,16 +220,38 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
                         Ok(ev) => ev,
                         Err(e) => {
                             tracing::info!("herdr event stream ended ({e}); polling covers the gap");
+                            // Only a stream that lived a while earns a quick reconnect.
+                            if opened.elapsed() >= cfg.backoff_max {
+                                backoff = cfg.backoff_min;
+                            }
                             break;
                         }
                     };
                     let (pane_id, input) = match ev {
-                        PaneEvent::Status { pane_id, .. } => {
+                        PaneEvent::Status { pane_id, status } => {
                             let Some(gid) = by_pane.get(&pane_id) else { continue };
+                            // Only a change the injector cares about (injectable or not) is
+                            // worth a sample: herdr flips done <-> idle on focus alone, and
+                            // extra samples would count toward the injector's grace polls.
+                            let now = AgentStatus::from_wire(&status).injectable();
+                            let before = injectable.insert(pane_id.clone(), now);
+                            if before == Some(now) {
+                                continue;
+                            }
                             (pane_id.clone(), Input::StatusHint { target: gid.clone() })
                         }
                         PaneEvent::Gone { pane_id } => {
                             let Some(gid) = by_pane.get(&pane_id) else { continue };
+                            // Trust no stale id (a moved pane gets a new one): gone unless
+                            // another pane carries the member's label now. (herdr may still
+                            // list the closing pane itself for a moment.)
+                            match client.member_panes().await {
+                                Ok(now) if now.iter().any(|(g, p)| g == gid && *p != pane_id) => {
+                                    continue
+                                }
+                                Err(_) => continue,
+                                Ok(_) => {}
+                            }
                             client.forget(gid);
                             (pane_id.clone(), Input::PaneGone { target: gid.clone() })
                         }
@@ -231,7 +263,10 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
                 }
                 _ = relist.tick() => {
                     match client.member_panes().await {
-                        Ok(now) if now != members => break,
+                        Ok(now) if now != members => {
+                            backoff = cfg.backoff_min;
+                            break;
+                        }
                         _ => {}
                     }
                 }

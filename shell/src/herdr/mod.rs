@@ -224,7 +224,13 @@ impl HerdrClient {
             if let Some(p) = panes.borrow().get(&gid).cloned() {
                 return Ok(member(&api, p));
             }
-            let listed = refresh(&api, &panes).await.map_err(port_error)?;
+            let shared = Rc::ptr_eq(&api, &leads);
+            let listed = match refresh(&api, &panes).await {
+                Ok(listed) => listed,
+                Err(e) if shared => return Err(port_error(e)),
+                // The members' herdr is down: a lead on the main one is still found.
+                Err(_) => Vec::new(),
+            };
             if let Some(p) = panes.borrow().get(&gid).cloned() {
                 return Ok(member(&api, p));
             }
@@ -234,7 +240,7 @@ impl HerdrClient {
                 pane: gid.to_string(),
                 member: false,
             };
-            if Rc::ptr_eq(&api, &leads) {
+            if shared {
                 return match listed.iter().any(|p| p.pane_id == gid.as_str()) {
                     true => Ok(lead(&leads)),
                     false => Err(HerdrError::PaneNotFound),

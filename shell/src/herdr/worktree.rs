@@ -30,7 +30,7 @@ impl WorktreeConfig {
             cache: root.join(".cache"),
             root,
             git: PathBuf::from("git"),
-            timeout: Duration::from_secs(300),
+            timeout: Duration::from_secs(120),
         }
     }
 }
@@ -60,28 +60,45 @@ pub enum WorktreeError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Removed {
     Removed,
-    /// Left in place: it has uncommitted changes (listed), which removing would lose.
+    /// Left in place: it has uncommitted changes (listed) or commits off its branch, which
+    /// removing would lose.
     Kept(String),
     /// There was none.
     Absent,
 }
 
-/// Runs git with `args` in `dir` (if any), bounded; returns stdout.
+/// Runs git with `args` in `dir` (if any), bounded; returns stdout. A member can write its
+/// worktree's (shared) git config and hooks, so git runs here with none of the daemon's
+/// environment but `PATH`/`HOME`, no system config, no hooks and no fsmonitor: nothing a
+/// member planted runs with the daemon's rights.
 async fn git(
     cfg: &WorktreeConfig,
     dir: Option<&Path>,
     args: &[&str],
 ) -> Result<String, WorktreeError> {
     let mut cmd = Command::new(&cfg.git);
+    cmd.env_clear();
+    for keep in ["PATH", "HOME"] {
+        if let Some(v) = std::env::var_os(keep) {
+            cmd.env(keep, v);
+        }
+    }
     if let Some(d) = dir {
         cmd.arg("-C").arg(d);
     }
-    cmd.args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+    cmd.args([
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "core.fsmonitor=false",
+    ])
+    .args(args)
+    .env("GIT_CONFIG_NOSYSTEM", "1")
+    .env("GIT_TERMINAL_PROMPT", "0")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .kill_on_drop(true);
     let err = |why: String| WorktreeError::Git {
         args: args.join(" "),
         why,
@@ -98,6 +115,14 @@ async fn git(
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// A 40-hex commit id (never an option or a revision expression).
+fn commit_id(c: &str) -> bool {
+    c.len() == 40 && c.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Temp clone directories are unique within the process too (two spawns of one repository).
+static CLONES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The bare clone of `url` in the cache, made on first use, holding `commit`.
 async fn cached(cfg: &WorktreeConfig, url: &str, commit: &str) -> Result<PathBuf, WorktreeError> {
     let key: String = Sha256::digest(url.as_bytes())
@@ -113,7 +138,10 @@ async fn cached(cfg: &WorktreeConfig, url: &str, commit: &str) -> Result<PathBuf
         })?;
         // Cloned aside, then moved in: a concurrent spawn of the same repository either wins
         // the rename or finds the clone in place.
-        let tmp = cfg.cache.join(format!("{key}.{}.tmp", std::process::id()));
+        let n = CLONES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = cfg
+            .cache
+            .join(format!("{key}.{}.{n}.tmp", std::process::id()));
         let tmp_s = tmp.to_string_lossy().into_owned();
         let _ = std::fs::remove_dir_all(&tmp);
         git(
@@ -131,17 +159,17 @@ async fn cached(cfg: &WorktreeConfig, url: &str, commit: &str) -> Result<PathBuf
         .await
         .is_err()
     {
-        // By id where the server allows it, else everything.
-        if git(cfg, Some(&path), &["fetch", "--quiet", "origin", commit])
-            .await
-            .is_err()
-        {
-            git(
-                cfg,
-                Some(&path),
-                &["fetch", "--quiet", "origin", "+refs/heads/*:refs/heads/*"],
-            )
-            .await?;
+        // By id where the server allows it, else every branch — into origin's namespace,
+        // never over the `fleet/<gid>` branches members work on.
+        let by_id = ["fetch", "--quiet", "origin", "--end-of-options", commit];
+        if git(cfg, Some(&path), &by_id).await.is_err() {
+            let all = [
+                "fetch",
+                "--quiet",
+                "origin",
+                "+refs/heads/*:refs/remotes/origin/*",
+            ];
+            git(cfg, Some(&path), &all).await?;
         }
         git(cfg, Some(&path), &["cat-file", "-e", &want]).await?;
     }
@@ -156,6 +184,9 @@ pub async fn cut(cfg: &WorktreeConfig, gid: &str, w: &Worktree) -> Result<PathBu
     };
     if !super::launch::safe_gid(gid) {
         return Err(invalid("the gid is not a plain name".into()));
+    }
+    if let Some(c) = w.commit.as_deref().filter(|c| !commit_id(c)) {
+        return Err(invalid(format!("commit {c:?} is not a 40-hex commit id")));
     }
     let dir = cfg.root.join(gid);
     if dir.exists() {
@@ -174,13 +205,42 @@ pub async fn cut(cfg: &WorktreeConfig, gid: &str, w: &Worktree) -> Result<PathBu
         .map_err(|e| invalid(format!("{}: {e}", cfg.root.display())))?;
     let (dir_s, branch) = (dir.to_string_lossy().into_owned(), format!("fleet/{gid}"));
     let rev = w.commit.as_deref().unwrap_or("HEAD");
+    // The member's branch may be left from an earlier try of this spawn (a failed gate): it is
+    // reset only if it holds no commits of its own.
+    let exists = [
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        &format!("refs/heads/{branch}"),
+    ];
+    let create = if git(cfg, Some(&repo), &exists).await.is_ok() {
+        let ancestor = ["merge-base", "--is-ancestor", &branch, rev];
+        if git(cfg, Some(&repo), &ancestor).await.is_err() {
+            return Err(invalid(format!("{branch} exists with commits of its own")));
+        }
+        "-B"
+    } else {
+        "-b"
+    };
     git(
         cfg,
         Some(&repo),
-        &["worktree", "add", "--quiet", "-B", &branch, &dir_s, rev],
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            create,
+            &branch,
+            &dir_s,
+            "--end-of-options",
+            rev,
+        ],
     )
     .await?;
-    neutralise(cfg, &dir).await?;
+    if let Err(e) = neutralise(cfg, &dir).await {
+        let _ = remove(cfg, gid).await;
+        return Err(e);
+    }
     Ok(dir)
 }
 
@@ -189,9 +249,9 @@ pub async fn cut(cfg: &WorktreeConfig, gid: &str, w: &Worktree) -> Result<PathBu
 async fn neutralise(cfg: &WorktreeConfig, dir: &Path) -> Result<(), WorktreeError> {
     for (name, neutral) in NEUTRALISED {
         let path = dir.join(name);
-        if !path.exists() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
-        }
+        };
         let tracked = git(cfg, Some(dir), &["ls-files", "--error-unmatch", "--", name])
             .await
             .is_ok();
@@ -203,10 +263,15 @@ async fn neutralise(cfg: &WorktreeConfig, dir: &Path) -> Result<(), WorktreeErro
             )
             .await?;
         }
-        std::fs::write(&path, neutral).map_err(|e| WorktreeError::Invalid {
+        let failed = |e: std::io::Error| WorktreeError::Invalid {
             gid: dir.display().to_string(),
             why: format!("neutralising {name}: {e}"),
-        })?;
+        };
+        // A committed symlink is replaced, never written through (it could point anywhere).
+        if meta.file_type().is_symlink() {
+            std::fs::remove_file(&path).map_err(failed)?;
+        }
+        std::fs::write(&path, neutral).map_err(failed)?;
     }
     Ok(())
 }
@@ -223,6 +288,12 @@ pub async fn remove(cfg: &WorktreeConfig, gid: &str) -> Result<Removed, Worktree
     let dirty = git(cfg, Some(&dir), &["status", "--porcelain"]).await?;
     if !dirty.trim().is_empty() {
         return Ok(Removed::Kept(dirty.trim().to_string()));
+    }
+    // Commits the member made off its branch (a detached HEAD) live only in this worktree.
+    let branch = format!("fleet/{gid}");
+    let on_branch = ["merge-base", "--is-ancestor", "HEAD", &branch];
+    if git(cfg, Some(&dir), &on_branch).await.is_err() {
+        return Ok(Removed::Kept(format!("HEAD has commits not on {branch}")));
     }
     let common = git(
         cfg,
