@@ -970,3 +970,65 @@ fn members_live_on_their_own_herdr_and_leads_on_the_main_one() {
         schema_clean(&members);
     });
 }
+
+/// Nothing is typed into a member while herdr says it is working; the brief goes in once it
+/// is injectable again.
+async fn injects_only_when_injectable(backend: Backend) {
+    let dir = Dir::new(&format!("inj-{backend:?}"));
+    let Some(h) = Herdr::start(backend, &dir).await else {
+        return;
+    };
+    let c = h.client(&dir);
+    add_member(&c, "fleet:busy-1", Some(ReportedState::Working)).await;
+    let cfg = CoreConfig {
+        poll_interval_ms: 50,
+        ..CoreConfig::default()
+    };
+    let gw = boot(&c, cfg, 1);
+    let r = rebuild(&c, &gw.handle)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.adopted, vec![SessionId::new("busy-1")]);
+    let lead = Principal::primary("lead", Some(SessionId::new("lead-pane")));
+    let send = Request::Send {
+        target: SessionId::new("busy-1"),
+        content: "wait for me".into(),
+        wait: false,
+        timeout_ms: Some(30_000),
+    };
+    let r = gw.handle.call(lead, send).await;
+    assert!(matches!(r, Ok(Response::Ticket(_))), "{r:?}");
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    assert_eq!(
+        h.typed(&c, "fleet:busy-1", "wait for me").await,
+        0,
+        "typed while the member was working"
+    );
+    let pane = pane_of(&c, "fleet:busy-1").await.expect("a pane");
+    assert!(c
+        .api()
+        .report_agent(&pane, "echo", ReportedState::Idle)
+        .await
+        .is_ok());
+    let mut typed = 0;
+    for _ in 0..100 {
+        typed = h.typed(&c, "fleet:busy-1", "wait for me").await;
+        if typed > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(typed, 1, "typed once it was injectable");
+    gw.stop().await;
+    h.finish().await;
+}
+
+#[test]
+fn a_brief_waits_while_the_member_works_and_goes_in_when_it_is_idle() {
+    scenario(injects_only_when_injectable(Backend::Double));
+}
+
+#[test]
+fn on_a_real_herdr_a_brief_waits_while_the_member_works() {
+    scenario(injects_only_when_injectable(Backend::Real));
+}
