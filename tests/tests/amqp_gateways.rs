@@ -7,7 +7,7 @@ use fleet_core::{Outcome, Request, Response, SessionId, TicketId};
 use fleet_sim::agent::Behaviour;
 use fleet_sim::host::SimHerdr;
 use fleet_tests::gateways::{
-    host, lead, lead_principal, member, test_config, TestFleet, TestGateway,
+    host, lead, lead_principal, member, test_config, Booted, TestFleet, TestGateway,
 };
 use fleet_tests::herdr_double::HerdrDouble;
 use fleetd::herdr::launch::LaunchConfig;
@@ -66,6 +66,30 @@ async fn start(tag: &str, members: Vec<Vec<Behaviour>>) -> TestFleet {
         panic!("{e}");
     }
     fleet
+}
+
+/// Waits (bounded) until `g` holds an unacked delivery from `queue` — a SPAWN still in its
+/// launch — then has the broker kill `g`'s connection, so the broker redelivers it.
+async fn kill_while_held(g: &Booted, queue: &str) {
+    for _ in 0..100 {
+        if g.seen.borrow().held.values().any(|q| q == queue) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if let Err(e) = g.kill_connection().await {
+        panic!("{e}");
+    }
+}
+
+/// How many deliveries from `queue` reached `g` marked redelivered.
+fn redeliveries(g: &Booted, queue: &str) -> usize {
+    g.seen
+        .borrow()
+        .deliveries
+        .iter()
+        .filter(|(q, again)| q == queue && *again)
+        .count()
 }
 
 fn no_brief_typed_twice(fleet: &TestFleet) {
@@ -228,15 +252,7 @@ fn u4_a_spawn_on_another_host_survives_a_redelivered_spawn() {
         // The SPAWN is in gw1's hands, unacked while its pane launches (6 s here): kill that
         // connection (rabbitmqctl takes a second or two) so the broker redelivers it.
         let control = fleet_core::broker::Names::new(&fleet.ns).control(&host(1));
-        for _ in 0..100 {
-            if g1.seen.borrow().held.values().any(|q| *q == control) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        if let Err(e) = g1.kill_connection().await {
-            panic!("{e}");
-        }
+        kill_while_held(g1, &control).await;
         let gid = match tokio::time::timeout(Duration::from_secs(90), spawn).await {
             Ok(Ok(Ok(Response::Spawned { gid, host: h }))) => {
                 assert_eq!(h, host(1));
@@ -244,15 +260,8 @@ fn u4_a_spawn_on_another_host_survives_a_redelivered_spawn() {
             }
             other => panic!("expected SPAWNED, got {other:?}"),
         };
-        let redelivered = g1
-            .seen
-            .borrow()
-            .deliveries
-            .iter()
-            .filter(|(q, again)| *q == control && *again)
-            .count();
         assert!(
-            redelivered >= 1,
+            redeliveries(g1, &control) >= 1,
             "the SPAWN was never redelivered: the kill came too late"
         );
         assert_eq!(
@@ -498,29 +507,14 @@ fn u4_on_herdr_a_redelivered_spawn_starts_one_pane_that_then_works() {
             handle.call(lead_principal(0), request).await
         });
         let control = fleet_core::broker::Names::new(&fleet.ns).control(&host(1));
-        for _ in 0..100 {
-            if g1.seen.borrow().held.values().any(|q| *q == control) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        if let Err(e) = g1.kill_connection().await {
-            panic!("{e}");
-        }
+        kill_while_held(&g1, &control).await;
         let gid = match tokio::time::timeout(Duration::from_secs(90), spawn).await {
             Ok(Ok(Ok(Response::Spawned { gid, .. }))) => gid,
             other => panic!("expected SPAWNED, got {other:?}"),
         };
         assert!(reporter.await.is_ok());
-        let redelivered = g1
-            .seen
-            .borrow()
-            .deliveries
-            .iter()
-            .filter(|(q, again)| *q == control && *again)
-            .count();
         assert!(
-            redelivered >= 1,
+            redeliveries(&g1, &control) >= 1,
             "the SPAWN was never redelivered: the kill came too late"
         );
         let members: Vec<_> = d
