@@ -174,11 +174,6 @@ impl Gateway {
         if host == own {
             return self.spawn_here(now, gid, spec, Reply::Local(call));
         }
-        let SpawnSpec {
-            profile,
-            group,
-            worktree,
-        } = spec;
         let Some(from) = caller_gid.filter(|g| !self.is_remote(g)) else {
             return self.invalid(
                 call,
@@ -189,22 +184,17 @@ impl Gateway {
             return self.respond(call, Response::Error(CallError::BrokerUnavailable));
         }
         if let Some(offered) = self.profiles_of(&host) {
-            if !offered.contains(&profile) {
+            if !offered.contains(&spec.profile) {
                 return self.respond(
                     call,
                     Response::Error(CallError::UnknownProfile {
                         host,
-                        profile,
+                        profile: spec.profile,
                         offered,
                     }),
                 );
             }
         }
-        let spec = SpawnSpec {
-            profile,
-            group,
-            worktree,
-        };
         let body = serde_json::to_vec(&spec).unwrap_or_default();
         let ttl = self.cfg.spawn_ready_timeout_ms;
         let mut env = self.fed_envelope(Kind::Spawn, &from, host.to_string(), None, body, ttl);

@@ -194,11 +194,6 @@ impl HerdrClient {
         &self.api
     }
 
-    /// The leads' herdr (the members' too, without a `member_socket`).
-    pub fn leads_api(&self) -> &Api {
-        &self.leads
-    }
-
     /// Every member pane herdr has now, by the gid in its label (startup, after a restart).
     pub async fn members(&self) -> Result<Vec<SessionId>, RpcError> {
         refresh(&self.api, &self.panes).await?;
