@@ -64,6 +64,10 @@ impl Handle {
 /// Sees every output before it is carried out: logs, metrics, the simulation's trace.
 pub trait Observer {
     fn output(&mut self, now: Instant, output: &Output);
+    /// Sees every input before the core does (deliveries carry the trace ids logs follow).
+    fn input(&mut self, _now: Instant, _input: &Input) {}
+    /// Called once the outputs of a step are carried out: gauges are read here.
+    fn settled(&mut self, _now: Instant, _gw: &Gateway) {}
 }
 
 /// Observes nothing.
@@ -189,6 +193,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
 
     fn feed(&mut self, input: Input) {
         let now = self.clock.now();
+        self.observer.input(now, &input);
         self.gw.handle(now, input);
     }
 
@@ -282,5 +287,6 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 Output::Audit(_) | Output::Event(_) => {}
             }
         }
+        self.observer.settled(now, &self.gw);
     }
 }

@@ -4,13 +4,22 @@
 //! broker events, pane answers, time — into `fleet_core::Input`, and carries out
 //! `fleet_core::Output` through ports. The driver loop (`driver`) is the one place that does
 //! this; the daemon and the simulation run it with different ports (`ports`). The broker port is `amqp`
-//! (lapin); the herdr port and the north faces land with their issues (see `docs/architecture.md`).
+//! (lapin), the herdr port `herdr`; the north faces are `rest` (axum) and `mcp` (rmcp), sharing
+//! `faces` and `identity`; `daemon` assembles a gateway from its `config`.
 
 pub mod amqp;
 pub mod clock;
+pub mod config;
+pub mod daemon;
 pub mod driver;
+pub mod faces;
 pub mod herdr;
+pub mod identity;
+pub mod mcp;
+pub mod metrics;
+pub mod observe;
 pub mod ports;
+pub mod rest;
 
 pub use amqp::{AmqpBroker, AmqpConfig};
 pub use clock::TokioClock;

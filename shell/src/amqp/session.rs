@@ -107,6 +107,16 @@ impl Session {
         .await;
     }
 
+    /// The port was dropped (a graceful shutdown): what the core asked for before that —
+    /// acks above all — still goes out, so a settled delivery is not redelivered.
+    async fn settle(&mut self, ops: &mut mpsc::UnboundedReceiver<Tagged>) {
+        while let Ok((g, op)) = ops.try_recv() {
+            if g == self.generation && self.apply(op).await.is_err() {
+                return;
+            }
+        }
+    }
+
     pub(super) async fn run(
         &mut self,
         ops: &mut mpsc::UnboundedReceiver<Tagged>,
@@ -156,6 +166,7 @@ impl Session {
                     match self.delivery(queue, d, status).await {
                         Ok(Some(ev)) => {
                             if events.send(ev).is_err() {
+                                self.settle(ops).await;
                                 return End::PortDropped;
                             }
                         }

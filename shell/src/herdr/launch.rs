@@ -258,6 +258,12 @@ pub fn member_secret(key: &[u8; 32], gid: &str) -> String {
     hex(&mac(key, gid).finalize().into_bytes())
 }
 
+/// The bearer token member `gid` presents: `<gid>.<secret>`, so the gateway knows whose
+/// secret to check (a gid is a plain name: it has no `.`).
+pub fn member_token(key: &[u8; 32], gid: &str) -> String {
+    format!("{gid}.{}", member_secret(key, gid))
+}
+
 /// Checks a presented secret in constant time.
 pub fn verify_member(key: &[u8; 32], gid: &str, presented: &str) -> bool {
     let Some(bytes) = unhex(presented) else {
@@ -317,10 +323,8 @@ pub fn plan(
     }
     let receipt = profile.charter.as_deref().map(CharterReceipt::of);
     let mut files = Vec::new();
-    let headers = json!({
-        "Authorization": format!("Bearer {}", member_secret(&cfg.member_key, gid)),
-        "X-Fleet-Gid": gid,
-    });
+    let token = member_token(&cfg.member_key, gid);
+    let headers = json!({ "Authorization": format!("Bearer {token}") });
     let (program, gate) = match &profile.kind {
         Kind::ClaudeCode {
             bin,
@@ -386,6 +390,9 @@ pub fn plan(
                 return Err(invalid("a command profile needs an argv"));
             }
             env.insert("FLEET_MCP_URL".into(), cfg.mcp_url.clone());
+            // A program has no MCP config file to read it from; the environment is the
+            // pane's own (never argv, which any user can list).
+            env.insert("FLEET_MCP_TOKEN".into(), token);
             (argv.clone(), Gate::Injectable)
         }
     };
@@ -518,7 +525,7 @@ mod tests {
         let secret = member_secret(&[7; 32], "g1");
         assert_eq!(
             v["mcpServers"]["fleet"]["headers"]["Authorization"],
-            format!("Bearer {secret}")
+            format!("Bearer g1.{secret}")
         );
         assert_eq!(v["mcpServers"]["fleet"]["url"], "http://127.0.0.1:7700/mcp");
         // The secret is in the 0600 file, never in the pane's argv.

@@ -1,0 +1,728 @@
+//! The daemon's config file (TOML): every knob with a default and a doc line. Loading checks
+//! everything a running gateway would trip on later and names the offending key.
+
+use crate::herdr::launch::{self, Kind, Profile, DEFAULT_ENV_ALLOW};
+use fleet_core::{CoreConfig, HostId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The whole file. Only `[gateway]` is needed; with no `[broker]` every path is local.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub gateway: GatewaySection,
+    /// Cross-host mode. Absent: a single-host gateway with no broker at all.
+    pub broker: Option<BrokerSection>,
+    /// The other gateways' public keys (hex), by host id. Only messages they signed are taken.
+    #[serde(default)]
+    pub peers: BTreeMap<String, String>,
+    /// Leads and architects served by this gateway, each with its own token and inbox.
+    #[serde(default)]
+    pub leads: Vec<LeadSection>,
+    #[serde(default)]
+    pub herdr: HerdrSection,
+    /// Named ways to start a member (`fleet_spawn{profile}`).
+    #[serde(default)]
+    pub profiles: BTreeMap<String, ProfileSection>,
+    #[serde(default)]
+    pub log: LogSection,
+    /// The delivery core's timeouts, caps and TTLs (see `docs/operations.md`).
+    #[serde(default)]
+    pub core: CoreConfig,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatewaySection {
+    /// This gateway's host id: unique in the fleet, the routing key of its control queue.
+    pub host: String,
+    /// Where REST and MCP listen. Loopback by default: anything wider is a trust boundary.
+    pub listen: String,
+    /// The URL members use to reach this gateway's `/mcp` (default: from `listen`).
+    pub public_url: Option<String>,
+    /// `Host` headers the MCP endpoint accepts (DNS-rebinding guard); loopback by default.
+    pub allowed_hosts: Vec<String>,
+    /// Members' files, worktrees and (single host) the generated key. Default:
+    /// `$XDG_STATE_HOME/fleetd/<host>` or `~/.local/state/fleetd/<host>`.
+    pub state_dir: Option<PathBuf>,
+    /// This gateway's ed25519 secret key (`fleetd keygen` writes it). Default:
+    /// `<state_dir>/gateway.key`, created on first start when there is no `[broker]`.
+    pub key_file: Option<PathBuf>,
+    /// Opt-in: a caller on loopback with no credentials is served as this lead (by name).
+    pub loopback_lead: Option<String>,
+    /// Bound on a graceful shutdown (stop consuming, settle acks) before the process exits.
+    pub shutdown_timeout_ms: u64,
+    /// Seed of the gateway's id mint; default: from the OS, so restarts mint fresh ids.
+    pub seed: Option<u64>,
+}
+
+impl Default for GatewaySection {
+    fn default() -> Self {
+        GatewaySection {
+            host: "local".into(),
+            listen: "127.0.0.1:8765".into(),
+            public_url: None,
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            state_dir: None,
+            key_file: None,
+            loopback_lead: None,
+            shutdown_timeout_ms: 10_000,
+            seed: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrokerSection {
+    /// `amqp://user:pass@host:5672/vhost` or `amqps://…`: this gateway's own login.
+    pub uri: String,
+    /// Read the URI from this environment variable instead (keeps the password out of the file).
+    pub uri_env: Option<String>,
+    /// Prefix of every exchange and queue (several fleets can share one broker).
+    pub namespace: String,
+    /// PEM file of the CA that signed the broker's certificate (`amqps://`).
+    pub ca_file: Option<PathBuf>,
+    pub heartbeat_secs: u16,
+    pub connect_timeout_ms: u64,
+    pub op_timeout_ms: u64,
+    pub backoff_min_ms: u64,
+    pub backoff_max_ms: u64,
+    /// Hosts whose SPAWN/STOP this gateway honours. Default: itself and every `[peers]` host.
+    pub control_allowlist: Option<Vec<String>>,
+}
+
+impl Default for BrokerSection {
+    fn default() -> Self {
+        BrokerSection {
+            uri: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
+            uri_env: None,
+            namespace: "fleet".into(),
+            ca_file: None,
+            heartbeat_secs: 10,
+            connect_timeout_ms: 10_000,
+            op_timeout_ms: 10_000,
+            backoff_min_ms: 100,
+            backoff_max_ms: 5_000,
+            control_allowlist: None,
+        }
+    }
+}
+
+/// What a lead is to the authz table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeadRole {
+    #[default]
+    Primary,
+    Architect,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeadSection {
+    /// Shown in audit lines and `fleet_whoami`.
+    pub name: String,
+    /// Its fleet-wide id (its inbox, its roster entry, a peer lead's `coordId`). Default: the
+    /// herdr pane id when `pane` is set, else the name. Must be unique across the fleet.
+    pub gid: Option<String>,
+    /// Its herdr pane id, where reply nudges are typed. None: no nudges (a script, a CI job).
+    pub pane: Option<String>,
+    #[serde(default)]
+    pub role: LeadRole,
+    /// The bearer token it presents. Prefer `token_env`.
+    pub token: Option<String>,
+    /// Read the token from this environment variable.
+    pub token_env: Option<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HerdrSection {
+    /// herdr's socket. Default: `$HERDR_SOCKET_PATH`, else `~/.config/herdr/herdr.sock`.
+    pub socket: Option<PathBuf>,
+    /// A second herdr for members (leads' panes stay on `socket`).
+    pub member_socket: Option<PathBuf>,
+    /// Bound on each herdr request.
+    pub timeout_ms: u64,
+    /// Lines of pane text read for a baseline or a completion scrape.
+    pub read_lines: u32,
+    /// The tab members start in.
+    pub member_tab: String,
+    /// Variables of the daemon's environment a member inherits.
+    pub env_allow: Vec<String>,
+    /// The subscription guard: the only `ANTHROPIC_BASE_URL`s a claude-code member may use.
+    pub base_url_allow: Vec<String>,
+    /// A `command` member must reach an injectable status within this.
+    pub ready_timeout_ms: u64,
+    /// git for worktrees, and its bound per command.
+    pub git: PathBuf,
+    pub git_timeout_ms: u64,
+    /// How often the event watcher relists members.
+    pub relist_ms: u64,
+}
+
+impl Default for HerdrSection {
+    fn default() -> Self {
+        HerdrSection {
+            socket: None,
+            member_socket: None,
+            timeout_ms: 5_000,
+            read_lines: 80,
+            member_tab: "fleet members".into(),
+            env_allow: DEFAULT_ENV_ALLOW.iter().map(|s| s.to_string()).collect(),
+            base_url_allow: Vec::new(),
+            ready_timeout_ms: 60_000,
+            git: PathBuf::from("git"),
+            git_timeout_ms: 120_000,
+            relist_ms: 5_000,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProfileKind {
+    ClaudeCode,
+    Opencode,
+    Command,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileSection {
+    pub kind: ProfileKind,
+    /// The program (claude-code: `claude`, opencode: `opencode`).
+    pub bin: Option<String>,
+    /// claude-code: `ANTHROPIC_BASE_URL`, checked against `herdr.base_url_allow`.
+    pub base_url: Option<String>,
+    /// claude-code `--model`, opencode `-m provider/model`.
+    pub model: Option<String>,
+    /// Extra arguments (claude-code, opencode).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// command: the whole argv.
+    #[serde(default)]
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    /// Standing instructions; only a SHA-256 receipt of them is kept.
+    pub charter: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    #[default]
+    Human,
+    Json,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogSection {
+    pub format: LogFormat,
+    /// A tracing filter (`info`, `fleetd=debug,lapin=warn`); `RUST_LOG` overrides it.
+    pub level: String,
+    /// Audit lines (one JSON object per authz decision, never content) go here; default: the
+    /// log, under target `audit`.
+    pub audit_file: Option<PathBuf>,
+}
+
+impl Default for LogSection {
+    fn default() -> Self {
+        LogSection {
+            format: LogFormat::Human,
+            level: "info".into(),
+            audit_file: None,
+        }
+    }
+}
+
+/// A config the daemon refuses, with the key it is about.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading {path}: {reason}")]
+    Read { path: String, reason: String },
+    #[error("{path}: `{key}`: {reason}")]
+    Parse {
+        path: String,
+        key: String,
+        reason: String,
+    },
+    #[error("`{key}`: {reason}")]
+    Invalid { key: String, reason: String },
+}
+
+fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
+impl Config {
+    /// Reads and checks `path`.
+    pub fn load(path: &Path) -> Result<Config, Vec<ConfigError>> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            vec![ConfigError::Read {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            }]
+        })?;
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and checks a config text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, Vec<ConfigError>> {
+        let de = toml::Deserializer::parse(text).map_err(|e| {
+            vec![ConfigError::Parse {
+                path: origin.to_string(),
+                key: "-".into(),
+                reason: e.to_string(),
+            }]
+        })?;
+        let cfg: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+            vec![ConfigError::Parse {
+                path: origin.to_string(),
+                key: e.path().to_string(),
+                reason: e.inner().to_string().trim_end().to_string(),
+            }]
+        })?;
+        let errors = cfg.check();
+        if errors.is_empty() {
+            Ok(cfg)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Every problem, not just the first.
+    pub fn check(&self) -> Vec<ConfigError> {
+        let mut errs = Vec::new();
+        let g = &self.gateway;
+        if !launch::safe_gid(&g.host) {
+            errs.push(invalid(
+                "gateway.host",
+                format!(
+                    "{:?} must be a plain name (letters, digits, - and _)",
+                    g.host
+                ),
+            ));
+        }
+        if g.listen.parse::<SocketAddr>().is_err() {
+            errs.push(invalid(
+                "gateway.listen",
+                format!("{:?} is not an ip:port address", g.listen),
+            ));
+        }
+        if let Some(u) = &g.public_url {
+            if !(u.starts_with("http://") || u.starts_with("https://")) {
+                errs.push(invalid("gateway.public_url", "must be an http(s) URL"));
+            }
+        }
+        if g.shutdown_timeout_ms == 0 {
+            errs.push(invalid(
+                "gateway.shutdown_timeout_ms",
+                "must be greater than zero",
+            ));
+        }
+        if let Some(name) = &g.loopback_lead {
+            if !self.leads.iter().any(|l| &l.name == name) {
+                errs.push(invalid(
+                    "gateway.loopback_lead",
+                    format!("no [[leads]] entry is named {name:?}"),
+                ));
+            }
+        }
+        if let Err(e) = self.core.validate() {
+            errs.push(invalid("core", e.to_string()));
+        }
+        if !self.core.profiles.is_empty() {
+            errs.push(invalid(
+                "core.profiles",
+                "is filled from [profiles]; do not set it",
+            ));
+        }
+        if let Some(b) = &self.broker {
+            if b.uri_env.is_none()
+                && !(b.uri.starts_with("amqp://") || b.uri.starts_with("amqps://"))
+            {
+                errs.push(invalid("broker.uri", "must start with amqp:// or amqps://"));
+            }
+            if let Some(v) = &b.uri_env {
+                match std::env::var(v) {
+                    Ok(u) if u.starts_with("amqp://") || u.starts_with("amqps://") => {}
+                    Ok(_) => errs.push(invalid(
+                        "broker.uri_env",
+                        format!("${v} must start with amqp:// or amqps://"),
+                    )),
+                    Err(_) => errs.push(invalid("broker.uri_env", format!("${v} is not set"))),
+                }
+            }
+            if b.namespace.is_empty() || b.namespace.contains(char::is_whitespace) {
+                errs.push(invalid(
+                    "broker.namespace",
+                    "must be a non-empty name without spaces",
+                ));
+            }
+            for (key, v) in [
+                ("broker.connect_timeout_ms", b.connect_timeout_ms),
+                ("broker.op_timeout_ms", b.op_timeout_ms),
+                ("broker.backoff_min_ms", b.backoff_min_ms),
+                ("broker.backoff_max_ms", b.backoff_max_ms),
+            ] {
+                if v == 0 {
+                    errs.push(invalid(key, "must be greater than zero"));
+                }
+            }
+            if let Some(f) = &b.ca_file {
+                if !f.is_file() {
+                    errs.push(invalid(
+                        "broker.ca_file",
+                        format!("{} is not a readable file", f.display()),
+                    ));
+                }
+            }
+            if let Some(list) = &b.control_allowlist {
+                for (i, h) in list.iter().enumerate() {
+                    if h != &g.host && !self.peers.contains_key(h) {
+                        errs.push(invalid(
+                            format!("broker.control_allowlist[{i}]"),
+                            format!("{h:?} is neither this host nor a [peers] entry"),
+                        ));
+                    }
+                }
+            }
+        } else if !self.peers.is_empty() {
+            errs.push(invalid(
+                "peers",
+                "peers need a [broker] section (there is no other way to reach them)",
+            ));
+        }
+        for (host, key) in &self.peers {
+            if !launch::safe_gid(host) {
+                errs.push(invalid(format!("peers.{host}"), "not a plain host name"));
+            }
+            if host == &g.host {
+                errs.push(invalid(
+                    format!("peers.{host}"),
+                    "is this gateway's own host",
+                ));
+            }
+            if decode_key(key).is_none() {
+                errs.push(invalid(
+                    format!("peers.{host}"),
+                    "must be a public key: 64 hex digits (`fleetd keygen` prints it)",
+                ));
+            }
+        }
+        let mut names = std::collections::BTreeSet::new();
+        let mut gids = std::collections::BTreeSet::new();
+        for (i, l) in self.leads.iter().enumerate() {
+            let at = format!("leads[{i}]");
+            if !names.insert(l.name.clone()) {
+                errs.push(invalid(
+                    format!("{at}.name"),
+                    format!("{:?} is used twice", l.name),
+                ));
+            }
+            let gid = l.gid();
+            if !launch::safe_gid(&gid) && l.pane.is_none() {
+                errs.push(invalid(
+                    format!("{at}.gid"),
+                    format!("{gid:?} must be a plain name (letters, digits, - and _)"),
+                ));
+            }
+            if !gids.insert(gid.clone()) {
+                errs.push(invalid(
+                    format!("{at}.gid"),
+                    format!("{gid:?} is used twice"),
+                ));
+            }
+            match (&l.token, &l.token_env) {
+                (Some(_), Some(_)) => errs.push(invalid(
+                    format!("{at}.token"),
+                    "set token or token_env, not both",
+                )),
+                (Some(t), None) if t.len() < 16 => errs.push(invalid(
+                    format!("{at}.token"),
+                    "must be at least 16 characters",
+                )),
+                (None, Some(v)) if std::env::var(v).map_or(true, |t| t.len() < 16) => {
+                    errs.push(invalid(
+                        format!("{at}.token_env"),
+                        format!("${v} must be set to at least 16 characters"),
+                    ))
+                }
+                (None, None) if g.loopback_lead.as_deref() != Some(l.name.as_str()) => {
+                    errs.push(invalid(
+                        format!("{at}.token"),
+                        "a lead needs a token (or be the gateway's loopback_lead)",
+                    ))
+                }
+                _ => {}
+            }
+        }
+        let h = &self.herdr;
+        for (key, v) in [
+            ("herdr.timeout_ms", h.timeout_ms),
+            ("herdr.ready_timeout_ms", h.ready_timeout_ms),
+            ("herdr.git_timeout_ms", h.git_timeout_ms),
+            ("herdr.relist_ms", h.relist_ms),
+            ("herdr.read_lines", u64::from(h.read_lines)),
+        ] {
+            if v == 0 {
+                errs.push(invalid(key, "must be greater than zero"));
+            }
+        }
+        for (name, p) in &self.profiles {
+            let at = format!("profiles.{name}");
+            if let Err(e) = p.to_profile() {
+                errs.push(invalid(at.clone(), e));
+                continue;
+            }
+            if let (ProfileKind::ClaudeCode, Some(url)) = (p.kind, &p.base_url) {
+                if !h.base_url_allow.iter().any(|a| a == url) {
+                    errs.push(invalid(
+                        format!("{at}.base_url"),
+                        format!("{url:?} is not on herdr.base_url_allow (the subscription guard)"),
+                    ));
+                }
+            }
+        }
+        errs
+    }
+
+    /// The core's knobs, with the profile names this host advertises.
+    pub fn core_config(&self) -> CoreConfig {
+        let mut c = self.core.clone();
+        c.profiles = self.profiles.keys().cloned().collect();
+        c
+    }
+
+    pub fn host(&self) -> HostId {
+        HostId::new(&self.gateway.host)
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        if let Some(d) = &self.gateway.state_dir {
+            return d.clone();
+        }
+        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+        let base = var("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+            .unwrap_or_else(std::env::temp_dir);
+        base.join("fleetd").join(&self.gateway.host)
+    }
+
+    pub fn key_file(&self) -> PathBuf {
+        self.gateway
+            .key_file
+            .clone()
+            .unwrap_or_else(|| self.state_dir().join("gateway.key"))
+    }
+
+    /// The URL members reach `/mcp` at.
+    pub fn mcp_url(&self) -> String {
+        let base = match &self.gateway.public_url {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None => format!("http://{}", self.gateway.listen),
+        };
+        format!("{base}/mcp")
+    }
+
+    /// The broker URI, from the file or the environment.
+    pub fn broker_uri(&self) -> Option<String> {
+        let b = self.broker.as_ref()?;
+        match &b.uri_env {
+            Some(v) => std::env::var(v).ok(),
+            None => Some(b.uri.clone()),
+        }
+    }
+}
+
+impl LeadSection {
+    pub fn gid(&self) -> String {
+        self.gid
+            .clone()
+            .or_else(|| self.pane.clone())
+            .unwrap_or_else(|| self.name.clone())
+    }
+
+    /// The token, from the file or the environment.
+    pub fn token(&self) -> Option<String> {
+        match (&self.token, &self.token_env) {
+            (Some(t), _) => Some(t.clone()),
+            (None, Some(v)) => std::env::var(v).ok(),
+            (None, None) => None,
+        }
+    }
+}
+
+impl ProfileSection {
+    /// The launcher's profile, or why this section cannot be one.
+    pub fn to_profile(&self) -> Result<Profile, String> {
+        let kind = match self.kind {
+            ProfileKind::ClaudeCode => Kind::ClaudeCode {
+                bin: self.bin.clone().unwrap_or_else(|| "claude".into()),
+                base_url: self
+                    .base_url
+                    .clone()
+                    .ok_or("a claude-code profile needs base_url (ANTHROPIC_BASE_URL)")?,
+                model: self.model.clone(),
+                args: self.args.clone(),
+            },
+            ProfileKind::Opencode => Kind::OpenCode {
+                bin: self.bin.clone().unwrap_or_else(|| "opencode".into()),
+                model: self.model.clone(),
+                args: self.args.clone(),
+            },
+            ProfileKind::Command => {
+                if self.argv.is_empty() {
+                    return Err("a command profile needs argv".into());
+                }
+                Kind::Command {
+                    argv: self.argv.clone(),
+                }
+            }
+        };
+        if self.kind != ProfileKind::Command && !self.argv.is_empty() {
+            return Err("argv is for command profiles; use bin and args".into());
+        }
+        Ok(Profile {
+            kind,
+            env: self.env.clone(),
+            cwd: self.cwd.clone(),
+            charter: self.charter.clone(),
+        })
+    }
+}
+
+/// A 32-byte key from 64 hex digits.
+pub fn decode_key(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+pub fn encode_key(key: &[u8; 32]) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A commented example, printed by `fleetd check-config --example`.
+pub const EXAMPLE: &str = r#"# fleetd.toml — every key is optional unless marked.
+[gateway]
+host = "alpha"                 # unique in the fleet
+listen = "127.0.0.1:8765"      # REST + MCP (/mcp)
+# public_url = "http://alpha.internal:8765"   # how members reach /mcp
+# key_file = "/etc/fleetd/alpha.key"          # `fleetd keygen --out …`
+# loopback_lead = "me"         # opt-in: loopback callers without a token act as this lead
+
+[[leads]]
+name = "me"
+token_env = "FLEETD_TOKEN"     # the bearer token this lead's MCP client sends
+
+# Cross-host: one RabbitMQ (or LavinMQ) shared by every gateway.
+# [broker]
+# uri_env = "FLEETD_AMQP_URI"  # amqp://alpha:…@broker:5672/fleet
+# namespace = "fleet"
+# [peers]
+# beta = "<64 hex digits: beta's public key>"
+
+[herdr]
+# socket = "/run/user/1000/herdr.sock"
+
+[profiles.shell]
+kind = "command"
+argv = ["bash"]
+
+[core]
+# send_timeout_ms = 1800000
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errors(text: &str) -> Vec<String> {
+        match Config::parse(text, "t.toml") {
+            Ok(_) => Vec::new(),
+            Err(es) => es.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn an_empty_file_is_a_single_host_gateway_on_loopback() {
+        let c = Config::parse("", "t.toml").expect("valid");
+        assert!(c.broker.is_none());
+        assert_eq!(c.gateway.listen, "127.0.0.1:8765");
+        assert_eq!(c.mcp_url(), "http://127.0.0.1:8765/mcp");
+    }
+
+    #[test]
+    fn the_example_is_valid() {
+        std::env::set_var("FLEETD_TOKEN", "0123456789abcdef0123");
+        let c = Config::parse(EXAMPLE, "example").expect("valid");
+        assert_eq!(c.core_config().profiles, vec!["shell".to_string()]);
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_with_its_path() {
+        let e = errors("[core]\npoll_intervall_ms = 3\n");
+        assert_eq!(e.len(), 1);
+        assert!(e[0].contains("`core.poll_intervall_ms`"), "{e:?}");
+        let e = errors("[gateway]\nlisten = 5\n");
+        assert!(e[0].contains("`gateway.listen`"), "{e:?}");
+    }
+
+    #[test]
+    fn every_problem_is_reported_not_just_the_first() {
+        let e = errors(
+            "[gateway]\nhost = \"a b\"\nlisten = \"nowhere\"\n[peers]\nb = \"xyz\"\n\
+             [[leads]]\nname = \"x\"\ntoken = \"short\"\n[core]\npresence_ttl_ms = 1\n",
+        );
+        let keys = [
+            "gateway.host",
+            "gateway.listen",
+            "core",
+            "peers",
+            "peers.b",
+            "leads[0].token",
+        ];
+        for k in keys {
+            assert!(
+                e.iter().any(|m| m.starts_with(&format!("`{k}`"))),
+                "{k}: {e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_claude_profile_must_pass_the_subscription_guard() {
+        let e =
+            errors("[profiles.c]\nkind = \"claude-code\"\nbase_url = \"https://api.example\"\n");
+        assert!(e[0].starts_with("`profiles.c.base_url`"), "{e:?}");
+        let ok = "[herdr]\nbase_url_allow = [\"https://api.example\"]\n\
+                  [profiles.c]\nkind = \"claude-code\"\nbase_url = \"https://api.example\"\n";
+        assert!(errors(ok).is_empty());
+    }
+
+    #[test]
+    fn keys_round_trip_through_hex() {
+        let k = [0xab; 32];
+        assert_eq!(decode_key(&encode_key(&k)), Some(k));
+        assert_eq!(decode_key("zz"), None);
+    }
+}

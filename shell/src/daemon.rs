@@ -1,0 +1,495 @@
+//! `fleetd run`: one gateway assembled from its config — keys, the core, the broker port (or
+//! none), herdr, the driver loop, the startup rebuild and event watcher, and the HTTP server
+//! with both north faces — and taken down gracefully on SIGTERM.
+
+use crate::amqp::{AmqpBroker, AmqpConfig};
+use crate::config::{self, Config, LeadRole, LogFormat};
+use crate::driver::Driver;
+use crate::faces::{App, Health};
+use crate::herdr::{self, events, rebuild, HerdrClient, HerdrConfig, LaunchConfig, WorktreeConfig};
+use crate::identity::{Identity, Lead};
+use crate::metrics::Metrics;
+use crate::observe::{AuditSink, DaemonObserver};
+use crate::ports::{BrokerPort, NoBroker};
+use crate::{mcp, rest, Clock, TokioClock};
+use axum::extract::{ConnectInfo, Request, State};
+use axum::middleware::Next;
+use fleet_core::signing::Keyring;
+use fleet_core::{Federation, Gateway, HostId, Input, Principal, SessionId};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Why the daemon could not start (or stopped).
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{0}")]
+    Key(String),
+    #[error("state directory {path}: {reason}")]
+    State { path: String, reason: String },
+    #[error("the gateway refused its core config: {0}")]
+    Core(String),
+    #[error("broker: {0}")]
+    Broker(String),
+    #[error("herdr: {0}")]
+    Herdr(String),
+    #[error("listening on {addr}: {reason}")]
+    Listen { addr: String, reason: String },
+    #[error("audit file {path}: {reason}")]
+    Audit { path: String, reason: String },
+}
+
+/// An ed25519 secret key as `fleetd keygen` writes it: 64 hex digits and a newline.
+pub fn read_key(path: &Path) -> Result<[u8; 32], DaemonError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| DaemonError::Key(format!("reading the key {}: {e}", path.display())))?;
+    config::decode_key(&text).ok_or_else(|| {
+        DaemonError::Key(format!(
+            "{} is not a key: expected 64 hex digits (fleetd keygen --out {})",
+            path.display(),
+            path.display()
+        ))
+    })
+}
+
+/// Writes a fresh secret key (owner-only) and returns it with its public half.
+pub fn write_key(path: &Path) -> Result<([u8; 32], [u8; 32]), DaemonError> {
+    use rand_core::RngCore;
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut secret = [0u8; 32];
+    rand_core::OsRng.fill_bytes(&mut secret);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| DaemonError::Key(format!("creating {}: {e}", dir.display())))?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| DaemonError::Key(format!("creating the key {}: {e}", path.display())))?;
+    writeln!(f, "{}", config::encode_key(&secret))
+        .map_err(|e| DaemonError::Key(format!("writing the key {}: {e}", path.display())))?;
+    Ok((secret, public_key(&secret)))
+}
+
+pub fn public_key(secret: &[u8; 32]) -> [u8; 32] {
+    ed25519_dalek::SigningKey::from_bytes(secret)
+        .verifying_key()
+        .to_bytes()
+}
+
+/// Members' MCP secrets are derived from this, itself derived from the gateway key: stable
+/// across restarts with no second file, and useless for signing.
+fn member_key(secret: &[u8; 32]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"fleetd member key\0");
+    h.update(secret);
+    h.finalize().into()
+}
+
+/// The gateway's key: read, or (single host only) created on first start.
+fn gateway_key(cfg: &Config) -> Result<[u8; 32], DaemonError> {
+    let path = cfg.key_file();
+    if path.exists() {
+        return read_key(&path);
+    }
+    if cfg.broker.is_some() {
+        return Err(DaemonError::Key(format!(
+            "no key at {p}: create it with `fleetd keygen --out {p}` and give its public key \
+             to the other gateways' [peers]",
+            p = path.display()
+        )));
+    }
+    let (secret, public) = write_key(&path)?;
+    tracing::info!(key = %path.display(), public = %config::encode_key(&public), "created this gateway's key");
+    Ok(secret)
+}
+
+fn make_dir(path: &Path) -> Result<(), DaemonError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| DaemonError::State {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// The core gateway this config describes (no I/O but the clock).
+pub fn gateway(cfg: &Config, secret: [u8; 32], clock: &TokioClock) -> Result<Gateway, DaemonError> {
+    let seed = cfg.gateway.seed.unwrap_or_else(|| {
+        use rand_core::RngCore;
+        rand_core::OsRng.next_u64()
+    });
+    let core = cfg.core_config();
+    let Some(b) = &cfg.broker else {
+        return Gateway::new(core, seed, clock.now()).map_err(|e| DaemonError::Core(e.to_string()));
+    };
+    let mut peers = BTreeMap::new();
+    for (host, key) in &cfg.peers {
+        let k = config::decode_key(key)
+            .ok_or_else(|| DaemonError::Key(format!("peers.{host} is not a public key")))?;
+        peers.insert(HostId::new(host), k);
+    }
+    let keyring =
+        Keyring::new(cfg.host(), secret, &peers).map_err(|e| DaemonError::Key(e.to_string()))?;
+    let control_allowlist: BTreeSet<HostId> = match &b.control_allowlist {
+        Some(list) => list.iter().map(HostId::new).collect(),
+        None => std::iter::once(cfg.host())
+            .chain(peers.keys().cloned())
+            .collect(),
+    };
+    let federation = Federation {
+        host: cfg.host(),
+        keyring,
+        namespace: b.namespace.clone(),
+        control_allowlist,
+    };
+    Gateway::federated(core, federation, seed, clock.now(), clock.unix_ms())
+        .map_err(|e| DaemonError::Core(e.to_string()))
+}
+
+fn amqp_config(cfg: &Config) -> Result<Option<AmqpConfig>, DaemonError> {
+    let Some(b) = &cfg.broker else {
+        return Ok(None);
+    };
+    let uri = cfg
+        .broker_uri()
+        .ok_or_else(|| DaemonError::Broker("no broker URI (broker.uri_env is not set)".into()))?;
+    let mut a = AmqpConfig::new(&uri, &b.namespace);
+    a.connection_name = format!("fleetd/{}/{}", b.namespace, cfg.gateway.host);
+    a.heartbeat_secs = b.heartbeat_secs;
+    a.connect_timeout = Duration::from_millis(b.connect_timeout_ms);
+    a.op_timeout = Duration::from_millis(b.op_timeout_ms);
+    a.backoff_min = Duration::from_millis(b.backoff_min_ms);
+    a.backoff_max = Duration::from_millis(b.backoff_max_ms);
+    if let Some(ca) = &b.ca_file {
+        a.ca_pem = Some(std::fs::read_to_string(ca).map_err(|e| {
+            DaemonError::Broker(format!("reading broker.ca_file {}: {e}", ca.display()))
+        })?);
+    }
+    Ok(Some(a))
+}
+
+fn herdr_config(
+    cfg: &Config,
+    state: &Path,
+    member_key: [u8; 32],
+) -> Result<HerdrConfig, DaemonError> {
+    let socket = cfg
+        .herdr
+        .socket
+        .clone()
+        .or_else(herdr::discover_socket)
+        .ok_or_else(|| DaemonError::Herdr("no herdr socket: set herdr.socket".into()))?;
+    let h = &cfg.herdr;
+    let mut launch = LaunchConfig::new(state.join("members"), &cfg.mcp_url(), member_key);
+    launch.env_allow = h.env_allow.clone();
+    launch.base_url_allow = h.base_url_allow.clone();
+    launch.ready_timeout = Duration::from_millis(h.ready_timeout_ms);
+    let mut hc = HerdrConfig::new(socket, launch);
+    hc.member_socket = h.member_socket.clone();
+    hc.timeout = Duration::from_millis(h.timeout_ms);
+    hc.read_lines = h.read_lines;
+    hc.member_tab = h.member_tab.clone();
+    let mut wt = WorktreeConfig::new(state.join("worktrees"));
+    wt.git = h.git.clone();
+    wt.timeout = Duration::from_millis(h.git_timeout_ms);
+    hc.worktrees = wt;
+    for (name, p) in &cfg.profiles {
+        let profile = p
+            .to_profile()
+            .map_err(|e| DaemonError::Herdr(format!("profiles.{name}: {e}")))?;
+        hc.profiles.insert(name.clone(), profile);
+    }
+    Ok(hc)
+}
+
+fn identity(cfg: &Config, member_key: [u8; 32]) -> Identity {
+    let principal = |l: &config::LeadSection| {
+        let gid = SessionId::new(l.gid());
+        match l.role {
+            LeadRole::Primary => Principal::primary(&l.name, Some(gid)),
+            LeadRole::Architect => Principal {
+                role: fleet_core::Role::Architect,
+                session: Some(gid),
+                name: l.name.clone(),
+            },
+        }
+    };
+    let leads = cfg
+        .leads
+        .iter()
+        .map(|l| Lead::new(principal(l), l.token().as_deref()))
+        .collect();
+    let loopback = cfg
+        .gateway
+        .loopback_lead
+        .as_ref()
+        .and_then(|n| cfg.leads.iter().find(|l| &l.name == n))
+        .map(principal);
+    Identity::new(leads, member_key, loopback)
+}
+
+/// Sets up logging as `[log]` says (`RUST_LOG` overrides the level).
+pub fn init_logging(cfg: &config::LogSection) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(&cfg.level))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match cfg.format {
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .try_init(),
+        LogFormat::Human => builder.try_init(),
+    };
+}
+
+/// A started daemon's address (the real port when `listen` said `:0`).
+#[derive(Clone, Debug)]
+pub struct Started {
+    pub addr: SocketAddr,
+}
+
+/// Runs the daemon until `shutdown` resolves. Must run inside a `tokio::task::LocalSet` on a
+/// current-thread runtime (the herdr client is single-threaded by design). `started` hears
+/// the bound address once the server accepts connections.
+pub async fn run(
+    cfg: Config,
+    shutdown: impl Future<Output = ()>,
+    started: Option<oneshot::Sender<Started>>,
+) -> Result<(), DaemonError> {
+    let state = cfg.state_dir();
+    make_dir(&state)?;
+    let secret = gateway_key(&cfg)?;
+    let mkey = member_key(&secret);
+    let clock = TokioClock::new();
+    let gw = gateway(&cfg, secret, &clock)?;
+    let hc = herdr_config(&cfg, &state, mkey)?;
+    let client = HerdrClient::new(hc.clone());
+    match client.api().ping().await {
+        Ok(p) if p.protocol != herdr::PROTOCOL => {
+            return Err(DaemonError::Herdr(format!(
+                "herdr at {} speaks protocol {} (herdr {}); fleetd speaks {}",
+                hc.socket.display(),
+                p.protocol,
+                p.version,
+                herdr::PROTOCOL
+            )))
+        }
+        Ok(p) => {
+            tracing::info!(socket = %hc.socket.display(), version = %p.version, "herdr answers")
+        }
+        Err(e) => {
+            tracing::warn!(socket = %hc.socket.display(), error = %e, "herdr does not answer yet; panes are retried as calls need them")
+        }
+    }
+    let metrics = Arc::new(Metrics::default());
+    let audit = match &cfg.log.audit_file {
+        Some(p) => AuditSink::file(p).map_err(|e| DaemonError::Audit {
+            path: p.display().to_string(),
+            reason: e.to_string(),
+        })?,
+        None => AuditSink::Log,
+    };
+    let observer = DaemonObserver::new(metrics.clone(), audit.clone());
+    let (handle, calls) = Driver::<HerdrClient, NoBroker, TokioClock, DaemonObserver>::channel();
+    let (stop_loop, loop_stopped) = oneshot::channel();
+    let (broker_status, done) = match amqp_config(&cfg)? {
+        Some(a) => {
+            let broker = AmqpBroker::start(a).map_err(|e| DaemonError::Broker(e.to_string()))?;
+            let status = broker.status();
+            let driver = Driver::new(gw, client.clone(), broker, clock, observer);
+            (Some(status), spawn_loop(driver, calls, loop_stopped))
+        }
+        None => {
+            let driver = Driver::new(gw, client.clone(), NoBroker, clock, observer);
+            (None, spawn_loop(driver, calls, loop_stopped))
+        }
+    };
+    for l in &cfg.leads {
+        let _ = handle
+            .tell(Input::LeadAttached {
+                lead: SessionId::new(l.gid()),
+            })
+            .await;
+    }
+    let watcher = {
+        let (client, handle) = (client.clone(), handle.clone());
+        let relist = Duration::from_millis(cfg.herdr.relist_ms);
+        tokio::task::spawn_local(async move {
+            match rebuild::rebuild(&client, &handle).await {
+                Ok(r) => tracing::info!(
+                    adopted = r.adopted.len(),
+                    reaped = r.reaped.len(),
+                    undecided = r.undecided.len(),
+                    "members rebuilt from herdr"
+                ),
+                Err(e) => tracing::warn!(error = %e, "rebuilding members from herdr"),
+            }
+            let wc = events::WatchConfig {
+                relist,
+                ..events::WatchConfig::default()
+            };
+            events::watch(client, handle, wc).await;
+        })
+    };
+    let app = App::new(
+        handle.clone(),
+        identity(&cfg, mkey),
+        metrics.clone(),
+        audit,
+        cfg.host(),
+        cfg.profiles
+            .iter()
+            .map(|(n, p)| (n.clone(), kind_name(p.kind).to_string()))
+            .collect(),
+        Health {
+            broker: broker_status.clone(),
+            herdr: Some(hc.socket.clone()),
+            member_herdr: hc.member_socket.clone(),
+            herdr_timeout: hc.timeout,
+        },
+    );
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let router = http_router(app, cfg.gateway.allowed_hosts.clone(), cancel.clone());
+    let listener = tokio::net::TcpListener::bind(&cfg.gateway.listen)
+        .await
+        .map_err(|e| DaemonError::Listen {
+            addr: cfg.gateway.listen.clone(),
+            reason: e.to_string(),
+        })?;
+    let addr = listener.local_addr().map_err(|e| DaemonError::Listen {
+        addr: cfg.gateway.listen.clone(),
+        reason: e.to_string(),
+    })?;
+    tracing::info!(%addr, host = %cfg.gateway.host, mode = if cfg.broker.is_some() { "cross-host" } else { "single-host" }, "fleetd listening (REST, MCP at /mcp)");
+    if let Some(tx) = started {
+        let _ = tx.send(Started { addr });
+    }
+    let server_cancel = cancel.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move { server_cancel.cancelled().await })
+        .await
+    });
+    shutdown.await;
+    tracing::info!("shutting down: no new calls; settling the broker");
+    cancel.cancel();
+    watcher.abort();
+    let bound = Duration::from_millis(cfg.gateway.shutdown_timeout_ms);
+    let _ = stop_loop.send(());
+    drop(handle);
+    if tokio::time::timeout(bound, done).await.is_err() {
+        tracing::warn!("the driver loop did not stop within the shutdown bound");
+    }
+    if let Some(mut status) = broker_status {
+        // The port task ends (after its last acks) by dropping its status sender.
+        let settled =
+            tokio::time::timeout(bound, async { while status.changed().await.is_ok() {} }).await;
+        if settled.is_err() {
+            tracing::warn!("the broker connection did not close within the shutdown bound");
+        }
+    }
+    match tokio::time::timeout(bound, server).await {
+        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the HTTP server ended with an error"),
+        Err(_) => tracing::warn!("open HTTP requests did not end within the shutdown bound"),
+        _ => {}
+    }
+    tracing::info!("fleetd stopped");
+    Ok(())
+}
+
+fn kind_name(k: config::ProfileKind) -> &'static str {
+    match k {
+        config::ProfileKind::ClaudeCode => "claude-code",
+        config::ProfileKind::Opencode => "opencode",
+        config::ProfileKind::Command => "command",
+    }
+}
+
+fn spawn_loop<B: BrokerPort + 'static>(
+    driver: Driver<HerdrClient, B, TokioClock, DaemonObserver>,
+    calls: tokio::sync::mpsc::Receiver<crate::driver::ToLoop>,
+    stopped: oneshot::Receiver<()>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::task::spawn_local(async move {
+        let gw = driver.run(calls, stopped).await;
+        tracing::info!(open = gw.open_delegations(), "driver loop stopped");
+    })
+}
+
+/// Both faces on one axum router; every request's caller is resolved once, here.
+pub fn http_router(
+    app: App,
+    allowed_hosts: Vec<String>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> axum::Router {
+    let (rest, _) = rest::router();
+    let mcp = mcp::service(app.clone(), allowed_hosts, cancel.child_token());
+    rest.nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(app.clone(), resolve))
+        .with_state(app)
+}
+
+async fn resolve(State(app): State<App>, mut req: Request, next: Next) -> axum::response::Response {
+    let auth = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    let caller = app.caller(auth.as_deref(), peer).await;
+    req.extensions_mut().insert(caller);
+    next.run(req).await
+}
+
+/// The broker objects this config's gateway declares (`fleetd topology`).
+pub fn topology(cfg: &Config) -> Result<Option<fleet_core::broker::Topology>, DaemonError> {
+    if cfg.broker.is_none() {
+        return Ok(None);
+    }
+    // A throwaway key: names and arguments do not depend on it.
+    let gw = gateway(cfg, [1; 32], &TokioClock::new())?;
+    Ok(gw.topology())
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn signals() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut t), Ok(mut i)) => {
+            tokio::select! {
+                biased;
+                _ = t.recv() => tracing::info!("SIGTERM"),
+                _ = i.recv() => tracing::info!("SIGINT"),
+            }
+        }
+        _ => {
+            tracing::error!("cannot install signal handlers; stop with SIGKILL");
+            std::future::pending::<()>().await
+        }
+    }
+}

@@ -1,0 +1,529 @@
+//! What the two north faces (REST and MCP) share: the caller behind a connection, the call
+//! into the driver loop, the arguments both accept, and how an answer maps to HTTP.
+
+use crate::amqp;
+use crate::driver::{Gone, Handle};
+use crate::herdr::{Api, Socket};
+use crate::identity::{Caller, Identity};
+use crate::metrics::Metrics;
+use crate::observe::AuditSink;
+use fleet_core::authz::{self, Action};
+use fleet_core::roster::EntityKind;
+use fleet_core::{
+    CallError, HostId, Input, Outcome, Principal, Request, Response, Role, SessionId, TicketId,
+    TurnId, Worktree,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The faces' shared state. Cheap to clone.
+#[derive(Clone)]
+pub struct App(Arc<Inner>);
+
+pub struct Inner {
+    pub handle: Handle,
+    pub identity: Identity,
+    pub metrics: Arc<Metrics>,
+    pub audit: AuditSink,
+    pub host: HostId,
+    /// Profile name → kind, as this host offers them.
+    pub profiles: BTreeMap<String, String>,
+    pub health: Health,
+    /// Members already reported connected by this process.
+    connected: Mutex<BTreeSet<SessionId>>,
+}
+
+/// What `/healthz` looks at.
+#[derive(Clone, Debug)]
+pub struct Health {
+    pub broker: Option<watch::Receiver<amqp::Status>>,
+    pub herdr: Option<PathBuf>,
+    pub member_herdr: Option<PathBuf>,
+    pub herdr_timeout: Duration,
+}
+
+impl std::ops::Deref for App {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl App {
+    pub fn new(
+        handle: Handle,
+        identity: Identity,
+        metrics: Arc<Metrics>,
+        audit: AuditSink,
+        host: HostId,
+        profiles: BTreeMap<String, String>,
+        health: Health,
+    ) -> App {
+        App(Arc::new(Inner {
+            handle,
+            identity,
+            metrics,
+            audit,
+            host,
+            profiles,
+            health,
+            connected: Mutex::new(BTreeSet::new()),
+        }))
+    }
+
+    /// Resolves the caller of a request. A member's first authenticated request is its
+    /// readiness signal (CB-306): the gateway hears `MemberConnected`.
+    pub async fn caller(&self, authorization: Option<&str>, peer: Option<SocketAddr>) -> Caller {
+        let c = self.identity.resolve(authorization, peer);
+        if c.refused {
+            self.metrics.inc(
+                "fleet_auth_failures_total",
+                &[("reason", "bad_credentials")],
+            );
+        }
+        if let Some(gid) = &c.member {
+            let first = self
+                .connected
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(gid.clone());
+            if first {
+                tracing::info!(%gid, "member connected");
+                let _ = self
+                    .handle
+                    .tell(Input::MemberConnected {
+                        target: gid.clone(),
+                    })
+                    .await;
+            }
+        }
+        c
+    }
+
+    /// A member's pane went away: its next connection is news again.
+    pub fn forget(&self, gid: &SessionId) {
+        self.connected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(gid);
+    }
+
+    /// Makes a call through the driver loop and counts it.
+    pub async fn call(&self, caller: &Caller, face: &str, req: Request) -> Result<Response, Gone> {
+        let kind = match &req {
+            Request::Send { .. } | Request::Answer { .. } | Request::Broadcast { .. } => {
+                self.metrics.inc("fleet_sends_total", &[("face", face)]);
+                "send"
+            }
+            Request::Reply { .. } => "reply",
+            Request::Spawn { .. } => "spawn",
+            Request::Ask { .. } => "ask",
+            _ => "",
+        };
+        let resp = self.handle.call(caller.principal.clone(), req).await?;
+        match (kind, &resp) {
+            ("send", Response::Outcome { outcome, .. }) => self.metrics.inc(
+                "fleet_send_outcomes_total",
+                &[("outcome", outcome.as_str())],
+            ),
+            ("reply", Response::ReplyAccepted { .. }) => {
+                self.metrics.inc("fleet_replies_total", &[])
+            }
+            ("ask", Response::Ask { outcome, .. }) => self
+                .metrics
+                .inc("fleet_asks_total", &[("outcome", outcome.as_str())]),
+            ("spawn", Response::Spawned { .. }) => {
+                self.metrics.inc("fleet_spawns_total", &[("result", "ok")])
+            }
+            ("spawn", Response::Error(e)) => self
+                .metrics
+                .inc("fleet_spawns_total", &[("result", e.code())]),
+            _ => {}
+        }
+        Ok(resp)
+    }
+
+    /// The authz decision for an action the shell answers itself (reads, metrics), audited
+    /// like the core's.
+    pub fn authorize(&self, caller: &Caller, action: Action) -> Result<(), CallError> {
+        let decision = authz::permits(&caller.principal, action, None);
+        if let Ok(line) = serde_json::to_string(&decision) {
+            self.audit.write(&line);
+        }
+        if decision.allowed {
+            Ok(())
+        } else {
+            self.metrics
+                .inc("fleet_auth_failures_total", &[("reason", "denied")]);
+            Err(CallError::Denied {
+                role: caller.principal.role.as_str().into(),
+                action,
+            })
+        }
+    }
+
+    /// `fleet_whoami`.
+    pub fn whoami(&self, caller: &Caller) -> Value {
+        let p = &caller.principal;
+        json!({
+            "role": p.role.as_str(),
+            "name": p.name,
+            "sessionId": p.session,
+            "coordId": matches!(p.role, Role::Primary | Role::Architect).then(|| p.session.clone()).flatten(),
+            "host": self.host,
+        })
+    }
+
+    /// `fleet_profiles`: this host's, and every other host's as its heartbeat advertises.
+    pub async fn profiles(&self, caller: &Caller) -> Result<Value, Gone> {
+        let mut hosts: BTreeMap<String, Value> = BTreeMap::new();
+        if let Response::Roster { rows } = self
+            .handle
+            .call(caller.principal.clone(), Request::List)
+            .await?
+        {
+            for r in rows.into_iter().filter(|r| r.kind == EntityKind::Gateway) {
+                hosts.insert(r.host.to_string(), json!({ "profiles": r.profiles }));
+            }
+        }
+        let local: Vec<Value> = self
+            .profiles
+            .iter()
+            .map(|(name, kind)| json!({ "name": name, "kind": kind }))
+            .collect();
+        hosts.insert(self.host.to_string(), json!({ "profiles": local }));
+        Ok(json!({ "host": self.host, "hosts": hosts }))
+    }
+
+    /// `/healthz`: the broker link and each herdr, with its protocol version.
+    pub async fn healthz(&self) -> (bool, Value) {
+        let h = &self.health;
+        let mut ok = true;
+        let broker = match &h.broker {
+            None => json!({ "mode": "single-host" }),
+            Some(rx) => {
+                let s = rx.borrow().clone();
+                ok &= s.connected;
+                json!({
+                    "connected": s.connected,
+                    "generation": s.generation,
+                    "lastError": s.last_error,
+                    "malformed": s.malformed,
+                })
+            }
+        };
+        let mut protocols = BTreeSet::new();
+        let herdr = |path: &Option<PathBuf>| {
+            let path = path.clone();
+            let timeout = h.herdr_timeout;
+            async move {
+                let Some(path) = path else {
+                    return (true, None, Value::Null);
+                };
+                let api = Api::new(Socket::new(path.clone(), timeout));
+                match api.ping().await {
+                    Ok(p) => (
+                        true,
+                        Some(p.protocol),
+                        json!({ "socket": path, "ok": true, "version": p.version, "protocol": p.protocol }),
+                    ),
+                    Err(e) => (
+                        false,
+                        None,
+                        json!({ "socket": path, "ok": false, "error": e.to_string() }),
+                    ),
+                }
+            }
+        };
+        let (lok, lproto, leads) = herdr(&h.herdr).await;
+        let (mok, mproto, members) = herdr(&h.member_herdr).await;
+        ok &= lok && mok;
+        protocols.extend(lproto);
+        protocols.extend(mproto);
+        let mismatch =
+            protocols.len() > 1 || protocols.iter().any(|p| *p != crate::herdr::PROTOCOL);
+        ok &= !mismatch;
+        (
+            ok,
+            json!({
+                "status": if ok { "ok" } else { "degraded" },
+                "host": self.host,
+                "version": env!("CARGO_PKG_VERSION"),
+                "broker": broker,
+                "herdr": leads,
+                "memberHerdr": members,
+                "protocolMismatch": mismatch,
+                "expectedProtocol": crate::herdr::PROTOCOL,
+            }),
+        )
+    }
+}
+
+/// A git worktree for a spawned member.
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WorktreeArgs {
+    /// A repository path on the target host, or (for another host) a network URL.
+    pub repo: String,
+    /// The exact commit (40 hex digits); required when the spawn crosses hosts.
+    #[serde(default)]
+    pub commit: Option<String>,
+}
+
+/// `fleet_send` / `POST /sessions/{id}/message`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, schemars::JsonSchema, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SendArgs {
+    /// The member (or lead) to delegate to, by its fleet-wide id (see fleet_list).
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// Answer a member's open question instead: the turnId its QUESTION outcome carried.
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    /// Send to a peer lead instead: its coordId (fleet_whoami on its side, or fleet_list).
+    #[serde(default)]
+    pub coord_id: Option<String>,
+    /// Send the same text to every member ("all") or to one group, fleet-wide.
+    #[serde(default)]
+    pub broadcast: Option<String>,
+    /// The task brief, answer or announcement, typed into the recipient's pane.
+    pub message: String,
+    /// false: return a ticket at once and collect the outcome with fleet_poll{ticket}.
+    #[serde(default)]
+    pub wait: Option<bool>,
+    /// How long a blocking send waits for the outcome (default: the gateway's).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+fn bad(reason: impl Into<String>) -> CallError {
+    CallError::InvalidArgument {
+        reason: reason.into(),
+    }
+}
+
+fn session(s: &str, what: &str) -> Result<SessionId, CallError> {
+    if s.is_empty() || s.len() > 256 || s.chars().any(char::is_control) {
+        return Err(bad(format!("{what} must be a non-empty id")));
+    }
+    Ok(SessionId::new(s))
+}
+
+impl SendArgs {
+    pub fn request(self) -> Result<Request, CallError> {
+        let wait = self.wait.unwrap_or(true);
+        let given = [
+            self.session_id.is_some(),
+            self.turn_id.is_some(),
+            self.coord_id.is_some(),
+            self.broadcast.is_some(),
+        ]
+        .into_iter()
+        .filter(|b| *b)
+        .count();
+        if given != 1 {
+            return Err(bad(
+                "give exactly one of sessionId, turnId, coordId or broadcast",
+            ));
+        }
+        if let Some(t) = self.turn_id {
+            let id = t
+                .parse::<uuid::Uuid>()
+                .map_err(|_| bad("turnId must be the id a QUESTION outcome carried"))?;
+            return Ok(Request::Answer {
+                turn_id: TurnId(id),
+                content: self.message,
+                wait,
+                timeout_ms: self.timeout_ms,
+            });
+        }
+        if let Some(group) = self.broadcast {
+            return Ok(Request::Broadcast {
+                group: (group != "all").then_some(group),
+                content: self.message,
+            });
+        }
+        let target = match (self.session_id, self.coord_id) {
+            (Some(s), _) => session(&s, "sessionId")?,
+            (_, Some(c)) => session(&c, "coordId")?,
+            _ => return Err(bad("no recipient")),
+        };
+        Ok(Request::Send {
+            target,
+            content: self.message,
+            wait,
+            timeout_ms: self.timeout_ms,
+        })
+    }
+}
+
+/// `fleet_spawn` / `POST /members`.
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SpawnArgs {
+    /// A profile name the target host offers (fleet_profiles).
+    pub profile: String,
+    /// The host to start it on; this gateway's host when absent.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// A broadcast group the member joins.
+    #[serde(default)]
+    pub group: Option<String>,
+    #[serde(default)]
+    pub worktree: Option<WorktreeArgs>,
+}
+
+impl SpawnArgs {
+    pub fn request(self) -> Result<Request, CallError> {
+        if self.profile.is_empty() {
+            return Err(bad("profile must be named"));
+        }
+        Ok(Request::Spawn {
+            host: self.host.map(HostId::new),
+            profile: self.profile,
+            group: self.group,
+            worktree: self.worktree.map(|w| Worktree {
+                repo: w.repo,
+                commit: w.commit,
+            }),
+        })
+    }
+}
+
+pub fn ticket(s: &str) -> Result<TicketId, CallError> {
+    s.parse::<uuid::Uuid>()
+        .map(TicketId)
+        .map_err(|_| bad("ticket must be the id a wait:false send returned"))
+}
+
+pub fn target(s: &str) -> Result<SessionId, CallError> {
+    session(s, "sessionId")
+}
+
+/// The HTTP status an answer maps to (ch. 9's `FleetApp`).
+pub fn http_status(resp: &Response) -> u16 {
+    match resp {
+        Response::Outcome { outcome, .. } => match outcome {
+            Outcome::Replied | Outcome::CompletedUnreplied | Outcome::Question => 200,
+            Outcome::Busy | Outcome::StaleTurn => 409,
+            Outcome::TimedOutWorking | Outcome::TimedOutQueued => 504,
+            Outcome::WorkerFailed => 502,
+            Outcome::BackendExhausted => 503,
+        },
+        Response::Ticket(_) => 202,
+        Response::Broadcast { .. } => 202,
+        Response::Error(e) => error_status(e),
+        _ => 200,
+    }
+}
+
+pub fn error_status(e: &CallError) -> u16 {
+    match e {
+        CallError::Denied { role, .. } if role == Role::Anonymous.as_str() => 401,
+        CallError::Denied { .. } | CallError::NoSession => 403,
+        CallError::UnknownTicket
+        | CallError::NoSuchRecipient { .. }
+        | CallError::NoSuchHost { .. } => 404,
+        CallError::UnknownProfile { .. } | CallError::InvalidArgument { .. } => 400,
+        CallError::InboxFull { .. } => 429,
+        CallError::BrokerUnavailable => 503,
+        CallError::SpawnFailed { .. } => 502,
+    }
+}
+
+/// The JSON body of an answer: the response itself, or `{code, message, …}` for an error.
+pub fn body(resp: &Response) -> Value {
+    match resp {
+        Response::Error(e) => error_body(e),
+        other => serde_json::to_value(other).unwrap_or(Value::Null),
+    }
+}
+
+pub fn error_body(e: &CallError) -> Value {
+    let mut v = serde_json::to_value(e).unwrap_or_else(|_| json!({}));
+    if let Value::Object(m) = &mut v {
+        m.insert("code".into(), json!(e.code()));
+        m.insert("message".into(), json!(e.to_string()));
+    }
+    v
+}
+
+/// The loop is gone: the daemon is shutting down.
+pub fn gone_body() -> Value {
+    json!({ "code": "shutting_down", "message": Gone.to_string() })
+}
+
+/// A principal as audit and whoami show it.
+pub fn describe(p: &Principal) -> String {
+    format!("{} {}", p.role.as_str(), p.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send(v: Value) -> Result<Request, CallError> {
+        serde_json::from_value::<SendArgs>(v)
+            .expect("args")
+            .request()
+    }
+
+    #[test]
+    fn a_send_names_exactly_one_recipient() {
+        assert!(matches!(
+            send(json!({"sessionId": "w1", "message": "hi"})),
+            Ok(Request::Send { wait: true, .. })
+        ));
+        assert!(matches!(
+            send(json!({"sessionId": "w1", "turnId": "x", "message": "hi"})),
+            Err(CallError::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            send(json!({"message": "hi"})),
+            Err(CallError::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            send(json!({"broadcast": "all", "message": "stop"})),
+            Ok(Request::Broadcast { group: None, .. })
+        ));
+        assert!(matches!(
+            send(json!({"turnId": "not-a-uuid", "message": "a"})),
+            Err(CallError::InvalidArgument { .. })
+        ));
+    }
+
+    #[test]
+    fn unknown_arguments_are_refused_not_ignored() {
+        let e = serde_json::from_value::<SendArgs>(
+            json!({"sessionId": "w", "message": "m", "from": "w2"}),
+        );
+        assert!(e.is_err());
+    }
+
+    #[test]
+    fn outcomes_and_errors_map_to_http_statuses() {
+        let o = |outcome| Response::Outcome {
+            ticket: None,
+            outcome,
+            body: None,
+            turn_id: None,
+        };
+        assert_eq!(http_status(&o(Outcome::Replied)), 200);
+        assert_eq!(http_status(&o(Outcome::Busy)), 409);
+        assert_eq!(http_status(&o(Outcome::TimedOutQueued)), 504);
+        let denied = CallError::Denied {
+            role: "ANONYMOUS".into(),
+            action: Action::Send,
+        };
+        assert_eq!(error_status(&denied), 401);
+        let b = error_body(&CallError::UnknownTicket);
+        assert_eq!(b["code"], "unknown_ticket");
+        assert!(b["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+}

@@ -1,0 +1,193 @@
+//! Who is calling, from the connection alone (ch. 9 `CallerResolver`): a member's per-member
+//! token, a lead's configured token, or — opt-in — loopback trust. Never a tool argument.
+
+use crate::herdr::launch;
+use fleet_core::{Principal, SessionId};
+use sha2::{Digest, Sha256};
+use std::net::SocketAddr;
+
+/// A lead this gateway serves.
+#[derive(Clone, Debug)]
+pub struct Lead {
+    pub principal: Principal,
+    /// SHA-256 of its token: the token itself is not kept in memory longer than loading.
+    token_hash: Option<[u8; 32]>,
+}
+
+impl Lead {
+    pub fn new(principal: Principal, token: Option<&str>) -> Self {
+        Lead {
+            principal,
+            token_hash: token.map(hash),
+        }
+    }
+}
+
+fn hash(s: &str) -> [u8; 32] {
+    Sha256::digest(s.as_bytes()).into()
+}
+
+/// Equal in constant time (both are fixed-size digests).
+fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A resolved caller, and whether it is a member whose connection is its readiness signal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub principal: Principal,
+    /// Set when a member authenticated: the gateway hears `MemberConnected` for it.
+    pub member: Option<SessionId>,
+    /// A credential was presented and refused (counted in `fleet_auth_failures_total`).
+    pub refused: bool,
+}
+
+/// The resolver: built once from the config.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    leads: Vec<Lead>,
+    member_key: [u8; 32],
+    /// The lead a credential-less loopback caller is served as, if enabled.
+    loopback: Option<Principal>,
+    /// Members that act as architects (SEND but never SPAWN/STOP/DRAIN).
+    architects: Vec<SessionId>,
+}
+
+impl Identity {
+    pub fn new(leads: Vec<Lead>, member_key: [u8; 32], loopback: Option<Principal>) -> Self {
+        Identity {
+            leads,
+            member_key,
+            loopback,
+            architects: Vec::new(),
+        }
+    }
+
+    pub fn with_architects(mut self, gids: Vec<SessionId>) -> Self {
+        self.architects = gids;
+        self
+    }
+
+    pub fn leads(&self) -> &[Lead] {
+        &self.leads
+    }
+
+    /// Resolves `authorization` (the header's value) from `peer`.
+    pub fn resolve(&self, authorization: Option<&str>, peer: Option<SocketAddr>) -> Caller {
+        let anonymous = |refused| Caller {
+            principal: Principal::anonymous(),
+            member: None,
+            refused,
+        };
+        let Some(auth) = authorization else {
+            return match (&self.loopback, peer) {
+                (Some(p), Some(addr)) if addr.ip().is_loopback() => Caller {
+                    principal: p.clone(),
+                    member: None,
+                    refused: false,
+                },
+                _ => anonymous(false),
+            };
+        };
+        let Some(token) = auth
+            .strip_prefix("Bearer ")
+            .or_else(|| auth.strip_prefix("bearer "))
+        else {
+            return anonymous(true);
+        };
+        let token = token.trim();
+        let presented = hash(token);
+        for lead in &self.leads {
+            if lead.token_hash.is_some_and(|h| same(&h, &presented)) {
+                return Caller {
+                    principal: lead.principal.clone(),
+                    member: None,
+                    refused: false,
+                };
+            }
+        }
+        if let Some((gid, secret)) = token.rsplit_once('.') {
+            if launch::safe_gid(gid) && launch::verify_member(&self.member_key, gid, secret) {
+                let session = SessionId::new(gid);
+                let principal = if self.architects.contains(&session) {
+                    Principal::architect(session.clone())
+                } else {
+                    Principal::worker(session.clone())
+                };
+                return Caller {
+                    principal,
+                    member: Some(session),
+                    refused: false,
+                };
+            }
+        }
+        anonymous(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::herdr::launch::member_token;
+    use fleet_core::Role;
+
+    fn identity(loopback: bool) -> Identity {
+        let lead = Principal::primary("alice", Some(SessionId::new("alice")));
+        Identity::new(
+            vec![Lead::new(lead.clone(), Some("alice-token-0123456789"))],
+            [9; 32],
+            loopback.then_some(lead),
+        )
+    }
+
+    fn addr(s: &str) -> Option<SocketAddr> {
+        s.parse().ok()
+    }
+
+    #[test]
+    fn a_lead_is_known_by_its_token_and_a_member_by_its_own() {
+        let id = identity(false);
+        let lead = id.resolve(Some("Bearer alice-token-0123456789"), addr("10.0.0.2:4000"));
+        assert_eq!(lead.principal.role, Role::Primary);
+        let m = id.resolve(
+            Some(&format!("Bearer {}", member_token(&[9; 32], "w1"))),
+            None,
+        );
+        assert_eq!(m.principal, Principal::worker(SessionId::new("w1")));
+        assert_eq!(m.member, Some(SessionId::new("w1")));
+    }
+
+    #[test]
+    fn a_member_token_for_another_gid_or_key_is_refused() {
+        let id = identity(false);
+        let forged = format!("w2.{}", launch::member_secret(&[9; 32], "w1"));
+        let c = id.resolve(Some(&format!("Bearer {forged}")), None);
+        assert_eq!((c.principal.role, c.refused), (Role::Anonymous, true));
+        let other_key = member_token(&[8; 32], "w1");
+        let c = id.resolve(Some(&format!("Bearer {other_key}")), None);
+        assert_eq!(c.principal.role, Role::Anonymous);
+    }
+
+    #[test]
+    fn loopback_trust_is_opt_in_and_only_for_loopback_without_credentials() {
+        assert_eq!(
+            identity(false)
+                .resolve(None, addr("127.0.0.1:5000"))
+                .principal
+                .role,
+            Role::Anonymous
+        );
+        let id = identity(true);
+        assert_eq!(
+            id.resolve(None, addr("127.0.0.1:5000")).principal.role,
+            Role::Primary
+        );
+        assert_eq!(
+            id.resolve(None, addr("192.168.1.4:5000")).principal.role,
+            Role::Anonymous
+        );
+        // A wrong token is refused even on loopback: a credential is never ignored.
+        let c = id.resolve(Some("Bearer nope"), addr("127.0.0.1:5000"));
+        assert_eq!((c.principal.role, c.refused), (Role::Anonymous, true));
+    }
+}

@@ -1,0 +1,151 @@
+//! `fleetd`: the daemon binary.
+
+use clap::{Parser, Subcommand};
+use fleetd::config::{self, Config};
+use fleetd::daemon;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// fleetd — one gateway per host: delivers tasks from MCP leads into agent panes (herdr), only
+/// when the agent is ready, and carries replies and questions back, across hosts over AMQP.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway: REST and MCP (at /mcp) on `gateway.listen`. With no [broker] section
+    /// it is a single-host gateway needing no broker. Stops gracefully on SIGTERM/SIGINT.
+    Run {
+        /// The config file (TOML); `fleetd check-config --example` prints a commented one.
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Create this gateway's ed25519 key pair: writes the secret (owner-only) and prints the
+    /// public key, which every other gateway lists under [peers].
+    Keygen {
+        /// Where to write the secret key; refuses to overwrite an existing file.
+        #[arg(long, short)]
+        out: PathBuf,
+    },
+    /// Check a config file and explain every problem with the key it is about.
+    CheckConfig {
+        #[arg(long, short, required_unless_present = "example")]
+        config: Option<PathBuf>,
+        /// Print a commented example config instead.
+        #[arg(long)]
+        example: bool,
+    },
+    /// Print the broker objects (exchanges, queues, bindings, consumers) this gateway declares.
+    Topology {
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+}
+
+fn load(path: &PathBuf) -> Result<Config, ExitCode> {
+    Config::load(path).map_err(|errors| {
+        eprintln!("{}: {} problem(s):", path.display(), errors.len());
+        for e in errors {
+            eprintln!("  {e}");
+        }
+        ExitCode::from(2)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run { config } => {
+            let cfg = match load(&config) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            daemon::init_logging(&cfg.log);
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("fleetd: starting the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let local = tokio::task::LocalSet::new();
+            match local.block_on(&rt, daemon::run(cfg, daemon::signals(), None)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    eprintln!("fleetd: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Keygen { out } => match daemon::write_key(&out) {
+            Ok((_, public)) => {
+                eprintln!("wrote the secret key to {}", out.display());
+                println!("{}", config::encode_key(&public));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("fleetd keygen: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::CheckConfig { config, example } => {
+            if example {
+                print!("{}", config::EXAMPLE);
+                return ExitCode::SUCCESS;
+            }
+            let Some(path) = config else {
+                return ExitCode::from(2);
+            };
+            match load(&path) {
+                Ok(cfg) => {
+                    println!(
+                        "{}: ok — host {}, {} on {}, {} lead(s), {} profile(s)",
+                        path.display(),
+                        cfg.gateway.host,
+                        if cfg.broker.is_some() {
+                            "cross-host"
+                        } else {
+                            "single-host"
+                        },
+                        cfg.gateway.listen,
+                        cfg.leads.len(),
+                        cfg.profiles.len()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(code) => code,
+            }
+        }
+        Command::Topology { config } => {
+            let cfg = match load(&config) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            match daemon::topology(&cfg) {
+                Ok(None) => {
+                    println!("single-host: no [broker] section, nothing is declared");
+                    ExitCode::SUCCESS
+                }
+                Ok(Some(t)) => {
+                    match serde_json::to_string_pretty(&t) {
+                        Ok(s) => println!("{s}"),
+                        Err(e) => eprintln!("fleetd topology: {e}"),
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("fleetd topology: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! The REST face (ch. 9 `rest/FleetApp`): the fourteen routes with the meanings the Java
+//! daemon gave them, JSON errors with stable codes, and the OpenAPI document generated from
+//! the same route table (`/openapi.json`), so it cannot describe a route that does not exist.
+
+use crate::faces::{self, App, SendArgs, SpawnArgs};
+use crate::herdr::{Api, Socket};
+use crate::identity::Caller;
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response as HttpResponse};
+use axum::{Extension, Json};
+use fleet_core::authz::Action;
+use fleet_core::{CallError, Request};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "fleetd",
+        description = "Delegate tasks to agents in herdr panes across hosts. Every route takes \
+                       `Authorization: Bearer <token>` (a lead's token, or a member's own); \
+                       errors are `{code, message}` with a stable `code`."
+    ),
+    components(schemas(SendArgs, SpawnArgs, faces::WorktreeArgs, ErrorBody))
+)]
+struct Doc;
+
+/// An error: `code` is stable (`denied`, `unknown_ticket`, `inbox_full`, …).
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+struct ErrorBody {
+    code: String,
+    message: String,
+}
+
+type Reply = (StatusCode, Json<Value>);
+
+fn answer(status: u16, v: Value) -> Reply {
+    (
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        Json(v),
+    )
+}
+
+fn error(e: &CallError) -> Reply {
+    answer(faces::error_status(e), faces::error_body(e))
+}
+
+async fn call(app: &App, caller: &Caller, req: Result<Request, CallError>) -> Reply {
+    let req = match req {
+        Ok(r) => r,
+        Err(e) => return error(&e),
+    };
+    match app.call(caller, "rest", req).await {
+        Ok(resp) => answer(faces::http_status(&resp), faces::body(&resp)),
+        Err(_) => answer(503, faces::gone_body()),
+    }
+}
+
+/// The routes and their OpenAPI document.
+pub fn router() -> (axum::Router<App>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(Doc::openapi())
+        .routes(routes!(healthz))
+        .routes(routes!(metrics))
+        .routes(routes!(sessions))
+        .routes(routes!(agents))
+        .routes(routes!(list_members, spawn_member))
+        .routes(routes!(profiles))
+        .routes(routes!(stop_member))
+        .routes(routes!(message))
+        .routes(routes!(reply))
+        .routes(routes!(replies))
+        .routes(routes!(ask))
+        .routes(routes!(status))
+        .routes(routes!(task))
+        .routes(routes!(openapi))
+        .split_for_parts()
+}
+
+/// Liveness: the broker link and each herdr with its protocol version.
+#[utoipa::path(get, path = "/healthz", tag = "ops",
+    responses((status = 200, description = "all parts answer"), (status = 503, description = "degraded: see which part")))]
+async fn healthz(State(app): State<App>) -> Reply {
+    let (ok, v) = app.healthz().await;
+    answer(if ok { 200 } else { 503 }, v)
+}
+
+/// Prometheus text exposition.
+#[utoipa::path(get, path = "/metrics", tag = "ops",
+    responses((status = 200, description = "text/plain; version=0.0.4", content_type = "text/plain")))]
+async fn metrics(State(app): State<App>, Extension(caller): Extension<Caller>) -> HttpResponse {
+    if let Err(e) = app.authorize(&caller, Action::Metrics) {
+        return error(&e).into_response();
+    }
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        app.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn panes(app: &App, caller: &Caller, agents_only: bool) -> Reply {
+    if let Err(e) = app.authorize(caller, Action::Read) {
+        return error(&e);
+    }
+    let h = &app.health;
+    let mut out = Vec::new();
+    for (which, path) in [("leads", &h.herdr), ("members", &h.member_herdr)] {
+        let Some(path) = path else { continue };
+        let api = Api::new(Socket::new(path.clone(), h.herdr_timeout));
+        match api.pane_list().await {
+            Ok(list) => out.extend(
+                list.into_iter()
+                    .filter(|p| !agents_only || p.agent.is_some())
+                    .map(|p| {
+                        json!({
+                            "herdr": which,
+                            "paneId": p.pane_id,
+                            "workspaceId": p.workspace_id,
+                            "tabId": p.tab_id,
+                            "label": p.label,
+                            "agent": p.agent,
+                            "agentStatus": p.agent_status,
+                        })
+                    }),
+            ),
+            Err(e) => {
+                return answer(
+                    502,
+                    json!({"code": "herdr_unavailable", "message": e.to_string(), "herdr": which}),
+                )
+            }
+        }
+    }
+    answer(200, json!({ "panes": out }))
+}
+
+/// herdr's panes, merged across the leads' and the members' herdr.
+#[utoipa::path(get, path = "/sessions", tag = "herdr",
+    responses((status = 200, description = "panes"), (status = 502, description = "herdr did not answer", body = ErrorBody)))]
+async fn sessions(State(app): State<App>, Extension(caller): Extension<Caller>) -> Reply {
+    panes(&app, &caller, false).await
+}
+
+/// The panes herdr tracks an agent in.
+#[utoipa::path(get, path = "/agents", tag = "herdr",
+    responses((status = 200, description = "agent panes"), (status = 502, description = "herdr did not answer", body = ErrorBody)))]
+async fn agents(State(app): State<App>, Extension(caller): Extension<Caller>) -> Reply {
+    panes(&app, &caller, true).await
+}
+
+/// The fleet-wide roster (every host's members, leads and gateways) with live status.
+#[utoipa::path(get, path = "/members", tag = "members",
+    responses((status = 200, description = "roster rows"), (status = 401, body = ErrorBody)))]
+async fn list_members(State(app): State<App>, Extension(caller): Extension<Caller>) -> Reply {
+    call(&app, &caller, Ok(Request::List)).await
+}
+
+/// Spawn a member (`fleet_spawn`): on this host, or on `host` over the control plane.
+#[utoipa::path(post, path = "/members", tag = "members", request_body = SpawnArgs,
+    responses((status = 200, description = "spawned and ready"), (status = 400, body = ErrorBody),
+              (status = 403, body = ErrorBody), (status = 502, description = "the spawn failed", body = ErrorBody)))]
+async fn spawn_member(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    Json(args): Json<SpawnArgs>,
+) -> Reply {
+    call(&app, &caller, args.request()).await
+}
+
+/// The profiles each host offers.
+#[utoipa::path(get, path = "/profiles", tag = "members", responses((status = 200, description = "profiles by host")))]
+async fn profiles(State(app): State<App>, Extension(caller): Extension<Caller>) -> Reply {
+    if let Err(e) = app.authorize(&caller, Action::Read) {
+        return error(&e);
+    }
+    match app.profiles(&caller).await {
+        Ok(v) => answer(200, v),
+        Err(_) => answer(503, faces::gone_body()),
+    }
+}
+
+/// Stop a member (`fleet_stop`): its pane closes, its open delegations end.
+#[utoipa::path(delete, path = "/members/{id}", tag = "members",
+    params(("id" = String, Path, description = "the member's id")),
+    responses((status = 200, description = "stopping"), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+async fn stop_member(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Reply {
+    let req = faces::target(&id).map(|target| Request::Stop { target });
+    call(&app, &caller, req).await
+}
+
+/// `POST /sessions/{id}/message`'s body: `fleet_send` without the recipient fields.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct MessageBody {
+    message: String,
+    #[serde(default)]
+    wait: Option<bool>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    /// Answer the open question of this turn instead of starting a new delegation.
+    #[serde(default)]
+    turn_id: Option<String>,
+}
+
+/// `fleet_send`: blocking (the outcome), `wait:false` (202 and a ticket), or an answer via `turnId`.
+#[utoipa::path(post, path = "/sessions/{id}/message", tag = "delegation", request_body = MessageBody,
+    params(("id" = String, Path, description = "the recipient's id")),
+    responses((status = 200, description = "REPLIED, COMPLETED_UNREPLIED or QUESTION"),
+              (status = 202, description = "a ticket (wait:false)"),
+              (status = 409, description = "BUSY or STALE_TURN"), (status = 502, description = "WORKER_FAILED"),
+              (status = 503, description = "BACKEND_EXHAUSTED, or the broker is unreachable"),
+              (status = 504, description = "TIMED_OUT_WORKING or TIMED_OUT_QUEUED")))]
+async fn message(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Json(b): Json<MessageBody>,
+) -> Reply {
+    let args = SendArgs {
+        session_id: b.turn_id.is_none().then_some(id),
+        turn_id: b.turn_id,
+        message: b.message,
+        wait: b.wait,
+        timeout_ms: b.timeout_ms,
+        ..SendArgs::default()
+    };
+    call(&app, &caller, args.request()).await
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+struct ReplyBody {
+    message: String,
+}
+
+/// The caller's own session ends the question of `id` it was asked as: `{id}` must be itself.
+fn own(caller: &Caller, id: &str) -> Result<(), CallError> {
+    match &caller.principal.session {
+        Some(s) if s.as_str() == id => Ok(()),
+        _ => Err(CallError::Denied {
+            role: caller.principal.role.as_str().into(),
+            action: Action::Reply,
+        }),
+    }
+}
+
+/// `fleet_reply` (a member, for its own session only).
+#[utoipa::path(post, path = "/sessions/{id}/reply", tag = "delegation", request_body = ReplyBody,
+    params(("id" = String, Path, description = "the caller's own session id")),
+    responses((status = 200, description = "accepted (reached its waiter, or held for the lead)"),
+              (status = 403, body = ErrorBody), (status = 429, description = "the lead's inbox is full", body = ErrorBody)))]
+async fn reply(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Json(b): Json<ReplyBody>,
+) -> Reply {
+    let req = own(&caller, &id).map(|()| Request::Reply { content: b.message });
+    call(&app, &caller, req).await
+}
+
+/// Drain a member's held replies (peek + ack).
+#[utoipa::path(get, path = "/sessions/{id}/replies", tag = "delegation",
+    params(("id" = String, Path, description = "the member whose replies to collect")),
+    responses((status = 200, description = "the replies, now removed"), (status = 403, body = ErrorBody)))]
+async fn replies(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Reply {
+    let req = faces::target(&id).map(|target| Request::Drain { target });
+    call(&app, &caller, req).await
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AskBody {
+    question: String,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+/// `fleet_ask`: a member asks the lead waiting on its turn, and blocks for the answer.
+#[utoipa::path(post, path = "/sessions/{id}/ask", tag = "delegation", request_body = AskBody,
+    params(("id" = String, Path, description = "the caller's own session id")),
+    responses((status = 200, description = "ANSWERED, NO_WAITER or TIMED_OUT"), (status = 403, body = ErrorBody)))]
+async fn ask(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Json(b): Json<AskBody>,
+) -> Reply {
+    let req = own(&caller, &id).map(|()| Request::Ask {
+        question: b.question,
+        timeout_ms: b.timeout_ms,
+    });
+    call(&app, &caller, req).await
+}
+
+/// `fleet_status`, with `ready` (the readiness gate) and the queue.
+#[utoipa::path(get, path = "/sessions/{id}/status", tag = "delegation",
+    params(("id" = String, Path, description = "a session id")),
+    responses((status = 200, description = "status")))]
+async fn status(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Reply {
+    let req = faces::target(&id).map(|target| Request::Status { target });
+    call(&app, &caller, req).await
+}
+
+/// Poll an async (`wait:false`) send: its phase, the open question while ASKING, the outcome once done.
+#[utoipa::path(get, path = "/tasks/{ticket}", tag = "delegation",
+    params(("ticket" = String, Path, description = "the ticket a wait:false send returned")),
+    responses((status = 200, description = "the ticket"), (status = 404, body = ErrorBody)))]
+async fn task(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    Path(ticket): Path<String>,
+) -> Reply {
+    let req = faces::ticket(&ticket).map(|ticket| Request::Poll { ticket });
+    let r = call(&app, &caller, req).await;
+    // A ticket poll is an answer, not a new acceptance.
+    match r.0 {
+        StatusCode::ACCEPTED => (StatusCode::OK, r.1),
+        _ => r,
+    }
+}
+
+/// This document: every route above, from the same table that serves them.
+#[utoipa::path(get, path = "/openapi.json", tag = "ops", responses((status = 200, description = "OpenAPI 3.1")))]
+async fn openapi() -> Json<Value> {
+    Json(document(router().1))
+}
+
+/// The OpenAPI document, with `/mcp` (served by rmcp, not by this table) described too.
+pub fn document(mut doc: utoipa::openapi::OpenApi) -> Value {
+    doc.info.version = env!("CARGO_PKG_VERSION").into();
+    let mut v = serde_json::to_value(&doc).unwrap_or(Value::Null);
+    v["paths"]["/mcp"] = json!({
+        "post": {
+            "tags": ["mcp"],
+            "summary": "MCP over Streamable HTTP (JSON-RPC 2.0): the eleven fleet_* tools",
+            "description": "Served statelessly with JSON answers; the caller is resolved from \
+                            each request's Authorization header.",
+            "responses": { "200": { "description": "a JSON-RPC response" } }
+        }
+    });
+    v
+}
