@@ -14,6 +14,7 @@ use crate::ports::{BrokerPort, NoBroker};
 use crate::{mcp, rest, Clock, TokioClock};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::Next;
+use axum::response::IntoResponse;
 use fleet_core::signing::Keyring;
 use fleet_core::{Federation, Gateway, HostId, Input, Principal, SessionId};
 use sha2::{Digest, Sha256};
@@ -87,7 +88,7 @@ pub fn public_key(secret: &[u8; 32]) -> [u8; 32] {
 
 /// Members' MCP secrets are derived from this, itself derived from the gateway key: stable
 /// across restarts with no second file, and useless for signing.
-fn member_key(secret: &[u8; 32]) -> [u8; 32] {
+pub fn member_key(secret: &[u8; 32]) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(b"fleetd member key\0");
     h.update(secret);
@@ -132,7 +133,9 @@ pub fn gateway(cfg: &Config, secret: [u8; 32], clock: &TokioClock) -> Result<Gat
     });
     let core = cfg.core_config();
     let Some(b) = &cfg.broker else {
-        return Gateway::new(core, seed, clock.now()).map_err(|e| DaemonError::Core(e.to_string()));
+        return Gateway::new(core, seed, clock.now())
+            .map(|g| g.named(cfg.host()))
+            .map_err(|e| DaemonError::Core(e.to_string()));
     };
     let mut peers = BTreeMap::new();
     for (host, key) in &cfg.peers {
@@ -460,6 +463,14 @@ async fn resolve(State(app): State<App>, mut req: Request, next: Next) -> axum::
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0);
     let caller = app.caller(auth.as_deref(), peer).await;
+    if caller.refused {
+        // A wrong credential is refused outright: never served as anonymous, never parsed on.
+        let body = serde_json::json!({
+            "code": "unauthenticated",
+            "message": "the bearer token is neither a lead's nor a member's of this gateway",
+        });
+        return (axum::http::StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
+    }
     req.extensions_mut().insert(caller);
     next.run(req).await
 }

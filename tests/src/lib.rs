@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests, and the broker conformance suite.
 
 pub mod conformance;
+pub mod fleetd_proc;
 pub mod gateways;
 pub mod herdr_double;
 pub mod herdr_real;

@@ -213,9 +213,30 @@ impl Gateway {
 
     /// The union roster as this gateway sees it (`fleet_list`).
     pub fn roster(&self) -> Vec<crate::roster::RosterRow> {
+        use crate::roster::{Liveness, RosterRow, GATEWAY_GID};
         match &self.fed {
             Some(f) => f.roster.view(self.now, &f.cfg.host, f.broker_up),
-            None => Vec::new(),
+            // One host: its own gateway and what it serves, all live.
+            None => {
+                let row = |gid: SessionId, kind, status| RosterRow {
+                    gid,
+                    host: self.host.clone(),
+                    kind,
+                    status,
+                    profiles: Vec::new(),
+                    liveness: Liveness::Live,
+                };
+                let mut rows = vec![RosterRow {
+                    profiles: self.cfg.profiles.clone(),
+                    ..row(SessionId::new(GATEWAY_GID), EntityKind::Gateway, None)
+                }];
+                rows.extend(
+                    self.solo
+                        .iter()
+                        .map(|(g, k)| row(g.clone(), *k, self.injector.view(g).status)),
+                );
+                rows
+            }
         }
     }
 
@@ -366,7 +387,10 @@ impl Gateway {
     }
 
     pub(super) fn local_entity(&mut self, gid: &SessionId, kind: EntityKind, announce: bool) {
-        let Some(f) = &mut self.fed else { return };
+        let Some(f) = &mut self.fed else {
+            self.solo.insert(gid.clone(), kind);
+            return;
+        };
         let fresh = !f.local.contains_key(gid);
         let e = f.local.entry(gid.clone()).or_insert((kind, false));
         e.1 |= announce;
@@ -381,7 +405,12 @@ impl Gateway {
 
     /// A member's pane is gone: its inbox is deleted with it (no broadcasts to the dead).
     pub(super) fn local_entity_gone(&mut self, gid: &SessionId) {
-        let Some(f) = &mut self.fed else { return };
+        let Some(f) = &mut self.fed else {
+            if self.solo.get(gid) == Some(&EntityKind::Member) {
+                self.solo.remove(gid);
+            }
+            return;
+        };
         // A lead's inbox is durable across its pane's restarts (x-expires collects it);
         // only a member's inbox goes with its pane.
         if f.local

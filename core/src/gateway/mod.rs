@@ -4,7 +4,7 @@
 use crate::authz::{self, Principal};
 use crate::completion::{self, Verdict};
 use crate::config::{Compiled, ConfigError, CoreConfig};
-use crate::ids::{CallId, IdMint, MsgId, SessionId, TicketId, TurnId};
+use crate::ids::{CallId, HostId, IdMint, MsgId, SessionId, TicketId, TurnId};
 use crate::inbox::{HeldReply, ReplyInbox};
 use crate::injector::{Bounds, Cause, Injector, InjectorEvent};
 use crate::io::{CallError, Event, Input, Output, Request, Response, TicketView};
@@ -139,6 +139,10 @@ pub struct Gateway {
     nudges: BTreeMap<MsgId, SessionId>,
     timers: BTreeSet<(Instant, TimerKind)>,
     sessions: Sessions,
+    /// Single-host mode: this host's name (`local` unless `named`), and the entities it serves
+    /// (federation keeps its own, announced, set).
+    host: HostId,
+    solo: BTreeMap<SessionId, crate::roster::EntityKind>,
     reap_armed: bool,
     next_poll: Option<Instant>,
     out: VecDeque<Output>,
@@ -182,6 +186,8 @@ impl Gateway {
             nudges: BTreeMap::new(),
             timers: BTreeSet::new(),
             sessions: Sessions::default(),
+            host: HostId::new("local"),
+            solo: BTreeMap::new(),
             reap_armed: false,
             next_poll: None,
             out: VecDeque::new(),
@@ -189,6 +195,13 @@ impl Gateway {
             fed: None,
             spawns: Spawns::default(),
         })
+    }
+
+    /// Names a single-host gateway's host (roster rows, spawn answers). A federated gateway's
+    /// host is its federation's.
+    pub fn named(mut self, host: HostId) -> Self {
+        self.host = host;
+        self
     }
 
     pub fn config(&self) -> &CoreConfig {

@@ -146,7 +146,7 @@ impl Gateway {
     fn own_host(&self) -> HostId {
         self.fed
             .as_ref()
-            .map_or_else(|| HostId::new("local"), |f| f.host().clone())
+            .map_or_else(|| self.host.clone(), |f| f.host().clone())
     }
 
     fn spawn_ready_timeout(&self) -> Duration {

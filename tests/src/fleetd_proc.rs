@@ -1,0 +1,348 @@
+//! End-to-end harness: real `fleetd` processes (the binary `cargo test --workspace` builds), an
+//! MCP client (rmcp's) acting as a lead, a REST client, and members played through the herdr
+//! double — the only stand-in, because no herdr binary ships here (with `HERDR_BIN` the herdr
+//! tests run against a real one).
+
+use crate::herdr_double::HerdrDouble;
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The `fleetd` binary next to this test binary (`target/<profile>/fleetd`).
+pub fn fleetd_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|e| panic!("current_exe: {e}"));
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or_else(|| panic!("no target directory above {}", exe.display()));
+    let bin = dir.join("fleetd");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it first (`cargo build -p fleetd`, or run the whole workspace's tests)",
+        bin.display()
+    );
+    bin
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
+    l.local_addr()
+        .unwrap_or_else(|e| panic!("local_addr: {e}"))
+        .port()
+}
+
+/// A fixed secret key per test host, written where the config says.
+pub fn write_key(path: &Path, seed: u8) -> [u8; 32] {
+    let secret = [seed; 32];
+    std::fs::write(path, format!("{}\n", fleetd::config::encode_key(&secret)))
+        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    secret
+}
+
+/// A running `fleetd run`. Dropping it kills the process.
+pub struct Proc {
+    child: tokio::process::Child,
+    pub name: String,
+    pub url: String,
+    pub config: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Proc {
+    /// Starts `fleetd run` on `config_text` (written to `dir/<name>.toml`), and waits until it
+    /// answers `/healthz`.
+    pub async fn start(
+        dir: &Path,
+        name: &str,
+        port: u16,
+        config_text: &str,
+    ) -> Result<Proc, String> {
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(&config, config_text).map_err(|e| e.to_string())?;
+        Self::spawn(dir, name, port, config).await
+    }
+
+    async fn spawn(dir: &Path, name: &str, port: u16, config: PathBuf) -> Result<Proc, String> {
+        let log = dir.join(format!("{name}.log"));
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| e.to_string())?;
+        let child = tokio::process::Command::new(fleetd_bin())
+            .arg("run")
+            .arg("--config")
+            .arg(&config)
+            .env("RUST_LOG", "info,fleetd::event=info,lapin=warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("starting fleetd: {e}"))?;
+        let mut p = Proc {
+            child,
+            name: name.into(),
+            url: format!("http://127.0.0.1:{port}"),
+            config,
+            log,
+        };
+        let http = reqwest::Client::new();
+        for _ in 0..300 {
+            if let Ok(Some(status)) = p.child.try_wait() {
+                return Err(format!("{name} exited ({status}):\n{}", p.log_text()));
+            }
+            if http
+                .get(format!("{}/healthz", p.url))
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await
+                .is_ok()
+            {
+                return Ok(p);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let _ = p.child.start_kill();
+        Err(format!("{name} never answered /healthz:\n{}", p.log_text()))
+    }
+
+    /// Starts it again on the same config (after a kill).
+    pub async fn restart(&mut self, dir: &Path, port: u16) -> Result<(), String> {
+        let next = Self::spawn(dir, &self.name, port, self.config.clone()).await?;
+        let old = std::mem::replace(self, next);
+        drop(old);
+        Ok(())
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// `kill -9`: no shutdown path runs.
+    pub async fn kill9(&mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+
+    /// SIGTERM, and how it exited (bounded).
+    pub async fn term(&mut self, bound: Duration) -> Result<std::process::ExitStatus, String> {
+        let pid = self.child.id().ok_or("already exited")?;
+        // SAFETY: kill(2) on our own child's pid with a valid signal has no memory effects.
+        let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        if rc != 0 {
+            return Err(format!("kill(SIGTERM) failed: {rc}"));
+        }
+        match tokio::time::timeout(bound, self.child.wait()).await {
+            Ok(Ok(s)) => Ok(s),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!(
+                "{} did not exit within {bound:?} of SIGTERM",
+                self.name
+            )),
+        }
+    }
+}
+
+/// An MCP client with one identity (rmcp's Streamable HTTP client).
+pub struct Mcp {
+    client: RunningService<RoleClient, ClientConfig>,
+}
+
+impl Mcp {
+    pub async fn connect(url: &str, token: Option<&str>) -> Result<Mcp, String> {
+        let mut cfg = StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp"));
+        if let Some(t) = token {
+            cfg = cfg.auth_header(t);
+        }
+        cfg.allow_stateless = true;
+        let transport = StreamableHttpClientTransport::from_config(cfg);
+        let client = ClientConfig::default()
+            .serve(transport)
+            .await
+            .map_err(|e| format!("MCP initialize: {e}"))?;
+        Ok(Mcp { client })
+    }
+
+    pub async fn tools(&self) -> Vec<String> {
+        let tools = self
+            .client
+            .list_all_tools()
+            .await
+            .unwrap_or_else(|e| panic!("tools/list: {e}"));
+        let mut names: Vec<String> = tools.into_iter().map(|t| t.name.to_string()).collect();
+        names.sort();
+        names
+    }
+
+    /// Calls `tool`; `(ok, the JSON it answered)`.
+    pub async fn call(&self, tool: &str, args: Value) -> (bool, Value) {
+        let args = match args {
+            Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
+        let r = self
+            .client
+            .call_tool(params)
+            .await
+            .unwrap_or_else(|e| panic!("{tool}: {e}"));
+        let text: String = r
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect();
+        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (r.is_error != Some(true), v)
+    }
+
+    pub async fn close(self) {
+        let _ = self.client.cancel().await;
+    }
+}
+
+/// REST with one identity.
+#[derive(Clone)]
+pub struct Rest {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+}
+
+impl Rest {
+    pub fn new(base: &str, token: Option<&str>) -> Rest {
+        Rest {
+            http: reqwest::Client::new(),
+            base: base.into(),
+            token: token.map(str::to_string),
+        }
+    }
+
+    async fn send(&self, rb: reqwest::RequestBuilder) -> (u16, Value) {
+        let rb = match &self.token {
+            Some(t) => rb.bearer_auth(t),
+            None => rb,
+        };
+        let r = rb
+            .timeout(Duration::from_secs(120))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("REST: {e}"));
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap_or_default();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.send(self.http.get(format!("{}{path}", self.base)))
+            .await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send(self.http.post(format!("{}{path}", self.base)).json(&body))
+            .await
+    }
+
+    pub async fn delete(&self, path: &str) -> (u16, Value) {
+        self.send(self.http.delete(format!("{}{path}", self.base)))
+            .await
+    }
+}
+
+/// Members played on a herdr double: a new `fleet:<gid>` pane reports idle (as a `command`
+/// member's program would), and each brief typed into it is answered through REST as that
+/// member (its own token) with `done: <brief>`, between a working and an idle report.
+pub struct Played {
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Played {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub fn play_members(herdr: Arc<HerdrDouble>, base: &str, member_key: [u8; 32]) -> Played {
+    let base = base.to_string();
+    let task = tokio::spawn(async move {
+        let mut answered: BTreeMap<String, usize> = BTreeMap::new();
+        loop {
+            let panes: Vec<(String, crate::herdr_double::Pane)> = herdr
+                .state()
+                .panes
+                .iter()
+                .map(|(id, p)| (id.clone(), p.clone()))
+                .collect();
+            for (id, p) in panes {
+                let Some(gid) = p.label.as_deref().and_then(|l| l.strip_prefix("fleet:")) else {
+                    continue;
+                };
+                if p.status == "unknown" && p.typed.is_empty() {
+                    herdr.set_status(&id, "idle");
+                    continue;
+                }
+                let done = answered.entry(id.clone()).or_insert(0);
+                if p.typed.len() <= *done {
+                    continue;
+                }
+                let brief = p.typed[*done].clone();
+                *done += 1;
+                herdr.set_status(&id, "working");
+                let token = fleetd::herdr::launch::member_token(&member_key, gid);
+                let rest = Rest::new(&base, Some(&token));
+                let (code, v) = rest
+                    .post(
+                        &format!("/sessions/{gid}/reply"),
+                        json!({ "message": format!("done: {brief}") }),
+                    )
+                    .await;
+                if code != 200 {
+                    eprintln!("played member {gid}: reply answered {code}: {v}");
+                }
+                herdr.set_status(&id, "idle");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+    Played { task }
+}
+
+/// A temporary directory removed on drop (kept, with its logs, when the test failed).
+pub struct Dir(pub PathBuf);
+
+impl Dir {
+    pub fn new(tag: &str) -> Dir {
+        let p = std::env::temp_dir().join(format!("fleetd-e2e-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        Dir(p)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept {} for its logs", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
