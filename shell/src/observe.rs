@@ -125,6 +125,15 @@ impl DaemonObserver {
     }
 }
 
+/// Presence heartbeats: every few seconds per entity, logged only at `trace`.
+fn heartbeat(h: &Headers) -> bool {
+    let yes = text(h, "kind") == "PRESENCE";
+    if yes {
+        tracing::trace!(target: "fleetd::broker", from = %text(h, "from"), "presence");
+    }
+    yes
+}
+
 fn text(h: &Headers, k: &str) -> String {
     match h.get(k) {
         Some(HeaderValue::Str(s)) => s.clone(),
@@ -153,6 +162,9 @@ impl Observer for DaemonObserver {
             Output::SpawnPane { .. } => herdr(&self.metrics, "spawn"),
             Output::ClosePane { .. } => herdr(&self.metrics, "close"),
             Output::Broker(BrokerOp::Publish { key, headers, .. }) => {
+                if heartbeat(headers) {
+                    return;
+                }
                 let (msg, trace) = self.remember(headers);
                 tracing::info!(
                     target: "fleetd::broker",
@@ -175,6 +187,9 @@ impl Observer for DaemonObserver {
             ..
         }) = input
         {
+            if heartbeat(headers) {
+                return;
+            }
             let (msg, trace) = self.remember(headers);
             tracing::info!(
                 target: "fleetd::broker",

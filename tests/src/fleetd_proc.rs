@@ -251,6 +251,26 @@ impl Rest {
         )
     }
 
+    /// A POST that may fail to connect (a gateway that is down).
+    pub async fn try_post(&self, path: &str, body: Value) -> Result<(u16, Value), String> {
+        let rb = self.http.post(format!("{}{path}", self.base)).json(&body);
+        let rb = match &self.token {
+            Some(t) => rb.bearer_auth(t),
+            None => rb,
+        };
+        let r = rb
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap_or_default();
+        Ok((
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        ))
+    }
+
     pub async fn get(&self, path: &str) -> (u16, Value) {
         self.send(self.http.get(format!("{}{path}", self.base)))
             .await
@@ -267,9 +287,7 @@ impl Rest {
     }
 }
 
-/// Members played on a herdr double: a new `fleet:<gid>` pane reports idle (as a `command`
-/// member's program would), and each brief typed into it is answered through REST as that
-/// member (its own token) with `done: <brief>`, between a working and an idle report.
+/// A running `play_members`; dropping it stops the members.
 pub struct Played {
     pub task: tokio::task::JoinHandle<()>,
 }
@@ -280,6 +298,16 @@ impl Drop for Played {
     }
 }
 
+/// Members played on a herdr double: a new `fleet:<gid>` pane reports idle (as a `command`
+/// member's program would), and each brief typed into it is worked on between a working and
+/// an idle report and answered through REST as that member (its own token):
+/// - `ASK <ms>: <question>` asks the lead first (`fleet_ask`, timing out after `<ms>`) and
+///   replies `answered: <the answer or the ask's outcome>`;
+/// - `SLOW <ms>: …` works `<ms>` before replying;
+/// - anything else is replied to at once with `done: <brief>`.
+///
+/// A reply the gateway does not take (it is down, or its broker is) is retried, as a member
+/// would, for up to a minute.
 pub fn play_members(herdr: Arc<HerdrDouble>, base: &str, member_key: [u8; 32]) -> Played {
     let base = base.to_string();
     let task = tokio::spawn(async move {
@@ -308,21 +336,59 @@ pub fn play_members(herdr: Arc<HerdrDouble>, base: &str, member_key: [u8; 32]) -
                 herdr.set_status(&id, "working");
                 let token = fleetd::herdr::launch::member_token(&member_key, gid);
                 let rest = Rest::new(&base, Some(&token));
-                let (code, v) = rest
-                    .post(
-                        &format!("/sessions/{gid}/reply"),
-                        json!({ "message": format!("done: {brief}") }),
-                    )
-                    .await;
-                if code != 200 {
-                    eprintln!("played member {gid}: reply answered {code}: {v}");
-                }
-                herdr.set_status(&id, "idle");
+                let (herdr, gid, id) = (herdr.clone(), gid.to_string(), id.clone());
+                tokio::spawn(async move {
+                    let reply = work(&rest, &gid, &brief).await;
+                    for _ in 0..200 {
+                        match rest
+                            .try_post(
+                                &format!("/sessions/{gid}/reply"),
+                                json!({ "message": reply }),
+                            )
+                            .await
+                        {
+                            Ok((200, _)) => break,
+                            Ok((code, v)) => {
+                                eprintln!("played member {gid}: reply answered {code}: {v}")
+                            }
+                            Err(e) => eprintln!("played member {gid}: reply: {e}"),
+                        }
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                    herdr.set_status(&id, "idle");
+                });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });
     Played { task }
+}
+
+/// What a played member does with `brief` before replying; returns its reply.
+async fn work(rest: &Rest, gid: &str, brief: &str) -> String {
+    let lead_in = |tag: &str| -> Option<(u64, String)> {
+        let at = brief.find(tag)?;
+        let rest = &brief[at + tag.len()..];
+        let (ms, text) = rest.split_once(':')?;
+        Some((ms.trim().parse().ok()?, text.trim().to_string()))
+    };
+    if let Some((ms, question)) = lead_in("ASK ") {
+        let (code, v) = rest
+            .post(
+                &format!("/sessions/{gid}/ask"),
+                json!({ "question": question, "timeoutMs": ms }),
+            )
+            .await;
+        let said = match v["answer"].as_str() {
+            Some(a) => a.to_string(),
+            None => v["outcome"].as_str().unwrap_or("?").to_string(),
+        };
+        return format!("answered: {said} ({code})");
+    }
+    if let Some((ms, _)) = lead_in("SLOW ") {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    format!("done: {brief}")
 }
 
 /// A temporary directory removed on drop (kept, with its logs, when the test failed).

@@ -376,3 +376,13 @@ impl TestFleet {
         delete_all(&amqp_uri(), &queues, &names).await;
     }
 }
+
+/// Deletes what a fleet under `ns` declared: the dead-letter queue, each host's control
+/// queue, the inboxes of `gids`, and the exchanges (other inboxes expire by `x-expires`).
+pub async fn delete_namespace(ns: &str, hosts: &[&str], gids: &[&str]) {
+    let names = Names::new(ns);
+    let mut queues = vec![names.dlq()];
+    queues.extend(hosts.iter().map(|h| names.control(&HostId::new(h))));
+    queues.extend(gids.iter().map(|g| names.inbox(&SessionId::new(g))));
+    delete_all(&amqp_uri(), &queues, &names).await;
+}

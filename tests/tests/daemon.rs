@@ -248,3 +248,385 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
     assert!(status.success(), "{status}\n{}", fleetd.log_text());
     assert!(fleetd.log_text().contains("fleetd stopped"));
 }
+
+/// One gateway of a three-host fleet: its process, its herdr (a double) and its played members.
+struct Host {
+    name: &'static str,
+    port: u16,
+    proc: Proc,
+    herdr: Arc<HerdrDouble>,
+    _members: fleet_tests::fleetd_proc::Played,
+    token: String,
+}
+
+const HOSTS: [&str; 3] = ["alpha", "beta", "gamma"];
+
+fn lead_token(host: &str) -> String {
+    format!("lead-{host}-token-0123456789")
+}
+
+/// Host `i`'s config: the shared RabbitMQ under namespace `ns`, the other two as peers.
+/// gamma takes control only from itself and beta, so alpha's spawns there are refused.
+fn cross_config(dir: &Dir, ns: &str, i: usize, port: u16, socket: &std::path::Path) -> String {
+    let name = HOSTS[i];
+    let peers: String = HOSTS
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| *j != i)
+        .map(|(j, h)| {
+            let public = fleetd::daemon::public_key(&[10 + j as u8; 32]);
+            format!("{h} = \"{}\"\n", fleetd::config::encode_key(&public))
+        })
+        .collect();
+    let allow = if name == "gamma" {
+        "control_allowlist = [\"gamma\", \"beta\"]"
+    } else {
+        ""
+    };
+    format!(
+        r#"
+[gateway]
+host = "{name}"
+listen = "127.0.0.1:{port}"
+state_dir = "{state}"
+shutdown_timeout_ms = 5000
+
+[broker]
+uri = "{uri}"
+namespace = "{ns}"
+backoff_max_ms = 1000
+{allow}
+
+[peers]
+{peers}
+[[leads]]
+name = "lead-{name}"
+gid = "lead-{name}"
+token = "{token}"
+
+[herdr]
+socket = "{socket}"
+ready_timeout_ms = 10000
+
+[profiles.echo]
+kind = "command"
+argv = ["sh", "-c", "cat"]
+
+[core]
+poll_interval_ms = 100
+presence_interval_ms = 500
+presence_ttl_ms = 3000
+spawn_ready_timeout_ms = 8000
+worker_inbox_expires_ms = 120000
+lead_inbox_expires_ms = 120000
+"#,
+        state = dir.0.join(name).join("state").display(),
+        uri = fleet_tests::gateways::amqp_uri(),
+        token = lead_token(name),
+        socket = socket.display(),
+    )
+}
+
+async fn start_host(dir: &Dir, ns: &str, i: usize) -> Host {
+    let name = HOSTS[i];
+    let hdir = dir.0.join(name);
+    let state = hdir.join("state");
+    std::fs::create_dir_all(&state).unwrap_or_else(|e| panic!("{e}"));
+    let secret = write_key(&state.join("gateway.key"), 10 + i as u8);
+    let herdr = Arc::new(
+        HerdrDouble::start(&hdir)
+            .await
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    let port = free_port();
+    let proc = Proc::start(
+        &hdir,
+        name,
+        port,
+        &cross_config(dir, ns, i, port, &herdr.path),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let members = play_members(
+        herdr.clone(),
+        &proc.url,
+        fleetd::daemon::member_key(&secret),
+    );
+    Host {
+        name,
+        port,
+        proc,
+        herdr,
+        _members: members,
+        token: lead_token(name),
+    }
+}
+
+/// How many times text containing `needle` was typed into member `gid`'s pane on `h`.
+fn typed(h: &Host, gid: &str, needle: &str) -> usize {
+    h.herdr
+        .pane_by_label(&format!("fleet:{gid}"))
+        .map_or(0, |(_, p)| {
+            p.typed.iter().filter(|t| t.contains(needle)).count()
+        })
+}
+
+async fn eventually<F: std::future::Future<Output = bool>>(
+    what: &str,
+    secs: u64,
+    mut f: impl FnMut() -> F,
+) {
+    for _ in 0..secs * 10 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what}: not within {secs} s");
+}
+
+/// Drains `gid`'s held replies at `lead` until one contains `needle` (bounded).
+async fn collect(lead: &Mcp, gid: &str, needle: &str, secs: u64) -> serde_json::Value {
+    let mut seen = Vec::new();
+    for _ in 0..secs * 5 {
+        let (ok, v) = lead.call("fleet_poll", json!({"sessionId": gid})).await;
+        assert!(ok, "{v}");
+        if v.to_string().contains(needle) {
+            return v;
+        }
+        seen.push(v);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!(
+        "no held reply from {gid} containing {needle:?} within {secs} s; last: {:?}",
+        seen.last()
+    );
+}
+
+/// Three `fleetd` processes on one RabbitMQ, each with its own herdr: U5 (the union roster),
+/// U4 (spawn on another host, and a control allowlist refusal), U1 (delegate across hosts),
+/// U2 (a question answered, and one answered too late), U3 (a reply after the send timed
+/// out, held and collected), U8 (a broadcast reaches every member once), then `kill -9` of the
+/// worker's gateway mid-delegation and its restart: the brief is typed once and the reply is
+/// not lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
+    let dir = Dir::new("three");
+    let ns = format!("e2e{}", std::process::id());
+    let mut hosts = Vec::new();
+    for i in 0..3 {
+        hosts.push(start_host(&dir, &ns, i).await);
+    }
+    let logs = |hosts: &[Host]| {
+        hosts
+            .iter()
+            .map(|h| format!("==== {} ====\n{}", h.name, h.proc.log_text()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let scenario = async {
+        let lead = Mcp::connect(&hosts[0].proc.url, Some(&hosts[0].token))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+
+        // U5: alpha's roster has every gateway, with the profiles each offers.
+        eventually("every gateway in alpha's roster", 30, || async {
+            let (_, v) = lead.call("fleet_list", json!({})).await;
+            let rows = v["rows"].as_array().cloned().unwrap_or_default();
+            HOSTS.iter().all(|h| {
+                rows.iter()
+                    .any(|r| r["host"] == *h && r["kind"] == "gateway")
+            })
+        })
+        .await;
+        let (ok, profiles) = lead.call("fleet_profiles", json!({})).await;
+        assert!(ok, "{profiles}");
+        assert!(
+            profiles["hosts"]["beta"].to_string().contains("echo"),
+            "{profiles}"
+        );
+
+        // U4: a member spawned on beta from alpha.
+        let (ok, spawned) = lead
+            .call("fleet_spawn", json!({"profile": "echo", "host": "beta"}))
+            .await;
+        assert!(ok, "{spawned}");
+        assert_eq!(spawned["host"], "beta", "{spawned}");
+        let gid_b = spawned["gid"].as_str().unwrap_or_default().to_string();
+        assert!(hosts[1]
+            .herdr
+            .pane_by_label(&format!("fleet:{gid_b}"))
+            .is_some());
+        // gamma does not take control from alpha: refused, nothing started there.
+        let (ok, refused) = lead
+            .call("fleet_spawn", json!({"profile": "echo", "host": "gamma"}))
+            .await;
+        assert!(!ok, "{refused}");
+        assert_eq!(refused["code"], "spawn_failed", "{refused}");
+        assert!(hosts[2].herdr.state().panes.is_empty());
+
+        // U1: delegate across hosts.
+        let (ok, out) = lead
+            .call(
+                "fleet_send",
+                json!({"sessionId": gid_b, "message": "brief b1"}),
+            )
+            .await;
+        assert!(ok, "{out}");
+        assert_eq!(out["outcome"], "REPLIED", "{out}");
+        assert!(
+            out["body"].as_str().is_some_and(|b| b.contains("brief b1")),
+            "{out}"
+        );
+        assert_eq!(typed(&hosts[1], &gid_b, "brief b1"), 1);
+
+        // U2: the member asks; the lead answers with the turnId.
+        let (_, q) = lead
+            .call(
+                "fleet_send",
+                json!({"sessionId": gid_b, "message": "ASK 20000: which colour?"}),
+            )
+            .await;
+        assert_eq!(q["outcome"], "QUESTION", "{q}");
+        assert!(
+            q["body"]
+                .as_str()
+                .is_some_and(|b| b.contains("which colour?")),
+            "{q}"
+        );
+        let turn = q["turn_id"].as_str().unwrap_or_default().to_string();
+        let (ok, a) = lead
+            .call("fleet_send", json!({"turnId": turn, "message": "blue"}))
+            .await;
+        assert!(ok, "{a}");
+        assert_eq!(a["outcome"], "REPLIED", "{a}");
+        assert!(
+            a["body"]
+                .as_str()
+                .is_some_and(|b| b.contains("answered: blue")),
+            "{a}"
+        );
+        // U2, too late: the ask times out before the answer; the answer is STALE_TURN and the
+        // member's reply is held for the lead, not lost.
+        let (_, q) = lead
+            .call(
+                "fleet_send",
+                json!({"sessionId": gid_b, "message": "ASK 1000: too slow?"}),
+            )
+            .await;
+        assert_eq!(q["outcome"], "QUESTION", "{q}");
+        let turn = q["turn_id"].as_str().unwrap_or_default().to_string();
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let (ok, late) = lead
+            .call("fleet_send", json!({"turnId": turn, "message": "red"}))
+            .await;
+        assert!(!ok, "{late}");
+        assert_eq!(late["outcome"], "STALE_TURN", "{late}");
+        collect(&lead, &gid_b, "answered: TIMED_OUT", 15).await;
+
+        // U3: the send times out while the member works; its reply is held and collected.
+        let (_, t) = lead
+            .call(
+                "fleet_send",
+                json!({"sessionId": gid_b, "message": "SLOW 3000: slow one", "timeoutMs": 1000}),
+            )
+            .await;
+        assert_eq!(t["outcome"], "TIMED_OUT_WORKING", "{t}");
+        collect(&lead, &gid_b, "slow one", 20).await;
+
+        // U8: a broadcast reaches every member, each once.
+        let (ok, local) = lead.call("fleet_spawn", json!({"profile": "echo"})).await;
+        assert!(ok, "{local}");
+        let gid_a = local["gid"].as_str().unwrap_or_default().to_string();
+        let (ok, b) = lead
+            .call(
+                "fleet_send",
+                json!({"broadcast": "all", "message": "everyone: report"}),
+            )
+            .await;
+        assert!(ok, "{b}");
+        eventually("the broadcast typed into both members", 20, || async {
+            typed(&hosts[0], &gid_a, "everyone: report") == 1
+                && typed(&hosts[1], &gid_b, "everyone: report") == 1
+        })
+        .await;
+        lead
+    };
+    let lead = match tokio::time::timeout(Duration::from_secs(180), scenario).await {
+        Ok(lead) => lead,
+        Err(_) => panic!("the scenario hung\n{}", logs(&hosts)),
+    };
+    let gid_b = hosts[1]
+        .herdr
+        .state()
+        .panes
+        .values()
+        .find_map(|p| {
+            p.label
+                .as_deref()
+                .and_then(|l| l.strip_prefix("fleet:"))
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    // Let the broadcast's replies settle, then drain them.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = lead.call("fleet_poll", json!({"sessionId": gid_b})).await;
+
+    // kill -9 of the worker's gateway mid-delegation, then its restart.
+    let (ok, t) = lead
+        .call(
+            "fleet_send",
+            json!({"sessionId": gid_b, "message": "SLOW 3000: survive", "wait": false, "timeoutMs": 15000}),
+        )
+        .await;
+    assert!(ok, "{t}");
+    let ticket = t["ticket"].as_str().unwrap_or_default().to_string();
+    let b = &mut hosts[1];
+    eventually("the brief typed on beta", 20, || async {
+        typed(b, &gid_b, "survive") == 1
+    })
+    .await;
+    b.proc.kill9().await;
+    b.proc
+        .restart(&dir.0.join(b.name), b.port)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The sender hears an outcome within its bound (15 s), and the reply is not lost. A
+    // restarted gateway no longer knows who delegated the turn (soft state), so the reply is
+    // held on beta for beta's leads (docs/operations.md, "after a crash").
+    let mut outcome = None;
+    for _ in 0..250 {
+        let (_, v) = lead.call("fleet_poll", json!({"ticket": ticket})).await;
+        if v["phase"] == "DONE" || v["phase"] == "FAILED" {
+            outcome = Some(v);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let outcome = outcome.unwrap_or_else(|| panic!("the ticket never ended\n{}", logs(&hosts)));
+    if !outcome.to_string().contains("done: ") {
+        let beta_lead = Mcp::connect(&hosts[1].proc.url, Some(&hosts[1].token))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        collect(&beta_lead, &gid_b, "survive", 30).await;
+        beta_lead.close().await;
+    }
+    assert_eq!(typed(&hosts[1], &gid_b, "survive"), 1, "{}", logs(&hosts));
+
+    lead.close().await;
+    for h in &mut hosts {
+        let s = h.proc.term(Duration::from_secs(20)).await;
+        assert!(
+            s.as_ref().is_ok_and(|s| s.success()),
+            "{} {s:?}\n{}",
+            h.name,
+            h.proc.log_text()
+        );
+    }
+    fleet_tests::gateways::delete_namespace(
+        &ns,
+        &HOSTS,
+        &["lead-alpha", "lead-beta", "lead-gamma"],
+    )
+    .await;
+}
