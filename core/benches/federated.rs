@@ -259,7 +259,7 @@ impl Bench {
                                 Request::Send {
                                     target: target.clone(),
                                     content: "task".into(),
-                                    wait: roll % 2 == 0,
+                                    wait: roll.is_multiple_of(2),
                                     timeout_ms: Some(120_000),
                                 },
                             );
@@ -274,7 +274,7 @@ impl Bench {
                         );
                     }
                     Agent::Working { left: 0 } => {
-                        if roll % 2 == 0 {
+                        if roll.is_multiple_of(2) {
                             self.call(
                                 g,
                                 Principal::worker(target.clone()),

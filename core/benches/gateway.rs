@@ -184,7 +184,7 @@ impl Bench {
                 Agent::Idle => {
                     if roll < 20 && !self.open[i] {
                         let lead = self.leads[(self.rng.next() % 10) as usize].clone();
-                        let wait = roll % 2 == 0;
+                        let wait = roll.is_multiple_of(2);
                         self.call(
                             lead,
                             Request::Send {

@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand};
 use fleetd::config::{self, Config};
 use fleetd::daemon;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// fleetd — one gateway per host: delivers tasks from MCP leads into agent panes (herdr), only
@@ -46,7 +46,7 @@ enum Command {
     },
 }
 
-fn load(path: &PathBuf) -> Result<Config, ExitCode> {
+fn load(path: &Path) -> Result<Config, ExitCode> {
     Config::load(path).map_err(|errors| {
         eprintln!("{}: {} problem(s):", path.display(), errors.len());
         for e in errors {

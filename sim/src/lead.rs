@@ -395,7 +395,7 @@ async fn spawn(
 ) {
     let h = (rng.next_u64() % plan.hosts.len() as u64) as usize;
     let on = plan.hosts[h].clone();
-    let profile = if rng.next_u64() % 10 == 0 {
+    let profile = if rng.next_u64().is_multiple_of(10) {
         "nope"
     } else {
         "claude"

@@ -255,7 +255,7 @@ fn run(seeds: Range<u64>, jobs: usize, cfg: RunConfig, determinism: bool) -> Exi
                     }
                 }
                 let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                if n % 50 == 0 || n == total {
+                if n.is_multiple_of(50) || n == total {
                     print!("\r  {n}/{total} seeds");
                     let _ = std::io::stdout().flush();
                 }
@@ -411,7 +411,7 @@ fn multi_run(seeds: Range<u64>, jobs: usize, cfg: MultiConfig, determinism: bool
                     v.push((seed, report, problems));
                 }
                 let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                if n % 10 == 0 || n == total {
+                if n.is_multiple_of(10) || n == total {
                     print!("\r  {n}/{total} seeds");
                     let _ = std::io::stdout().flush();
                 }

@@ -143,7 +143,7 @@ fn schedule(
             }
             FaultProfile::SlowLinks => {
                 let h = host(rng);
-                if rng.next_u64() % 2 == 0 {
+                if rng.next_u64().is_multiple_of(2) {
                     // Under the dead-peer bound (3 heartbeats): the connection survives, late.
                     let stall = Duration::from_millis(300 + rng.next_u64() % 4_500);
                     out.push((t, FaultStep::Hold(h)));

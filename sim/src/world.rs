@@ -520,7 +520,7 @@ impl World {
         let target = self.workers[idx].clone();
         self.tasks += 1;
         let task = format!("task-{} for {target}", self.tasks);
-        let wait = self.rng.next_u64() % 2 == 0;
+        let wait = self.rng.next_u64().is_multiple_of(2);
         let timeout = self.range(w.timeout_ms_min, w.timeout_ms_max);
         self.send(lead, target.as_str(), &task, wait, timeout);
         let gap = self.range(w.mean_gap_ms / 2, w.mean_gap_ms * 3 / 2);
