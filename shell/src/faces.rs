@@ -168,6 +168,22 @@ impl App {
         }
     }
 
+    /// The broker port's state into the metrics (read at scrape time: it lives in the port).
+    pub fn sample_broker(&self) {
+        let Some(rx) = &self.health.broker else {
+            return;
+        };
+        let s = rx.borrow().clone();
+        let m = &self.metrics;
+        m.set(
+            "fleet_broker_connected",
+            &[],
+            f64::from(u8::from(s.connected)),
+        );
+        m.set("fleet_broker_generation", &[], f64::from(s.generation));
+        m.set("fleet_broker_malformed_total", &[], s.malformed as f64);
+    }
+
     /// `fleet_whoami`.
     pub fn whoami(&self, caller: &Caller) -> Value {
         let p = &caller.principal;

@@ -96,6 +96,7 @@ async fn metrics(State(app): State<App>, Extension(caller): Extension<Caller>) -
     if let Err(e) = app.authorize(&caller, Action::Metrics) {
         return error(&e).into_response();
     }
+    app.sample_broker();
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         app.metrics.render(),

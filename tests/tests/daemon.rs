@@ -464,6 +464,18 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
         assert!(!ok, "{refused}");
         assert_eq!(refused["code"], "spawn_failed", "{refused}");
         assert!(hosts[2].herdr.state().panes.is_empty());
+        let gamma = Rest::new(&hosts[2].proc.url, Some(&hosts[2].token));
+        eventually(
+            "gamma counts the refused SPAWN and its broker link",
+            10,
+            || async {
+                let (_, m) = gamma.get("/metrics").await;
+                let m = m.as_str().unwrap_or_default().to_string();
+                m.contains("fleet_dead_letters_total{code=\"not_allowed\"} 1")
+                    && m.contains("fleet_broker_connected 1")
+            },
+        )
+        .await;
 
         // U1: delegate across hosts.
         let (ok, out) = lead
@@ -479,6 +491,25 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
             "{out}"
         );
         assert_eq!(typed(&hosts[1], &gid_b, "brief b1"), 1);
+        // One traceId tells the delegation's story on both hosts.
+        let alpha_log = hosts[0].proc.log_text();
+        let trace = alpha_log
+            .lines()
+            .find(|l| l.contains("publish kind=SEND") && l.contains(&format!("to={gid_b}")))
+            .and_then(|l| l.split("trace_id=").nth(1))
+            .and_then(|t| t.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no SEND publish in alpha's log:\n{alpha_log}"))
+            .to_string();
+        let beta_log = hosts[1].proc.log_text();
+        let story: Vec<&str> = beta_log.lines().filter(|l| l.contains(&trace)).collect();
+        assert!(
+            story.iter().any(|l| l.contains("delivery kind=SEND")),
+            "{trace}: {story:?}"
+        );
+        assert!(
+            story.iter().any(|l| l.contains("delivered")),
+            "{trace}: {story:?}"
+        );
 
         // U2: the member asks; the lead answers with the turnId.
         let (_, q) = lead
