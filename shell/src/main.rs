@@ -9,7 +9,7 @@ use std::process::ExitCode;
 /// fleetd — one gateway per host: delivers tasks from MCP leads into agent panes (herdr), only
 /// when the agent is ready, and carries replies and questions back, across hosts over AMQP.
 #[derive(Parser)]
-#[command(version, about, long_about = None)]
+#[command(version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -1,7 +1,10 @@
 //! The daemon end to end: real `fleetd` processes, a lead speaking MCP through rmcp's client,
 //! REST, members played through the herdr double (see `fleet_tests::fleetd_proc`).
 
-use fleet_tests::fleetd_proc::{free_port, play_members, write_key, Dir, Mcp, Proc, Rest};
+use fleet_tests::fleetd_proc::{
+    collect, eventually, free_port, play_members, start_host, typed, write_key, Dir, Host, Mcp,
+    Proc, Rest, HOSTS,
+};
 use fleet_tests::herdr_double::HerdrDouble;
 use serde_json::json;
 use std::sync::Arc;
@@ -247,160 +250,6 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
         .unwrap_or_else(|e| panic!("{e}\n{}", fleetd.log_text()));
     assert!(status.success(), "{status}\n{}", fleetd.log_text());
     assert!(fleetd.log_text().contains("fleetd stopped"));
-}
-
-/// One gateway of a three-host fleet: its process, its herdr (a double) and its played members.
-struct Host {
-    name: &'static str,
-    port: u16,
-    proc: Proc,
-    herdr: Arc<HerdrDouble>,
-    _members: fleet_tests::fleetd_proc::Played,
-    token: String,
-}
-
-const HOSTS: [&str; 3] = ["alpha", "beta", "gamma"];
-
-fn lead_token(host: &str) -> String {
-    format!("lead-{host}-token-0123456789")
-}
-
-/// Host `i`'s config: the shared RabbitMQ under namespace `ns`, the other two as peers.
-/// gamma takes control only from itself and beta, so alpha's spawns there are refused.
-fn cross_config(dir: &Dir, ns: &str, i: usize, port: u16, socket: &std::path::Path) -> String {
-    let name = HOSTS[i];
-    let peers: String = HOSTS
-        .iter()
-        .enumerate()
-        .filter(|(j, _)| *j != i)
-        .map(|(j, h)| {
-            let public = fleetd::daemon::public_key(&[10 + j as u8; 32]);
-            format!("{h} = \"{}\"\n", fleetd::config::encode_key(&public))
-        })
-        .collect();
-    let allow = if name == "gamma" {
-        "control_allowlist = [\"gamma\", \"beta\"]"
-    } else {
-        ""
-    };
-    format!(
-        r#"
-[gateway]
-host = "{name}"
-listen = "127.0.0.1:{port}"
-state_dir = "{state}"
-shutdown_timeout_ms = 5000
-
-[broker]
-uri = "{uri}"
-namespace = "{ns}"
-backoff_max_ms = 1000
-{allow}
-
-[peers]
-{peers}
-[[leads]]
-name = "lead-{name}"
-gid = "lead-{name}"
-token = "{token}"
-
-[herdr]
-socket = "{socket}"
-ready_timeout_ms = 10000
-
-[profiles.echo]
-kind = "command"
-argv = ["sh", "-c", "cat"]
-
-[core]
-poll_interval_ms = 100
-presence_interval_ms = 500
-presence_ttl_ms = 3000
-spawn_ready_timeout_ms = 8000
-worker_inbox_expires_ms = 120000
-lead_inbox_expires_ms = 120000
-"#,
-        state = dir.0.join(name).join("state").display(),
-        uri = fleet_tests::gateways::amqp_uri(),
-        token = lead_token(name),
-        socket = socket.display(),
-    )
-}
-
-async fn start_host(dir: &Dir, ns: &str, i: usize) -> Host {
-    let name = HOSTS[i];
-    let hdir = dir.0.join(name);
-    let state = hdir.join("state");
-    std::fs::create_dir_all(&state).unwrap_or_else(|e| panic!("{e}"));
-    let secret = write_key(&state.join("gateway.key"), 10 + i as u8);
-    let herdr = Arc::new(
-        HerdrDouble::start(&hdir)
-            .await
-            .unwrap_or_else(|e| panic!("{e}")),
-    );
-    let port = free_port();
-    let proc = Proc::start(
-        &hdir,
-        name,
-        port,
-        &cross_config(dir, ns, i, port, &herdr.path),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    let members = play_members(
-        herdr.clone(),
-        &proc.url,
-        fleetd::daemon::member_key(&secret),
-    );
-    Host {
-        name,
-        port,
-        proc,
-        herdr,
-        _members: members,
-        token: lead_token(name),
-    }
-}
-
-/// How many times text containing `needle` was typed into member `gid`'s pane on `h`.
-fn typed(h: &Host, gid: &str, needle: &str) -> usize {
-    h.herdr
-        .pane_by_label(&format!("fleet:{gid}"))
-        .map_or(0, |(_, p)| {
-            p.typed.iter().filter(|t| t.contains(needle)).count()
-        })
-}
-
-async fn eventually<F: std::future::Future<Output = bool>>(
-    what: &str,
-    secs: u64,
-    mut f: impl FnMut() -> F,
-) {
-    for _ in 0..secs * 10 {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what}: not within {secs} s");
-}
-
-/// Drains `gid`'s held replies at `lead` until one contains `needle` (bounded).
-async fn collect(lead: &Mcp, gid: &str, needle: &str, secs: u64) -> serde_json::Value {
-    let mut seen = Vec::new();
-    for _ in 0..secs * 5 {
-        let (ok, v) = lead.call("fleet_poll", json!({"sessionId": gid})).await;
-        assert!(ok, "{v}");
-        if v.to_string().contains(needle) {
-            return v;
-        }
-        seen.push(v);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!(
-        "no held reply from {gid} containing {needle:?} within {secs} s; last: {:?}",
-        seen.last()
-    );
 }
 
 /// Three `fleetd` processes on one RabbitMQ, each with its own herdr: U5 (the union roster),
