@@ -208,6 +208,11 @@ fn herdr_config(
     wt.git = h.git.clone();
     wt.timeout = Duration::from_millis(h.git_timeout_ms);
     hc.worktrees = wt;
+    for l in &cfg.leads {
+        if let Some(pane) = &l.pane {
+            hc.lead_panes.insert(SessionId::new(l.gid()), pane.clone());
+        }
+    }
     for (name, p) in &cfg.profiles {
         let profile = p
             .to_profile()

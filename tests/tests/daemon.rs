@@ -12,7 +12,15 @@ use std::time::Duration;
 
 const LEAD_TOKEN: &str = "lead-token-0123456789abcdef";
 
-fn single_host_config(dir: &Dir, port: u16, socket: &std::path::Path) -> String {
+const ARCHITECT_TOKEN: &str = "architect-token-0123456789abcdef";
+
+/// Two leads with panes on the double: a primary and an architect (U6/U7).
+fn single_host_config(
+    dir: &Dir,
+    port: u16,
+    socket: &std::path::Path,
+    panes: (&str, &str),
+) -> String {
     format!(
         r#"
 [gateway]
@@ -20,10 +28,21 @@ host = "solo"
 listen = "127.0.0.1:{port}"
 state_dir = "{state}"
 
+[log]
+audit_file = "{audit}"
+
 [[leads]]
 name = "lead"
 gid = "lead1"
+pane = "{lead_pane}"
 token = "{LEAD_TOKEN}"
+
+[[leads]]
+name = "archie"
+gid = "archie1"
+pane = "{architect_pane}"
+role = "architect"
+token = "{ARCHITECT_TOKEN}"
 
 [herdr]
 socket = "{socket}"
@@ -37,7 +56,10 @@ argv = ["sh", "-c", "cat"]
 poll_interval_ms = 100
 "#,
         state = dir.0.join("state").display(),
+        audit = dir.0.join("audit.jsonl").display(),
         socket = socket.display(),
+        lead_pane = panes.0,
+        architect_pane = panes.1,
     )
 }
 
@@ -61,14 +83,12 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
     );
     let port = free_port();
     let mkey = member_key(&dir, 3);
-    let mut fleetd = Proc::start(
-        &dir.0,
-        "solo",
-        port,
-        &single_host_config(&dir, port, &herdr.path),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let lead_pane = herdr.add_pane(None, "idle");
+    let architect_pane = herdr.add_pane(None, "idle");
+    let config = single_host_config(&dir, port, &herdr.path, (&lead_pane, &architect_pane));
+    let mut fleetd = Proc::start(&dir.0, "solo", port, &config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let _members = play_members(herdr.clone(), &fleetd.url, mkey);
 
     let lead = Mcp::connect(&fleetd.url, Some(LEAD_TOKEN))
@@ -243,6 +263,75 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
     );
     assert!(metrics.contains("fleet_replies_total 2"), "{metrics}");
 
+    // U6/U7: an architect delegates but may not spawn; each lead is nudged in its own pane
+    // about its own items, and a reply that outlives the primary's send is held for it.
+    let architect = Mcp::connect(&fleetd.url, Some(ARCHITECT_TOKEN))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (ok, denied) = architect
+        .call("fleet_spawn", json!({"profile": "echo"}))
+        .await;
+    assert!(!ok);
+    assert_eq!(denied["code"], "denied", "{denied}");
+    let (ok, out) = architect
+        .call(
+            "fleet_send",
+            json!({"sessionId": gid, "message": "from the architect"}),
+        )
+        .await;
+    assert!(ok, "{out}");
+    assert_eq!(out["outcome"], "REPLIED", "{out}");
+    let nudged = |pane: &str| {
+        herdr.state().panes.get(pane).map_or(0, |p| {
+            p.typed.iter().filter(|t| t.contains("fleet_poll")).count()
+        })
+    };
+    // Each lead is nudged about its own items only.
+    let lead_nudges = nudged(&lead_pane);
+    let (ok, t) = architect
+        .call(
+            "fleet_send",
+            json!({"sessionId": gid, "message": "async for the architect", "wait": false}),
+        )
+        .await;
+    assert!(ok, "{t}");
+    for _ in 0..100 {
+        if nudged(&architect_pane) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(nudged(&architect_pane), 1, "{}", fleetd.log_text());
+    assert_eq!(nudged(&lead_pane), lead_nudges);
+    let (_, t) = lead
+        .call(
+            "fleet_send",
+            json!({"sessionId": gid, "message": "SLOW 2500: stranded", "timeoutMs": 1000}),
+        )
+        .await;
+    assert_eq!(t["outcome"], "TIMED_OUT_WORKING", "{t}");
+    collect(&lead, &gid, "stranded", 15).await;
+    assert!(nudged(&lead_pane) >= 1, "{}", fleetd.log_text());
+    assert_eq!(nudged(&architect_pane), 1);
+
+    // Audit: one JSON line per decision, never the content.
+    let audit = std::fs::read_to_string(dir.0.join("audit.jsonl")).unwrap_or_default();
+    assert!(audit.lines().count() > 5, "{audit}");
+    for line in audit.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            v["allowed"].is_boolean() && v["action"].is_string(),
+            "{line}"
+        );
+    }
+    assert!(
+        audit.contains("\"allowed\":false"),
+        "the architect's spawn is audited"
+    );
+    assert!(!audit.contains("brief one") && !audit.contains("stranded"));
+
+    architect.close().await;
     lead.close().await;
     let status = fleetd
         .term(Duration::from_secs(20))

@@ -58,6 +58,9 @@ pub struct HerdrConfig {
     pub worktrees: WorktreeConfig,
     /// The daemon's environment, which each member's is scrubbed from (`launch::plan`).
     pub parent_env: BTreeMap<String, String>,
+    /// Leads whose fleet-wide gid is not their pane id: gid → pane id on the leads' herdr.
+    /// A lead not listed is addressed by its gid as a pane id.
+    pub lead_panes: BTreeMap<SessionId, String>,
 }
 
 impl HerdrConfig {
@@ -81,6 +84,7 @@ impl HerdrConfig {
             parent_env: std::env::vars_os()
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
                 .collect(),
+            lead_panes: BTreeMap::new(),
         }
     }
 }
@@ -210,6 +214,12 @@ impl HerdrClient {
             self.panes.clone(),
             gid.clone(),
         );
+        let lead_pane = self
+            .cfg
+            .lead_panes
+            .get(&gid)
+            .cloned()
+            .unwrap_or_else(|| gid.to_string());
         let member = |api: &Rc<Api>, pane: String| Found {
             api: api.clone(),
             pane,
@@ -232,16 +242,16 @@ impl HerdrClient {
             // Not a member: a lead's own pane is addressed by its pane id, on the leads' herdr.
             let lead = |api: &Rc<Api>| Found {
                 api: api.clone(),
-                pane: gid.to_string(),
+                pane: lead_pane.clone(),
                 member: false,
             };
             if shared {
-                return match listed.iter().any(|p| p.pane_id == gid.as_str()) {
+                return match listed.iter().any(|p| p.pane_id == lead_pane) {
                     true => Ok(lead(&leads)),
                     false => Err(HerdrError::PaneNotFound),
                 };
             }
-            match leads.pane_get(gid.as_str()).await {
+            match leads.pane_get(&lead_pane).await {
                 Ok(_) => Ok(lead(&leads)),
                 Err(e) => Err(port_error(e)),
             }
