@@ -423,6 +423,8 @@ pub struct Host {
     pub herdr: Arc<HerdrDouble>,
     pub members: Played,
     pub token: String,
+    /// The lead's own pane on this host's herdr (nudges and lead-to-lead messages land there).
+    pub lead_pane: String,
 }
 
 pub const HOSTS: [&str; 3] = ["alpha", "beta", "gamma"];
@@ -433,7 +435,14 @@ pub fn lead_token(host: &str) -> String {
 
 /// Host `i`'s config: the shared RabbitMQ under namespace `ns`, the other two as peers.
 /// gamma takes control only from itself and beta, so alpha's spawns there are refused.
-pub fn cross_config(dir: &Dir, ns: &str, i: usize, port: u16, socket: &std::path::Path) -> String {
+pub fn cross_config(
+    dir: &Dir,
+    ns: &str,
+    i: usize,
+    port: u16,
+    socket: &std::path::Path,
+    lead_pane: &str,
+) -> String {
     let name = HOSTS[i];
     let peers: String = HOSTS
         .iter()
@@ -468,6 +477,7 @@ backoff_max_ms = 1000
 [[leads]]
 name = "lead-{name}"
 gid = "lead-{name}"
+pane = "{lead_pane}"
 token = "{token}"
 
 [herdr]
@@ -504,15 +514,12 @@ pub async fn start_host(dir: &Dir, ns: &str, i: usize) -> Host {
             .await
             .unwrap_or_else(|e| panic!("{e}")),
     );
+    let lead_pane = herdr.add_pane(None, "idle");
     let port = free_port();
-    let proc = Proc::start(
-        &hdir,
-        name,
-        port,
-        &cross_config(dir, ns, i, port, &herdr.path),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let config = cross_config(dir, ns, i, port, &herdr.path, &lead_pane);
+    let proc = Proc::start(&hdir, name, port, &config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let members = play_members(
         herdr.clone(),
         &proc.url,
@@ -525,6 +532,7 @@ pub async fn start_host(dir: &Dir, ns: &str, i: usize) -> Host {
         herdr,
         members,
         token: lead_token(name),
+        lead_pane,
     }
 }
 

@@ -401,7 +401,12 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
             .await;
         assert!(!ok, "{refused}");
         assert_eq!(refused["code"], "spawn_failed", "{refused}");
-        assert!(hosts[2].herdr.state().panes.is_empty());
+        assert!(hosts[2]
+            .herdr
+            .state()
+            .panes
+            .values()
+            .all(|p| p.label.is_none()));
         let gamma = Rest::new(&hosts[2].proc.url, Some(&hosts[2].token));
         eventually(
             "gamma counts the refused SPAWN and its broker link",
@@ -448,6 +453,30 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
             story.iter().any(|l| l.contains("delivered")),
             "{trace}: {story:?}"
         );
+
+        // Lead to lead (coordId): typed into beta's lead pane, once.
+        let (ok, c) = lead
+            .call(
+                "fleet_send",
+                json!({"coordId": "lead-beta", "message": "coordinate: hello beta", "wait": false}),
+            )
+            .await;
+        assert!(ok, "{c}");
+        eventually("alpha's note typed into beta's lead pane", 20, || async {
+            hosts[1]
+                .herdr
+                .state()
+                .panes
+                .get(&hosts[1].lead_pane)
+                .is_some_and(|p| {
+                    p.typed
+                        .iter()
+                        .filter(|t| t.contains("coordinate: hello beta"))
+                        .count()
+                        == 1
+                })
+        })
+        .await;
 
         // U2: the member asks; the lead answers with the turnId.
         let (_, q) = lead
