@@ -332,19 +332,31 @@ impl ServerHandler for Fleet {
     }
 }
 
-/// The `/mcp` service: stateless, JSON answers, `Host` checked against `allowed_hosts`.
+/// The `/mcp` service: stateless, JSON answers, `Host` checked against `allowed_hosts`. Each
+/// request gets a fresh handler (stateless mode); the tool table, schemas included, is built
+/// once and shared.
 pub fn service(
     app: App,
     allowed_hosts: Vec<String>,
     cancel: tokio_util::sync::CancellationToken,
 ) -> StreamableHttpService<Fleet, LocalSessionManager> {
+    let tools = Fleet::tool_router();
     let cfg = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None)
         .with_allowed_hosts(allowed_hosts)
         .with_cancellation_token(cancel);
-    StreamableHttpService::new(move || Ok(Fleet::new(app.clone())), Default::default(), cfg)
+    StreamableHttpService::new(
+        move || {
+            Ok(Fleet {
+                app: app.clone(),
+                tool_router: tools.clone(),
+            })
+        },
+        Default::default(),
+        cfg,
+    )
 }
 
 /// The tool names this face registers (exactly the eleven of ch. 9).

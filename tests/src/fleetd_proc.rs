@@ -130,6 +130,11 @@ impl Proc {
         Ok(())
     }
 
+    /// The process id (0 once it exited).
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
