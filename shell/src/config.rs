@@ -314,11 +314,35 @@ impl Config {
                 ),
             ));
         }
-        if g.listen.parse::<SocketAddr>().is_err() {
-            errs.push(invalid(
+        match g.listen.parse::<SocketAddr>() {
+            Err(_) => errs.push(invalid(
                 "gateway.listen",
                 format!("{:?} is not an ip:port address", g.listen),
+            )),
+            Ok(a) if a.port() == 0 && g.public_url.is_none() => errs.push(invalid(
+                "gateway.listen",
+                "port 0 needs gateway.public_url: members must know where to reach /mcp",
+            )),
+            Ok(_) => {}
+        }
+        if g.allowed_hosts.is_empty() {
+            errs.push(invalid(
+                "gateway.allowed_hosts",
+                "must name at least one host (an empty list would switch the DNS-rebinding guard off)",
             ));
+        } else if let Some(host) = url_host(&self.mcp_url()) {
+            if !crate::daemon::host_allowed(&g.allowed_hosts, &host) {
+                errs.push(invalid(
+                    "gateway.allowed_hosts",
+                    format!(
+                        "members reach {} but {host:?} is not allowed: add it",
+                        self.mcp_url()
+                    ),
+                ));
+            }
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
+            errs.push(invalid("log.level", format!("{:?}: {e}", self.log.level)));
         }
         if let Some(u) = &g.public_url {
             if !(u.starts_with("http://") || u.starts_with("https://")) {
@@ -336,6 +360,13 @@ impl Config {
                 errs.push(invalid(
                     "gateway.loopback_lead",
                     format!("no [[leads]] entry is named {name:?}"),
+                ));
+            }
+            if !self.profiles.is_empty() {
+                errs.push(invalid(
+                    "gateway.loopback_lead",
+                    "trusts every local process, and members are local processes: it cannot be \
+                     combined with [profiles] (give the lead a token instead)",
                 ));
             }
         }
@@ -364,10 +395,15 @@ impl Config {
                     Err(_) => errs.push(invalid("broker.uri_env", format!("${v} is not set"))),
                 }
             }
-            if b.namespace.is_empty() || b.namespace.contains(char::is_whitespace) {
+            let ns_ok = !b.namespace.is_empty()
+                && b.namespace.len() <= 64
+                && b.namespace
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !ns_ok {
                 errs.push(invalid(
                     "broker.namespace",
-                    "must be a non-empty name without spaces",
+                    "must be 1-64 letters, digits, - and _",
                 ));
             }
             for (key, v) in [
@@ -423,6 +459,7 @@ impl Config {
         }
         let mut names = std::collections::BTreeSet::new();
         let mut gids = std::collections::BTreeSet::new();
+        let mut tokens = std::collections::BTreeMap::new();
         for (i, l) in self.leads.iter().enumerate() {
             let at = format!("leads[{i}]");
             if !names.insert(l.name.clone()) {
@@ -432,11 +469,31 @@ impl Config {
                 ));
             }
             let gid = l.gid();
-            if !launch::safe_gid(&gid) && l.pane.is_none() {
+            // An explicit gid or name must be a plain name; a pane id (herdr's `w1:p2`) is
+            // allowed its own characters, but nothing that breaks a queue name.
+            let pane_derived = l.gid.is_none() && l.pane.is_some();
+            let ok = if pane_derived {
+                !gid.is_empty()
+                    && gid.len() <= 128
+                    && gid
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_:.".contains(c))
+            } else {
+                launch::safe_gid(&gid)
+            };
+            if !ok {
                 errs.push(invalid(
                     format!("{at}.gid"),
                     format!("{gid:?} must be a plain name (letters, digits, - and _)"),
                 ));
+            }
+            if let Some(t) = l.token() {
+                if let Some(other) = tokens.insert(t, l.name.clone()) {
+                    errs.push(invalid(
+                        format!("{at}.token"),
+                        format!("the same token as lead {other:?}: each lead needs its own"),
+                    ));
+                }
             }
             if !gids.insert(gid.clone()) {
                 errs.push(invalid(
@@ -604,6 +661,13 @@ impl ProfileSection {
     }
 }
 
+/// The host of an `http(s)://host[:port]/…` URL, as a `Host` header would carry it.
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    (!authority.is_empty()).then(|| authority.to_string())
+}
+
 /// A 32-byte key from 64 hex digits.
 pub fn decode_key(hex: &str) -> Option<[u8; 32]> {
     let hex = hex.trim();
@@ -717,6 +781,29 @@ mod tests {
         let ok = "[herdr]\nbase_url_allow = [\"https://api.example\"]\n\
                   [profiles.c]\nkind = \"claude-code\"\nbase_url = \"https://api.example\"\n";
         assert!(errors(ok).is_empty());
+    }
+
+    #[test]
+    fn settings_that_would_fail_later_are_refused_now() {
+        let two_leads = "[[leads]]\nname = \"a\"\ntoken = \"same-token-0123456789\"\n\
+                         [[leads]]\nname = \"b\"\ntoken = \"same-token-0123456789\"\n";
+        assert!(errors(two_leads)[0].starts_with("`leads[1].token`"));
+        let e = errors("[gateway]\nallowed_hosts = []\n");
+        assert!(e[0].starts_with("`gateway.allowed_hosts`"), "{e:?}");
+        let e = errors("[gateway]\nlisten = \"0.0.0.0:8765\"\n");
+        assert!(
+            e[0].contains("0.0.0.0:8765"),
+            "members' URL not allowed: {e:?}"
+        );
+        let e = errors("[gateway]\nlisten = \"127.0.0.1:0\"\n");
+        assert!(e[0].starts_with("`gateway.listen`"), "{e:?}");
+        let e = errors(
+            "[gateway]\nloopback_lead = \"me\"\n[[leads]]\nname = \"me\"\n\
+             [profiles.sh]\nkind = \"command\"\nargv = [\"bash\"]\n",
+        );
+        assert!(e[0].starts_with("`gateway.loopback_lead`"), "{e:?}");
+        let e = errors("[log]\nlevel = \"fleetd=loud\"\n");
+        assert!(e[0].starts_with("`log.level`"), "{e:?}");
     }
 
     #[test]

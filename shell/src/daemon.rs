@@ -338,11 +338,20 @@ pub async fn run(
             })
             .await;
     }
+    // Members herdr lists are gated before the port opens: a member's first call then finds
+    // itself known (adopted, not re-gated behind its back).
+    let gated = match rebuild::gate(&client, &handle).await {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!(error = %e, "listing members in herdr at startup");
+            Vec::new()
+        }
+    };
     let watcher = {
         let (client, handle) = (client.clone(), handle.clone());
         let relist = Duration::from_millis(cfg.herdr.relist_ms);
         tokio::task::spawn_local(async move {
-            match rebuild::rebuild(&client, &handle).await {
+            match rebuild::settle(&client, &handle, &gated).await {
                 Ok(r) => tracing::info!(
                     adopted = r.adopted.len(),
                     reaped = r.reaped.len(),
@@ -377,6 +386,7 @@ pub async fn run(
     );
     let cancel = tokio_util::sync::CancellationToken::new();
     let router = http_router(app, cfg.gateway.allowed_hosts.clone(), cancel.clone());
+
     let listener = tokio::net::TcpListener::bind(&cfg.gateway.listen)
         .await
         .map_err(|e| DaemonError::Listen {
@@ -453,18 +463,57 @@ pub fn http_router(
     cancel: tokio_util::sync::CancellationToken,
 ) -> axum::Router {
     let (rest, _) = rest::router();
-    let mcp = mcp::service(app.clone(), allowed_hosts, cancel.child_token());
+    let mcp = mcp::service(app.clone(), allowed_hosts.clone(), cancel.child_token());
+    let hosts = Arc::new(allowed_hosts);
     rest.nest_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(app.clone(), resolve))
+        .layer(axum::middleware::from_fn(
+            move |req: Request, next: Next| {
+                let hosts = hosts.clone();
+                async move { host_guard(&hosts, req, next).await }
+            },
+        ))
         .with_state(app)
 }
 
-async fn resolve(State(app): State<App>, mut req: Request, next: Next) -> axum::response::Response {
-    let auth = req
+/// The DNS-rebinding guard rmcp applies to `/mcp`, applied to every route: a browser page on
+/// another name must not reach REST through this port either.
+async fn host_guard(allowed: &[String], req: Request, next: Next) -> axum::response::Response {
+    let host = req
         .headers()
-        .get(axum::http::header::AUTHORIZATION)
+        .get(axum::http::header::HOST)
         .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+        .unwrap_or("");
+    if host_allowed(allowed, host) {
+        return next.run(req).await;
+    }
+    let body = serde_json::json!({
+        "code": "host_not_allowed",
+        "message": format!("Host {host:?} is not in gateway.allowed_hosts"),
+    });
+    (axum::http::StatusCode::FORBIDDEN, axum::Json(body)).into_response()
+}
+
+/// `host` (a `Host` header: name, `name:port`, `[v6]:port`) matches an entry given as a name
+/// (any port) or as `name:port`.
+pub fn host_allowed(allowed: &[String], host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(n, _)| n),
+    };
+    allowed.iter().any(|a| {
+        a.eq_ignore_ascii_case(host) || a.trim_matches(['[', ']']).eq_ignore_ascii_case(name)
+    })
+}
+
+async fn resolve(State(app): State<App>, mut req: Request, next: Next) -> axum::response::Response {
+    let header = req.headers().get(axum::http::header::AUTHORIZATION);
+    let auth = match header.map(|v| v.to_str()) {
+        None => None,
+        Some(Ok(v)) => Some(v.to_string()),
+        // A credential that cannot even be read is refused, never taken for none.
+        Some(Err(_)) => Some(String::new()),
+    };
     let peer = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()

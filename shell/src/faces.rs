@@ -106,14 +106,6 @@ impl App {
         c
     }
 
-    /// A member's pane went away: its next connection is news again.
-    pub fn forget(&self, gid: &SessionId) {
-        self.connected
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(gid);
-    }
-
     /// Makes a call through the driver loop and counts it.
     pub async fn call(&self, caller: &Caller, face: &str, req: Request) -> Result<Response, Gone> {
         let kind = match &req {

@@ -49,8 +49,6 @@ pub struct Identity {
     member_key: [u8; 32],
     /// The lead a credential-less loopback caller is served as, if enabled.
     loopback: Option<Principal>,
-    /// Members that act as architects (SEND but never SPAWN/STOP/DRAIN).
-    architects: Vec<SessionId>,
 }
 
 impl Identity {
@@ -59,13 +57,7 @@ impl Identity {
             leads,
             member_key,
             loopback,
-            architects: Vec::new(),
         }
-    }
-
-    pub fn with_architects(mut self, gids: Vec<SessionId>) -> Self {
-        self.architects = gids;
-        self
     }
 
     pub fn leads(&self) -> &[Lead] {
@@ -107,15 +99,18 @@ impl Identity {
             }
         }
         if let Some((gid, secret)) = token.rsplit_once('.') {
-            if launch::safe_gid(gid) && launch::verify_member(&self.member_key, gid, secret) {
-                let session = SessionId::new(gid);
-                let principal = if self.architects.contains(&session) {
-                    Principal::architect(session.clone())
-                } else {
-                    Principal::worker(session.clone())
-                };
+            let session = SessionId::new(gid);
+            // A member can never be a lead, whatever its gid: the leads' sessions are theirs.
+            let a_lead = self
+                .leads
+                .iter()
+                .any(|l| l.principal.session.as_ref() == Some(&session));
+            if !a_lead
+                && launch::safe_gid(gid)
+                && launch::verify_member(&self.member_key, gid, secret)
+            {
                 return Caller {
-                    principal,
+                    principal: Principal::worker(session.clone()),
                     member: Some(session),
                     refused: false,
                 };

@@ -75,8 +75,13 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
+            let bound = std::time::Duration::from_millis(cfg.gateway.shutdown_timeout_ms);
             let local = tokio::task::LocalSet::new();
-            match local.block_on(&rt, daemon::run(cfg, daemon::signals(), None)) {
+            let result = local.block_on(&rt, daemon::run(cfg, daemon::signals(), None));
+            drop(local);
+            // Tasks still running (a DNS lookup, a lingering connection) get a bound, not forever.
+            rt.shutdown_timeout(bound);
+            match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!("{e}");

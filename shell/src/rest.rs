@@ -39,6 +39,23 @@ struct ErrorBody {
 
 type Reply = (StatusCode, Json<Value>);
 
+/// A JSON body whose refusal (not JSON, wrong content type, an unknown or missing field) is
+/// the same `{code: "invalid_argument", message}` 400 as every other bad argument.
+struct Body<T>(T);
+
+impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<S> for Body<T> {
+    type Rejection = Reply;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Reply> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Body(v)),
+            Err(rejection) => Err(error(&CallError::InvalidArgument {
+                reason: rejection.body_text(),
+            })),
+        }
+    }
+}
+
 fn answer(status: u16, v: Value) -> Reply {
     (
         StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
@@ -168,7 +185,7 @@ async fn list_members(State(app): State<App>, Extension(caller): Extension<Calle
 async fn spawn_member(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
-    Json(args): Json<SpawnArgs>,
+    Body(args): Body<SpawnArgs>,
 ) -> Reply {
     call(&app, &caller, args.request()).await
 }
@@ -224,7 +241,7 @@ async fn message(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    Json(b): Json<MessageBody>,
+    Body(b): Body<MessageBody>,
 ) -> Reply {
     let args = SendArgs {
         session_id: b.turn_id.is_none().then_some(id),
@@ -263,7 +280,7 @@ async fn reply(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    Json(b): Json<ReplyBody>,
+    Body(b): Body<ReplyBody>,
 ) -> Reply {
     let req = own(&caller, &id).map(|()| Request::Reply { content: b.message });
     call(&app, &caller, req).await
@@ -298,7 +315,7 @@ async fn ask(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    Json(b): Json<AskBody>,
+    Body(b): Body<AskBody>,
 ) -> Reply {
     let req = own(&caller, &id).map(|()| Request::Ask {
         question: b.question,

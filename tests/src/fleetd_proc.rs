@@ -107,14 +107,17 @@ impl Proc {
             if let Ok(Some(status)) = p.child.try_wait() {
                 return Err(format!("{name} exited ({status}):\n{}", p.log_text()));
             }
-            if http
+            // Up, and this process (a reused port would answer with another host's name).
+            let health = http
                 .get(format!("{}/healthz", p.url))
                 .timeout(Duration::from_secs(2))
                 .send()
-                .await
-                .is_ok()
-            {
-                return Ok(p);
+                .await;
+            if let Ok(r) = health {
+                let v: Value = r.json().await.unwrap_or(Value::Null);
+                if v["host"] == name {
+                    return Ok(p);
+                }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -202,10 +205,9 @@ impl Mcp {
             _ => serde_json::Map::new(),
         };
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
-        let r = self
-            .client
-            .call_tool(params)
+        let r = tokio::time::timeout(Duration::from_secs(150), self.client.call_tool(params))
             .await
+            .unwrap_or_else(|_| panic!("{tool}: no answer within 150 s"))
             .unwrap_or_else(|e| panic!("{tool}: {e}"));
         let text: String = r
             .content

@@ -217,9 +217,17 @@ async fn manage(
             return;
         }
         generation += 1;
-        let opened = match connect(&cfg, &uri, generation).await {
-            Ok(conn) => session::Session::open(conn, generation, &cfg, &names).await,
-            Err(e) => Err(e),
+        let open = async {
+            match connect(&cfg, &uri, generation).await {
+                Ok(conn) => session::Session::open(conn, generation, &cfg, &names).await,
+                Err(e) => Err(e),
+            }
+        };
+        // The port dropped while the broker is unreachable: stop now, not after the attempt.
+        let opened = tokio::select! {
+            biased;
+            () = events.closed() => return,
+            opened = open => opened,
         };
         match opened {
             Ok(mut s) => {
@@ -268,7 +276,11 @@ async fn manage(
                 });
             }
         }
-        tokio::time::sleep(backoff).await;
+        tokio::select! {
+            biased;
+            () = events.closed() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
         backoff = (backoff * 2).min(cfg.backoff_max);
     }
 }

@@ -145,6 +145,7 @@ impl Session {
                         Ok(evs) => {
                             for ev in evs {
                                 if events.send(ev).is_err() {
+                                    self.settle(ops).await;
                                     return End::PortDropped;
                                 }
                             }

@@ -30,6 +30,13 @@ pub struct Rebuilt {
 /// member is only closed on herdr's word (it answered, and the status stayed `unknown`), never
 /// because herdr stopped answering.
 pub async fn rebuild(client: &HerdrClient, handle: &Handle) -> Result<Rebuilt, RebuildError> {
+    let members = gate(client, handle).await?;
+    settle(client, handle, &members).await
+}
+
+/// The first, quick half of `rebuild`: every member herdr lists is gated (`MemberStarted`).
+/// The daemon runs it before it opens its port, so a member's first call finds itself known.
+pub async fn gate(client: &HerdrClient, handle: &Handle) -> Result<Vec<SessionId>, RebuildError> {
     let members = client
         .members()
         .await
@@ -41,6 +48,16 @@ pub async fn rebuild(client: &HerdrClient, handle: &Handle) -> Result<Rebuilt, R
             })
             .await?;
     }
+    Ok(members)
+}
+
+/// The second half of `rebuild`: each gated member adopted or closed, within the readiness
+/// bound, then the files of members no pane names swept.
+pub async fn settle(
+    client: &HerdrClient,
+    handle: &Handle,
+    members: &[SessionId],
+) -> Result<Rebuilt, RebuildError> {
     let checks = members.iter().map(|gid| async move {
         let verdict = client.alive_within(gid).await;
         (gid.clone(), verdict)
