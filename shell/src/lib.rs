@@ -7,20 +7,30 @@
 //! (lapin), the herdr port `herdr`; the north faces are `rest` (axum) and `mcp` (rmcp), sharing
 //! `faces` and `identity`; `daemon` assembles a gateway from its `config`.
 
+#[cfg(feature = "daemon")]
 pub mod amqp;
 pub mod clock;
+#[cfg(feature = "daemon")]
 pub mod config;
+#[cfg(feature = "daemon")]
 pub mod daemon;
 pub mod driver;
+#[cfg(feature = "daemon")]
 pub mod faces;
 pub mod herdr;
+#[cfg(feature = "daemon")]
 pub mod identity;
+#[cfg(feature = "daemon")]
 pub mod mcp;
+#[cfg(feature = "daemon")]
 pub mod metrics;
+#[cfg(feature = "daemon")]
 pub mod observe;
 pub mod ports;
+#[cfg(feature = "daemon")]
 pub mod rest;
 
+#[cfg(feature = "daemon")]
 pub use amqp::{AmqpBroker, AmqpConfig};
 pub use clock::TokioClock;
 pub use driver::{Call, Driver, Gone, Handle, Observer, Quiet, ToLoop};

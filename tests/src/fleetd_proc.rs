@@ -543,6 +543,15 @@ pub async fn start_host(dir: &Dir, ns: &str, i: usize) -> Host {
     }
 }
 
+/// Every host's log, headed by its name (for a failing assertion's message).
+pub fn logs(hosts: &[Host]) -> String {
+    hosts
+        .iter()
+        .map(|h| format!("==== {} ====\n{}", h.name, h.proc.log_text()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// How many times text containing `needle` was typed into member `gid`'s pane on `h`.
 pub fn typed(h: &Host, gid: &str, needle: &str) -> usize {
     h.herdr

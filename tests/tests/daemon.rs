@@ -2,7 +2,7 @@
 //! REST, members played through the herdr double (see `fleet_tests::fleetd_proc`).
 
 use fleet_tests::fleetd_proc::{
-    collect, eventually, free_port, play_members, start_host, typed, write_key, Dir, Host, Mcp,
+    collect, eventually, free_port, logs, play_members, start_host, typed, write_key, Dir, Mcp,
     Proc, Rest, HOSTS,
 };
 use fleet_tests::herdr_double::HerdrDouble;
@@ -378,13 +378,6 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
     for i in 0..3 {
         hosts.push(start_host(&dir, &ns, i).await);
     }
-    let logs = |hosts: &[Host]| {
-        hosts
-            .iter()
-            .map(|h| format!("==== {} ====\n{}", h.name, h.proc.log_text()))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
     let scenario = async {
         let lead = Mcp::connect(&hosts[0].proc.url, Some(&hosts[0].token))
             .await

@@ -3,7 +3,9 @@
 //! broker test is running when it does.
 
 use fleet_tests::conformance::amqp_side::rabbitmqctl;
-use fleet_tests::fleetd_proc::{collect, eventually, start_host, typed, Dir, Host, Mcp, HOSTS};
+use fleet_tests::fleetd_proc::{
+    collect, eventually, logs, start_host, typed, Dir, Host, Mcp, HOSTS,
+};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -19,13 +21,6 @@ async fn a_broker_restart_under_load_loses_no_reply_and_types_nothing_twice() {
     for i in 0..2 {
         hosts.push(start_host(&dir, &ns, i).await);
     }
-    let logs = |hosts: &[Host]| {
-        hosts
-            .iter()
-            .map(|h| format!("==== {} ====\n{}", h.name, h.proc.log_text()))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
     let lead = Mcp::connect(&hosts[0].proc.url, Some(&hosts[0].token))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
