@@ -10,8 +10,8 @@ use crate::observe::AuditSink;
 use fleet_core::authz::{self, Action};
 use fleet_core::roster::EntityKind;
 use fleet_core::{
-    CallError, HostId, Input, Outcome, Principal, Request, Response, Role, SessionId, TicketId,
-    TurnId, Worktree,
+    CallError, HostId, Input, Outcome, Request, Response, Role, SessionId, TicketId, TurnId,
+    Worktree,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -465,11 +465,6 @@ pub fn error_body(e: &CallError) -> Value {
 /// The loop is gone: the daemon is shutting down.
 pub fn gone_body() -> Value {
     json!({ "code": "shutting_down", "message": Gone.to_string() })
-}
-
-/// A principal as audit and whoami show it.
-pub fn describe(p: &Principal) -> String {
-    format!("{} {}", p.role.as_str(), p.name)
 }
 
 #[cfg(test)]

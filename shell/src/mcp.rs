@@ -105,13 +105,6 @@ fn refused(e: &CallError) -> CallToolResult {
 }
 
 impl Fleet {
-    pub fn new(app: App) -> Self {
-        Fleet {
-            app,
-            tool_router: Self::tool_router(),
-        }
-    }
-
     async fn run(
         &self,
         parts: &Parts,
@@ -357,13 +350,4 @@ pub fn service(
         Default::default(),
         cfg,
     )
-}
-
-/// The tool names this face registers (exactly the eleven of ch. 9).
-pub fn tool_names() -> Vec<String> {
-    Fleet::tool_router()
-        .list_all()
-        .into_iter()
-        .map(|t| t.name.to_string())
-        .collect()
 }
