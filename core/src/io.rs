@@ -381,6 +381,10 @@ pub enum Event {
     RosterExpired {
         gid: SessionId,
     },
+    /// Another host's gateway announced a later start: it restarted and lost its soft state.
+    PeerRestarted {
+        host: HostId,
+    },
     /// A report to another host could not be published (broker down, no inbox any more).
     Undelivered {
         kind: String,
@@ -476,6 +480,7 @@ impl fmt::Display for Event {
                 detail,
             } => write!(f, "rejected {queue} {code}: {detail}"),
             Event::RosterExpired { gid } => write!(f, "roster_expired {gid}"),
+            Event::PeerRestarted { host } => write!(f, "peer_restarted {host}"),
             Event::Undelivered { kind, to, why } => write!(f, "undelivered {kind} to {to}: {why}"),
             Event::DeadLetterReported { msg, sender } => {
                 write!(f, "dead_letter_reported msg={msg} to {sender}")

@@ -29,6 +29,11 @@ pub struct Presence {
     /// For `_gateway` entries: the profile names this host can spawn.
     #[serde(default)]
     pub profiles: Vec<String>,
+    /// For `_gateway` entries: when this gateway process started (Unix ms). A larger value
+    /// than last seen means the host restarted and lost its soft state — the turn records of
+    /// the briefs it had typed among them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
 }
 
 impl Presence {
@@ -73,6 +78,9 @@ pub struct Roster {
     ttl: Duration,
     entities: BTreeMap<SessionId, Entry>,
     gateways: BTreeMap<HostId, Entry>,
+    /// The latest `since` each host's gateway announced. Kept past expiry (one number per
+    /// host), so a host that comes back after its entries expired is still seen restarted.
+    boots: BTreeMap<HostId, u64>,
 }
 
 impl Roster {
@@ -81,11 +89,30 @@ impl Roster {
             ttl,
             entities: BTreeMap::new(),
             gateways: BTreeMap::new(),
+            boots: BTreeMap::new(),
         }
     }
 
-    /// A verified PRESENCE from `host` about `gid`.
-    pub fn observe(&mut self, now: Instant, host: &HostId, gid: &SessionId, presence: Presence) {
+    /// A verified PRESENCE from `host` about `gid`. Returns true when it shows `host`'s
+    /// gateway restarted since its last heartbeat (a later `since`; an earlier one is a stale
+    /// copy and changes nothing).
+    pub fn observe(
+        &mut self,
+        now: Instant,
+        host: &HostId,
+        gid: &SessionId,
+        presence: Presence,
+    ) -> bool {
+        let mut restarted = false;
+        if let (Some(since), true) = (presence.since, gid.as_str() == GATEWAY_GID) {
+            match self.boots.get(host).copied() {
+                Some(known) if since <= known => {}
+                known => {
+                    restarted = known.is_some();
+                    self.boots.insert(host.clone(), since);
+                }
+            }
+        }
         let entry = Entry {
             host: host.clone(),
             presence,
@@ -96,6 +123,7 @@ impl Roster {
         } else {
             self.entities.insert(gid.clone(), entry);
         }
+        restarted
     }
 
     fn fresh(&self, now: Instant, e: &Entry) -> bool {
@@ -116,6 +144,15 @@ impl Roster {
             .get(host)
             .filter(|e| self.fresh(now, e))
             .map(|e| e.presence.profiles.clone())
+    }
+
+    /// Our own broker link is back. Every entry gets a full TTL to be heard again: the silence
+    /// was ours (our roster queue died with the connection, and the heartbeats with it), so
+    /// it says nothing about the others yet.
+    pub fn heard_again(&mut self, now: Instant) {
+        for e in self.entities.values_mut().chain(self.gateways.values_mut()) {
+            e.seen_at = e.seen_at.max(now);
+        }
     }
 
     /// Drops entries whose heartbeats stopped. Returns the gids that expired.
@@ -186,6 +223,7 @@ mod tests {
             kind: EntityKind::Member,
             status: Some(AgentStatus::Idle),
             profiles: vec![],
+            since: None,
         }
     }
 
@@ -226,6 +264,34 @@ mod tests {
     }
 
     #[test]
+    fn a_later_start_time_reads_as_a_restart_and_a_stale_copy_does_not() {
+        let mut r = Roster::new(Duration::from_secs(15));
+        let (b, gw) = (HostId::new("b"), SessionId::new(GATEWAY_GID));
+        let boot = |since| Presence {
+            kind: EntityKind::Gateway,
+            status: None,
+            profiles: vec![],
+            since: Some(since),
+        };
+        assert!(!r.observe(Instant::ZERO, &b, &gw, boot(100)), "first sight");
+        assert!(
+            !r.observe(Instant::ZERO, &b, &gw, boot(100)),
+            "same process"
+        );
+        assert!(r.observe(Instant::ZERO, &b, &gw, boot(200)), "restarted");
+        assert!(
+            !r.observe(Instant::ZERO, &b, &gw, boot(100)),
+            "a stale copy"
+        );
+        assert!(!r.observe(Instant::ZERO, &b, &gw, boot(200)));
+        // Past expiry, a host that comes back restarted is still seen so.
+        r.expire(Instant::from_millis(60_000));
+        assert!(r.observe(Instant::from_millis(60_000), &b, &gw, boot(300)));
+        // Member presences never carry it.
+        assert!(!r.observe(Instant::ZERO, &b, &SessionId::new("m"), member()));
+    }
+
+    #[test]
     fn a_gateway_entry_carries_its_profiles() {
         let mut r = Roster::new(Duration::from_secs(15));
         let b = HostId::new("b");
@@ -233,6 +299,7 @@ mod tests {
             kind: EntityKind::Gateway,
             status: None,
             profiles: vec!["claude".into(), "opencode".into()],
+            since: None,
         };
         r.observe(Instant::ZERO, &b, &SessionId::new(GATEWAY_GID), p.clone());
         assert_eq!(r.profiles_of(Instant::ZERO, &b), Some(p.profiles.clone()));

@@ -8,7 +8,7 @@
 //! fallbacks — and reports each ending as a message answering the brief (`re`). The sender's
 //! gateway owns only the waiter, keyed by the brief's msgId.
 
-use super::{Delegation, Gateway, Mode, TimerKind};
+use super::{Delegation, Gateway, Mode, RemoteBrief, TimerKind};
 use crate::admission::{admit_in, presence_key, SeenSet};
 use crate::authz::Principal;
 use crate::broker::{
@@ -105,6 +105,8 @@ pub(super) struct Fed {
     generation: u32,
     wall_at: Instant,
     wall_unix: u64,
+    /// When this gateway started (Unix ms), announced as its presence's `since`.
+    started_unix: u64,
     seen: SeenSet,
     /// Reply-path msgIds already handed to a lead: a redelivery of one is acked and dropped.
     done: SeenSet,
@@ -184,6 +186,7 @@ impl Gateway {
             generation: 0,
             wall_at: now,
             wall_unix: unix_ms,
+            started_unix: unix_ms,
             seen: SeenSet::new(c.seen_capacity),
             done: SeenSet::new(c.seen_capacity),
             roster: Roster::new(Duration::from_millis(
@@ -573,7 +576,7 @@ impl Gateway {
         }
         self.open_delegation(now, call, ticket, &target, msg, caller, wait, timeout);
         if let Some(d) = self.delegations.get_mut(&ticket) {
-            d.remote_injected = Some(false);
+            d.remote = Some(RemoteBrief::Sent);
         }
         let by = now + Duration::from_millis(inject_ms + self.cfg.clock_skew_ms);
         self.timers.insert((by, TimerKind::InjectBy(ticket)));
@@ -584,7 +587,7 @@ impl Gateway {
         let pending = self
             .delegations
             .get(&ticket)
-            .is_some_and(|d| d.remote_injected == Some(false));
+            .is_some_and(|d| d.remote == Some(RemoteBrief::Sent));
         if pending {
             let why = format!(
                 "not injected within {} ms: the worker's gateway did not confirm delivery",
@@ -641,7 +644,7 @@ impl Gateway {
             ttl,
             None,
         );
-        let msg = env.msg_id;
+        let (msg, unix) = (env.msg_id, env.ts);
         let Some(publish) = self.publish(Exchange::Msg, env) else {
             return self.respond(call, Response::Error(CallError::BrokerUnavailable));
         };
@@ -685,7 +688,7 @@ impl Gateway {
         self.open_delegation(now, call, ticket, &ask.worker, msg, caller, wait, timeout);
         if let Some(d) = self.delegations.get_mut(&ticket) {
             // An answer is not typed into a pane: no INJECTED is expected for it.
-            d.remote_injected = Some(true);
+            d.remote = Some(RemoteBrief::Typed { at_unix: unix });
         }
     }
 
@@ -1071,6 +1074,7 @@ impl Gateway {
         let Some(f) = &mut self.fed else { return };
         f.broker_up = true;
         f.generation = generation;
+        f.roster.heard_again(now);
         let gids: Vec<(SessionId, EntityKind)> =
             f.local.iter().map(|(g, (k, _))| (g.clone(), *k)).collect();
         let t = slice(&cfg, f, &gids, true);
@@ -1281,7 +1285,7 @@ impl Gateway {
                     .re
                     .and_then(|re| self.fed.as_ref()?.remote_waiters.get(&re).copied());
                 if let Some(d) = ticket.and_then(|t| self.delegations.get_mut(&t)) {
-                    d.remote_injected = Some(true);
+                    d.remote = Some(RemoteBrief::Typed { at_unix: env.ts });
                 }
             }
             Kind::Ask if inbox => {
@@ -1372,13 +1376,66 @@ impl Gateway {
                         detail: why,
                     });
                 }
-                if let Some(f) = &mut self.fed {
-                    f.roster.observe(now, &env.signer, &env.from, p);
+                let since = p.since.unwrap_or(0);
+                let restarted = f.roster.observe(now, &env.signer, &env.from, p);
+                if restarted {
+                    self.peer_restarted(now, &env.signer, since);
                 }
                 self.spawn_seen(&env.from, &env.signer);
                 self.unpark(now, &env.from);
             }
             Err(e) => self.reject(delivery, queue, "malformed", format!("presence body: {e}")),
+        }
+    }
+
+    /// `host`'s gateway restarted: the turn records of the briefs it had typed went with its
+    /// soft state, so nothing there will ever end our waiters on them. They end now, loudly,
+    /// instead of at their send timeout (CB-308 §7 item 7: the waiter hangs longest exactly
+    /// when the worker's gateway dies). A brief it had not confirmed is left to `InjectBy`: it
+    /// may still be in the worker's queue, for the new process to type.
+    fn peer_restarted(&mut self, now: Instant, host: &HostId, since: u64) {
+        self.event(Event::PeerRestarted { host: host.clone() });
+        let Some(f) = &self.fed else { return };
+        let on_host: BTreeSet<SessionId> = self
+            .delegations
+            .values()
+            .map(|d| d.target.clone())
+            .filter(|t| f.roster.host_of(now, t).as_ref() == Some(host))
+            .collect();
+        let why = format!(
+            "{host}'s gateway restarted while the brief was being worked on; the turn's \
+             record was lost there, so a reply the member still makes is held on {host}"
+        );
+        let lost = |d: &Delegation| {
+            on_host.contains(&d.target)
+                && matches!(d.remote, Some(RemoteBrief::Typed { at_unix }) if at_unix < since)
+        };
+        self.fail_typed_briefs(now, lost, &why);
+    }
+
+    /// Ends with WORKER_FAILED each of our own delegations to another host that `which`
+    /// picks and whose brief that host confirmed typing (INJECTED), unless it is paused on a
+    /// question (the lead holds that one).
+    fn fail_typed_briefs(&mut self, now: Instant, which: impl Fn(&Delegation) -> bool, why: &str) {
+        let tickets: Vec<TicketId> = self
+            .delegations
+            .iter()
+            .filter(|(_, d)| {
+                matches!(d.remote, Some(RemoteBrief::Typed { .. }))
+                    && d.asking.is_none()
+                    && !matches!(d.mode, Mode::Remote { .. })
+                    && which(d)
+            })
+            .map(|(t, _)| *t)
+            .collect();
+        for ticket in tickets {
+            self.finish(
+                now,
+                ticket,
+                Outcome::WorkerFailed,
+                Some(why.to_string()),
+                None,
+            );
         }
     }
 
@@ -1467,7 +1524,7 @@ impl Gateway {
                 },
                 deadline,
                 asking: None,
-                remote_injected: None,
+                remote: None,
             },
         );
         self.timers
@@ -1817,6 +1874,7 @@ impl Gateway {
             kind,
             status,
             profiles: Vec::new(),
+            since: None,
         };
         let ttl = self.cfg.presence_ttl_ms;
         let env = self.envelope(
@@ -1838,21 +1896,31 @@ impl Gateway {
         let Some(f) = &mut self.fed else { return };
         f.presence_armed = false;
         f.remote_asks.retain(|_, a| a.until > now);
+        // Only silence heard while listening counts: this chain stops while our own link is
+        // down, and `heard_again` restarts every entry's clock when it comes back.
         for gid in f.roster.expire(now) {
             self.out
-                .push_back(Output::Event(Event::RosterExpired { gid }));
+                .push_back(Output::Event(Event::RosterExpired { gid: gid.clone() }));
+            let why = format!(
+                "{gid} sent no heartbeat for {} ms: its host is gone or cut off, and its \
+                 turn with it",
+                self.cfg.presence_ttl_ms
+            );
+            self.fail_typed_briefs(now, |d| d.target == gid, &why);
         }
         let Some(f) = &self.fed else { return };
         if !f.broker_up {
             return;
         }
         let (host, profiles) = (f.cfg.host.clone(), self.cfg.profiles.clone());
+        let since = Some(f.started_unix);
         let gids: Vec<SessionId> = f.local.keys().cloned().collect();
         let gw = SessionId::new(GATEWAY_GID);
         let body = Presence {
             kind: EntityKind::Gateway,
             status: None,
             profiles,
+            since,
         }
         .to_body();
         let ttl = self.cfg.presence_ttl_ms;

@@ -72,8 +72,18 @@ struct Delegation {
     deadline: Instant,
     /// Set while an async delegation is paused on this turnId.
     asking: Option<TurnId>,
-    /// Sender side of a cross-host delegation: whether the worker's gateway said INJECTED.
-    remote_injected: Option<bool>,
+    /// Sender side of a cross-host delegation: how far the worker's gateway has taken it.
+    remote: Option<RemoteBrief>,
+}
+
+/// A cross-host delegation as its sender knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RemoteBrief {
+    /// Published; no INJECTED yet.
+    Sent,
+    /// The worker's gateway typed it (or, for an answer, it needs no typing) at this Unix ms
+    /// on that gateway's clock — so a restart announced as starting later cannot have lost it.
+    Typed { at_unix: u64 },
 }
 
 /// An async ticket as the lead will see it.
@@ -615,7 +625,7 @@ impl Gateway {
                 },
                 deadline,
                 asking: None,
-                remote_injected: None,
+                remote: None,
             },
         );
         self.timers
@@ -1110,7 +1120,7 @@ impl Gateway {
         }
         let (target, msg) = (d.target.clone(), d.msg);
         let proxy = matches!(d.mode, Mode::Remote { .. });
-        let remote_injected = d.remote_injected;
+        let remote = d.remote;
         let withdrawn = self.injector.withdraw(&target, msg, Cause::SenderTimedOut);
         if proxy {
             // Worker side: once typed, the turn runs to its end (the sender owns the timeout);
@@ -1125,9 +1135,9 @@ impl Gateway {
             }
             return;
         }
-        let outcome = match remote_injected {
-            Some(false) => Outcome::TimedOutQueued,
-            Some(true) => Outcome::TimedOutWorking,
+        let outcome = match remote {
+            Some(RemoteBrief::Sent) => Outcome::TimedOutQueued,
+            Some(RemoteBrief::Typed { .. }) => Outcome::TimedOutWorking,
             None if withdrawn => Outcome::TimedOutQueued,
             None => Outcome::TimedOutWorking,
         };

@@ -123,6 +123,9 @@ pub struct Fleet {
     pub launcher_fails: bool,
     /// Every pane the launcher started, by host.
     pub spawned: Vec<(usize, SessionId)>,
+    /// How each host's gateway was made, to make it again in `restart`.
+    cfg: CoreConfig,
+    federations: Vec<Federation>,
 }
 
 pub fn host_name(i: usize) -> HostId {
@@ -166,16 +169,21 @@ impl Fleet {
                 (host_name(i), k.public_key())
             })
             .collect();
-        let hosts = (0..n)
+        let federations: Vec<Federation> = (0..n)
             .map(|i| {
                 let keyring =
                     Keyring::new(host_name(i), secrets[i], &publics).expect("peer keys are valid");
-                let fed = Federation {
+                Federation {
                     host: host_name(i),
                     keyring,
                     namespace: "test".into(),
                     control_allowlist: allow(i),
-                };
+                }
+            })
+            .collect();
+        let hosts = (0..n)
+            .map(|i| {
+                let fed = federations[i].clone();
                 Host {
                     gw: Gateway::federated(
                         cfg.clone(),
@@ -204,6 +212,8 @@ impl Fleet {
             auto_ready: true,
             launcher_fails: false,
             spawned: Vec::new(),
+            cfg,
+            federations,
         };
         f.broker.generation = 1;
         for i in 0..n {
@@ -560,6 +570,7 @@ impl Fleet {
         // Its exclusive roster queue dies with the connection.
         let roster = format!("test.roster.{}", host_name(h));
         self.broker.consumers.remove(&roster);
+        self.broker.queues.remove(&roster);
     }
 
     /// Host `h` reconnects (a new generation for everyone, as a reconnect is seen here).
@@ -567,6 +578,44 @@ impl Fleet {
         if self.partitioned.remove(&h) {
             self.bounce_broker();
         }
+    }
+
+    /// Host `h`'s gateway is killed and started again: its connection dies (what it held
+    /// unacked is redelivered), its soft state is gone, and the new process rebuilds its
+    /// members from the panes (herdr labels) and its leads from its config.
+    pub fn restart(&mut self, h: usize, leads: &[SessionId]) {
+        self.cut(h);
+        let unix = T0_UNIX + self.now.as_millis();
+        self.hosts[h].gw = Gateway::federated(
+            self.cfg.clone(),
+            self.federations[h].clone(),
+            1_000 + h as u64,
+            self.now,
+            unix,
+        )
+        .expect("valid config");
+        self.hosts[h].trace.push(format!(
+            "{:>8} {} restarted",
+            self.now.to_string(),
+            host_name(h)
+        ));
+        self.partitioned.remove(&h);
+        let generation = self.broker.generation;
+        self.input(h, Input::Broker(BrokerEvent::Up { generation }));
+        for lead in leads {
+            self.input(h, Input::LeadAttached { lead: lead.clone() });
+        }
+        let panes: Vec<SessionId> = self.hosts[h].panes.keys().cloned().collect();
+        for target in panes {
+            self.input(
+                h,
+                Input::MemberStarted {
+                    target: target.clone(),
+                },
+            );
+            self.input(h, Input::MemberConnected { target });
+        }
+        self.settle();
     }
 
     /// The whole trace of host `h`, one line per output.

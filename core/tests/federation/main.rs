@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 const LEAD: &str = "11111111-1111-4111-8111-111111111111";
 const WORKER: &str = "22222222-2222-4222-8222-222222222222";
 const LOCAL_WORKER: &str = "33333333-3333-4333-8333-333333333333";
+const B_LEAD: &str = "44444444-4444-4444-8444-444444444444";
 
 fn send(target: &SessionId, content: &str, wait: bool) -> Request {
     Request::Send {
@@ -433,6 +434,147 @@ fn a_worker_that_dies_fails_the_remote_send_fast_and_its_inbox_is_deleted() {
         .broker
         .queues
         .contains_key(&format!("test.agent.{worker}.inbox.v2")));
+}
+
+/// The worker's gateway is killed mid-turn and comes back: the turn's record died with it, so
+/// nothing there would ever end the sender's waiter. Its first heartbeat announces a later
+/// start, and the sender fails the typed brief at once instead of at its send timeout. The
+/// brief is not typed again; the member's reply, when it comes, is held on its own host.
+#[test]
+fn a_worker_gateway_that_restarts_mid_turn_fails_the_send_at_once() {
+    let (mut f, lead, worker) = two_hosts();
+    let b_lead = f.lead(1, B_LEAD);
+    let c = f.call(0, lead, send(&worker, "task", true));
+    f.advance(Duration::from_secs(1));
+    assert_eq!(f.hosts[1].panes[&worker].typed, vec!["task"]);
+    f.set_status(1, &worker, AgentStatus::Working);
+    f.restart(1, &[SessionId::new(B_LEAD)]);
+    f.advance(Duration::from_secs(6));
+    let (o, why) = outcome(f.response(0, c)).expect("ended within a heartbeat");
+    assert_eq!(o, Outcome::WorkerFailed);
+    assert!(why.unwrap_or_default().contains("b's gateway restarted"));
+    assert!(f.trace(0).contains("peer_restarted b"));
+    assert_eq!(f.hosts[1].panes[&worker].typed, vec!["task"], "typed once");
+    // The member still answers: its reply is not lost, it waits on b for b's leads.
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "done anyway".into(),
+        },
+    );
+    let d = f.call(
+        1,
+        b_lead,
+        Request::Drain {
+            target: worker.clone(),
+        },
+    );
+    match f.response(1, d) {
+        Some(Response::Replies { replies }) => {
+            let got: Vec<&str> = replies.iter().map(|r| r.content.as_str()).collect();
+            assert_eq!(got, vec!["done anyway"]);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A later delegation to the same member, owned by the new process, runs normally.
+    f.set_status(1, &worker, AgentStatus::Idle);
+    let lead = harness_lead();
+    let c2 = f.call(0, lead, send(&worker, "task 2", true));
+    f.advance(Duration::from_secs(6));
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "done 2".into(),
+        },
+    );
+    assert_eq!(
+        outcome(f.response(0, c2)),
+        Some((Outcome::Replied, Some("done 2".into())))
+    );
+    assert_eq!(f.hosts[1].panes[&worker].typed, vec!["task", "task 2"]);
+}
+
+/// A brief the old process had not confirmed is left to the INJECTED bound: it may still sit
+/// in the worker's queue, and the new process types it and owns its turn.
+#[test]
+fn a_brief_still_queued_when_the_worker_gateway_restarts_is_typed_by_the_new_one() {
+    let (mut f, lead, worker) = two_hosts();
+    // b is cut off before the brief reaches it: it waits in b's inbox.
+    f.cut(1);
+    let c = f.call(0, lead, send(&worker, "task", true));
+    f.advance(Duration::from_secs(1));
+    assert!(f.hosts[1].panes[&worker].typed.is_empty());
+    f.restart(1, &[]);
+    f.advance(Duration::from_secs(6));
+    assert_eq!(f.hosts[1].panes[&worker].typed, vec!["task"]);
+    assert_eq!(
+        f.response(0, c),
+        None,
+        "still open: the new process owns the turn"
+    );
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "done".into(),
+        },
+    );
+    assert_eq!(
+        outcome(f.response(0, c)),
+        Some((Outcome::Replied, Some("done".into())))
+    );
+}
+
+/// The worker's host goes silent for good: when its heartbeats expire from the roster, the
+/// typed brief fails (CB-308 §7 item 7: roster expiry backs up the waiter's own timeout).
+#[test]
+fn a_worker_host_that_goes_silent_fails_the_send_when_its_roster_entry_expires() {
+    let (mut f, lead, worker) = two_hosts();
+    let c = f.call(0, lead, send(&worker, "task", true));
+    f.advance(Duration::from_secs(1));
+    f.set_status(1, &worker, AgentStatus::Working);
+    f.cut(1);
+    f.advance(Duration::from_secs(15));
+    assert_eq!(
+        f.response(0, c),
+        None,
+        "a heartbeat or two missed is not death"
+    );
+    f.advance(Duration::from_secs(15));
+    let (o, why) = outcome(f.response(0, c)).expect("ended at the roster's expiry");
+    assert_eq!(o, Outcome::WorkerFailed);
+    assert!(why.unwrap_or_default().contains("no heartbeat"));
+}
+
+/// With its own broker link down, a gateway hears no heartbeats from anyone: that silence is
+/// its own, and no waiter is failed for it — not while it lasts, nor on reconnecting, before
+/// the others have had a heartbeat's time to be heard again.
+#[test]
+fn a_sender_cut_off_itself_fails_nothing_for_the_silence() {
+    let (mut f, lead, worker) = two_hosts();
+    let c = f.call(0, lead, send(&worker, "task", true));
+    f.advance(Duration::from_secs(1));
+    f.set_status(1, &worker, AgentStatus::Working);
+    f.cut(0);
+    f.advance(Duration::from_secs(40));
+    assert_eq!(f.response(0, c), None);
+    f.heal(0);
+    f.advance(Duration::from_secs(30));
+    assert_eq!(f.response(0, c), None, "{}", f.trace(0));
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "done".into(),
+        },
+    );
+    f.advance(Duration::from_secs(1));
+    assert_eq!(
+        outcome(f.response(0, c)),
+        Some((Outcome::Replied, Some("done".into())))
+    );
 }
 
 /// A second delegation to a busy worker on another host is refused BUSY by its gateway.
