@@ -1,6 +1,8 @@
-//! The daemon's `Observer`: every core event becomes a log line (with the `traceId` of the
-//! flow it belongs to, so one id found on three hosts tells a delegation's story), every authz
-//! decision an audit line, and outputs and gauges become metrics.
+//! The daemon's `Observer`: every core event becomes a log line, every authz decision an
+//! audit line, and outputs and gauges become metrics. Lines about a message are logged inside
+//! a `flow` span carrying its `trace_id`, so one id found on three hosts tells a delegation's
+//! story. The core is sans-I/O and a flow outlives any one call stack, so the span is entered
+//! around each line of the flow rather than held open across it.
 
 use crate::driver::Observer;
 use crate::metrics::Metrics;
@@ -88,7 +90,9 @@ impl DaemonObserver {
         (msg, trace)
     }
 
-    fn trace_of(&self, e: &Event) -> Option<&str> {
+    /// The flow an event belongs to: its message's traceId, or, for a message that never
+    /// crossed the broker (a same-host delegation has one message), its msgId.
+    fn trace_of(&self, e: &Event) -> Option<String> {
         let msg = match e {
             Event::Enqueued { msg, .. }
             | Event::Delivered { msg, .. }
@@ -100,7 +104,12 @@ impl DaemonObserver {
             | Event::DeadLetterReported { msg, .. } => msg,
             _ => return None,
         };
-        self.traces.get(msg).map(String::as_str)
+        Some(
+            self.traces
+                .get(msg)
+                .cloned()
+                .unwrap_or_else(|| msg.to_string()),
+        )
     }
 
     fn event(&mut self, e: &Event) {
@@ -116,13 +125,14 @@ impl DaemonObserver {
             .ok()
             .and_then(|v| v.get("event").and_then(|n| n.as_str()).map(str::to_string))
             .unwrap_or_default();
-        match self.trace_of(e) {
-            Some(trace) => {
-                tracing::info!(target: "fleetd::event", event = %name, trace_id = %trace, "{e}")
-            }
-            None => tracing::info!(target: "fleetd::event", event = %name, "{e}"),
-        }
+        let _flow = self.trace_of(e).map(|t| flow(&t).entered());
+        tracing::info!(target: "fleetd::event", event = %name, "{e}");
     }
+}
+
+/// The span every line of one flow is logged in.
+fn flow(trace_id: &str) -> tracing::Span {
+    tracing::info_span!(target: "fleetd::flow", "flow", trace_id = %trace_id)
 }
 
 /// Presence heartbeats: every few seconds per entity, logged only at `trace`.
@@ -166,11 +176,11 @@ impl Observer for DaemonObserver {
                     return;
                 }
                 let (msg, trace) = self.remember(headers);
+                let _flow = flow(&trace).entered();
                 tracing::info!(
                     target: "fleetd::broker",
                     kind = %text(headers, "kind"),
                     msg_id = %msg,
-                    trace_id = %trace,
                     to = %key,
                     "publish"
                 );
@@ -191,11 +201,11 @@ impl Observer for DaemonObserver {
                 return;
             }
             let (msg, trace) = self.remember(headers);
+            let _flow = flow(&trace).entered();
             tracing::info!(
                 target: "fleetd::broker",
                 kind = %text(headers, "kind"),
                 msg_id = %msg,
-                trace_id = %trace,
                 from = %text(headers, "from"),
                 queue = %queue,
                 redelivered = *redelivered,
@@ -239,5 +249,101 @@ impl Observer for DaemonObserver {
         for (kind, n) in ["member", "lead", "gateway"].into_iter().zip(kinds) {
             m.set("fleet_roster_entities", &[("kind", kind)], n as f64);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{LogFormat, LogSection};
+    use fleet_core::{SessionId, TicketId};
+
+    /// Collects what the log writes, line by line.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).extend(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn logged(format: LogFormat, feed: impl FnOnce(&mut DaemonObserver)) -> String {
+        let sink = Sink::default();
+        let cfg = LogSection {
+            format,
+            ..LogSection::default()
+        };
+        let out = sink.clone();
+        let sub = crate::daemon::log_subscriber(&cfg, move || out.clone(), false);
+        let mut obs = DaemonObserver::new(Arc::new(Metrics::default()), AuditSink::Log);
+        tracing::subscriber::with_default(sub, || feed(&mut obs));
+        let bytes = sink.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    fn enqueued(msg: MsgId) -> Output {
+        Output::Event(Event::Enqueued {
+            ticket: Some(TicketId(uuid::Uuid::from_u128(1))),
+            target: SessionId::new("w1"),
+            msg,
+        })
+    }
+
+    #[test]
+    fn a_same_host_flow_is_traced_by_its_msg_id_in_both_formats() {
+        let msg = MsgId(uuid::Uuid::from_u128(7));
+        let human = logged(LogFormat::Human, |o| {
+            o.output(Instant::ZERO, &enqueued(msg))
+        });
+        assert!(
+            human.contains(&format!("flow{{trace_id={msg}}}")),
+            "{human}"
+        );
+        let json = logged(LogFormat::Json, |o| o.output(Instant::ZERO, &enqueued(msg)));
+        let line: serde_json::Value =
+            serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {json}"));
+        assert_eq!(line["span"]["name"], "flow", "{line}");
+        assert_eq!(line["span"]["trace_id"], msg.to_string(), "{line}");
+        assert_eq!(line["event"], "enqueued", "{line}");
+    }
+
+    #[test]
+    fn a_delivery_and_the_events_after_it_share_the_envelopes_trace_id() {
+        let msg = MsgId(uuid::Uuid::from_u128(9));
+        let trace = uuid::Uuid::from_u128(0xabc).to_string();
+        let mut headers = Headers::new();
+        headers.insert("kind".into(), HeaderValue::Str("SEND".into()));
+        headers.insert("msgId".into(), HeaderValue::Str(msg.to_string()));
+        headers.insert("traceId".into(), HeaderValue::Str(trace.clone()));
+        let delivery = Input::Broker(BrokerEvent::Delivery {
+            delivery: fleet_core::broker::DeliveryId {
+                generation: 1,
+                tag: 1,
+            },
+            queue: "fleet.agent.w1.inbox.v2".into(),
+            routing_key: "w1".into(),
+            redelivered: false,
+            headers,
+            body: Vec::new(),
+        });
+        let log = logged(LogFormat::Json, |o| {
+            o.input(Instant::ZERO, &delivery);
+            o.output(Instant::ZERO, &enqueued(msg));
+        });
+        let lines: Vec<serde_json::Value> = log
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        assert_eq!(lines.len(), 2, "{log}");
+        for l in &lines {
+            assert_eq!(l["span"]["trace_id"], trace, "{l}");
+        }
+        assert_eq!(lines[0]["message"], "delivery");
+        assert_eq!(lines[1]["event"], "enqueued");
     }
 }

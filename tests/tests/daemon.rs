@@ -455,8 +455,8 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
         let trace = alpha_log
             .lines()
             .find(|l| l.contains("publish kind=SEND") && l.contains(&format!("to={gid_b}")))
-            .and_then(|l| l.split("trace_id=").nth(1))
-            .and_then(|t| t.split_whitespace().next())
+            .and_then(|l| l.split("flow{trace_id=").nth(1))
+            .and_then(|t| t.split('}').next())
             .unwrap_or_else(|| panic!("no SEND publish in alpha's log:\n{alpha_log}"))
             .to_string();
         let beta_log = hosts[1].proc.log_text();
