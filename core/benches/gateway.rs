@@ -149,6 +149,7 @@ impl Bench {
                                 content: "yes".into(),
                                 wait: true,
                                 timeout_ms: Some(120_000),
+                                asked_by: None,
                             },
                         );
                     }

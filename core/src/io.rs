@@ -98,6 +98,10 @@ pub enum Request {
         content: String,
         wait: bool,
         timeout_ms: Option<u64>,
+        /// The member the caller names as the asker (REST's `/sessions/{id}/message` path):
+        /// an open turn asked by anyone else is refused, not answered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        asked_by: Option<SessionId>,
     },
     /// `fleet_reply`: the caller's own session replies to its current turn.
     Reply { content: String },

@@ -289,6 +289,26 @@ fn a_question_is_answered_by_turn_id_and_the_turn_continues() {
         other => panic!("expected QUESTION, got {other:?}"),
     };
     assert_eq!(g.response(ask), None, "the member waits for its answer");
+    // Naming another member as the asker (REST's path id) is refused, and changes nothing.
+    let wrong = g.call(
+        lead(),
+        Request::Answer {
+            turn_id,
+            content: "sqlite".into(),
+            wait: true,
+            timeout_ms: None,
+            asked_by: Some(SessionId::new("w2")),
+        },
+    );
+    assert!(
+        matches!(
+            g.response(wrong),
+            Some(Response::Error(CallError::InvalidArgument { reason })) if reason.contains("asked by w1")
+        ),
+        "{:?}",
+        g.response(wrong)
+    );
+    assert_eq!(g.response(ask), None, "still waiting");
     let answer = g.call(
         lead(),
         Request::Answer {
@@ -296,6 +316,7 @@ fn a_question_is_answered_by_turn_id_and_the_turn_continues() {
             content: "postgres".into(),
             wait: true,
             timeout_ms: None,
+            asked_by: Some(w1()),
         },
     );
     assert_eq!(
@@ -336,6 +357,7 @@ fn asks_from_one_session_coalesce_and_all_get_the_answer() {
             content: "a".into(),
             wait: false,
             timeout_ms: None,
+            asked_by: None,
         },
     );
     for a in [a1, a2] {
@@ -372,6 +394,7 @@ fn an_answer_to_an_unknown_turn_is_stale() {
             content: "late".into(),
             wait: true,
             timeout_ms: None,
+            asked_by: None,
         },
     );
     assert_eq!(g.outcome(c).map(|o| o.0), Some(Outcome::StaleTurn));
@@ -402,6 +425,7 @@ fn an_async_ticket_shows_asking_and_resumes_on_the_answer() {
             content: "main".into(),
             wait: true,
             timeout_ms: None,
+            asked_by: None,
         },
     );
     assert!(

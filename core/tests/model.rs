@@ -522,6 +522,7 @@ impl Harness {
                         content: "use postgres".into(),
                         wait,
                         timeout_ms: Some(60_000),
+                        asked_by: None,
                     },
                 );
             }

@@ -349,6 +349,7 @@ impl SendArgs {
                 content: self.message,
                 wait,
                 timeout_ms: self.timeout_ms,
+                asked_by: None,
             });
         }
         if let Some(group) = self.broadcast {

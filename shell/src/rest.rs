@@ -243,15 +243,33 @@ async fn message(
     Path(id): Path<String>,
     Body(b): Body<MessageBody>,
 ) -> Reply {
+    let answer = b.turn_id.is_some();
     let args = SendArgs {
-        session_id: b.turn_id.is_none().then_some(id),
+        session_id: (!answer).then(|| id.clone()),
         turn_id: b.turn_id,
         message: b.message,
         wait: b.wait,
         timeout_ms: b.timeout_ms,
         ..SendArgs::default()
     };
-    call(&app, &caller, args.request()).await
+    // An answer's turn must be `{id}`'s own: the core refuses one asked by someone else.
+    let req = args.request().map(|r| match r {
+        Request::Answer {
+            turn_id,
+            content,
+            wait,
+            timeout_ms,
+            ..
+        } => Request::Answer {
+            turn_id,
+            content,
+            wait,
+            timeout_ms,
+            asked_by: Some(fleet_core::SessionId::new(id)),
+        },
+        other => other,
+    });
+    call(&app, &caller, req).await
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]

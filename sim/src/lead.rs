@@ -293,6 +293,7 @@ async fn answer(
         content: format!("answer for {brief}"),
         wait: true,
         timeout_ms: Some(60_000),
+        asked_by: None,
     }
 }
 

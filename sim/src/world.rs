@@ -576,6 +576,7 @@ impl World {
                     content: format!("answer for {turn_id}"),
                     wait,
                     timeout_ms: Some(timeout),
+                    asked_by: None,
                 },
                 pending: Pending::Answer {
                     lead,

@@ -145,6 +145,7 @@ fn u2_a_question_comes_back_and_a_late_answer_is_too_late() {
             content: "call it fleet".into(),
             wait: true,
             timeout_ms: Some(60_000),
+            asked_by: None,
         };
         match call(g0, answer).await {
             Response::Outcome {
@@ -170,6 +171,7 @@ fn u2_a_question_comes_back_and_a_late_answer_is_too_late() {
             content: "blue".into(),
             wait: true,
             timeout_ms: Some(30_000),
+            asked_by: None,
         };
         match call(g0, late).await {
             Response::Outcome {

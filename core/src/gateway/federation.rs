@@ -603,6 +603,11 @@ impl Gateway {
         }
     }
 
+    /// The worker on another host whose open question `turn` is.
+    pub(super) fn remote_asker(&self, turn: TurnId) -> Option<SessionId> {
+        Some(self.fed.as_ref()?.remote_asks.get(&turn)?.worker.clone())
+    }
+
     pub(super) fn is_remote_ask(&self, turn: TurnId) -> bool {
         self.fed
             .as_ref()

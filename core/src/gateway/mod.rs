@@ -479,7 +479,21 @@ impl Gateway {
                 content,
                 wait,
                 timeout_ms,
-            } => self.on_answer(now, call, &caller, turn_id, content, wait, timeout_ms),
+                asked_by,
+            } => {
+                let owner = self
+                    .rendezvous
+                    .ask(turn_id)
+                    .map(|a| a.session.clone())
+                    .or_else(|| self.remote_asker(turn_id));
+                if let (Some(named), Some(owner)) = (asked_by, owner) {
+                    if named != owner {
+                        let why = format!("turn {turn_id} was asked by {owner}, not {named}");
+                        return self.invalid(call, &why);
+                    }
+                }
+                self.on_answer(now, call, &caller, turn_id, content, wait, timeout_ms)
+            }
             Request::Reply { content } => match caller.session {
                 Some(s) => self.on_reply(now, call, s, content),
                 None => self.respond(call, Response::Error(CallError::NoSession)),

@@ -283,6 +283,7 @@ fn u2_ask_and_answer_across_hosts() {
             content: "postgres".into(),
             wait: true,
             timeout_ms: None,
+            asked_by: None,
         },
     );
     assert_eq!(
@@ -346,6 +347,7 @@ fn a_late_answer_is_dropped_and_reported_too_late() {
             content: "too late".into(),
             wait: true,
             timeout_ms: None,
+            asked_by: None,
         },
     );
     // The paused ticket resumed on the answer, and the answer came back TOO_LATE.

@@ -144,6 +144,7 @@ impl Model {
                             content: "yes".into(),
                             wait: true,
                             timeout_ms: Some(30_000),
+                            asked_by: None,
                         },
                     );
                     self.answers.insert(c, String::new());
