@@ -13,6 +13,7 @@
 
 use fleet_tests::fleetd_proc::{free_port, play_members, write_key, Dir, Mcp, Proc, Rest};
 use fleet_tests::herdr_double::HerdrDouble;
+use fleet_tests::panes::Panes;
 use serde_json::json;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -134,7 +135,7 @@ poll_interval_ms = 20
         .unwrap_or_else(|e| panic!("{e}"));
     let pid = proc.pid();
     let _members = play_members(
-        herdr.clone(),
+        Panes::Double(herdr.clone()),
         &proc.url,
         fleetd::daemon::member_key(&secret),
     );

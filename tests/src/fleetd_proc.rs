@@ -3,7 +3,7 @@
 //! double — the only stand-in, because no herdr binary ships here (with `HERDR_BIN` the herdr
 //! tests run against a real one).
 
-use crate::herdr_double::HerdrDouble;
+use crate::panes::{Panes, ECHO};
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -13,7 +13,6 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The `fleetd` binary next to this test binary (`target/<profile>/fleetd`).
@@ -315,23 +314,15 @@ impl Drop for Played {
 ///
 /// A reply the gateway does not take (it is down, or its broker is) is retried, as a member
 /// would, for up to a minute.
-pub fn play_members(herdr: Arc<HerdrDouble>, base: &str, member_key: [u8; 32]) -> Played {
+pub fn play_members(herdr: Panes, base: &str, member_key: [u8; 32]) -> Played {
     let base = base.to_string();
     let task = tokio::spawn(async move {
         let mut answered: BTreeMap<String, usize> = BTreeMap::new();
         loop {
-            let panes: Vec<(String, crate::herdr_double::Pane)> = herdr
-                .state()
-                .panes
-                .iter()
-                .map(|(id, p)| (id.clone(), p.clone()))
-                .collect();
-            for (id, p) in panes {
-                let Some(gid) = p.label.as_deref().and_then(|l| l.strip_prefix("fleet:")) else {
-                    continue;
-                };
+            for p in herdr.members().await {
+                let (id, gid) = (p.pane.clone(), p.gid.clone());
                 if p.status == "unknown" && p.typed.is_empty() {
-                    herdr.set_status(&id, "idle");
+                    herdr.set_status(&id, "idle").await;
                     continue;
                 }
                 let done = answered.entry(id.clone()).or_insert(0);
@@ -340,10 +331,10 @@ pub fn play_members(herdr: Arc<HerdrDouble>, base: &str, member_key: [u8; 32]) -
                 }
                 let brief = p.typed[*done].clone();
                 *done += 1;
-                herdr.set_status(&id, "working");
-                let token = fleetd::herdr::launch::member_token(&member_key, gid);
+                herdr.set_status(&id, "working").await;
+                let token = fleetd::herdr::launch::member_token(&member_key, &gid);
                 let rest = Rest::new(&base, Some(&token));
-                let (herdr, gid, id) = (herdr.clone(), gid.to_string(), id.clone());
+                let herdr = herdr.clone();
                 tokio::spawn(async move {
                     let reply = work(&rest, &gid, &brief).await;
                     for _ in 0..200 {
@@ -362,7 +353,7 @@ pub fn play_members(herdr: Arc<HerdrDouble>, base: &str, member_key: [u8; 32]) -
                         }
                         tokio::time::sleep(Duration::from_millis(300)).await;
                     }
-                    herdr.set_status(&id, "idle");
+                    herdr.set_status(&id, "idle").await;
                 });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -422,12 +413,13 @@ impl Drop for Dir {
 
 // ---- a fleet of named hosts on the local RabbitMQ ------------------------------------------
 
-/// One gateway of a three-host fleet: its process, its herdr (a double) and its played members.
+/// One gateway of a three-host fleet: its process, its herdr (the double, or a real one under
+/// `HERDR_BIN`) and its played members.
 pub struct Host {
     pub name: &'static str,
     pub port: u16,
     pub proc: Proc,
-    pub herdr: Arc<HerdrDouble>,
+    pub herdr: Panes,
     pub members: Played,
     pub token: String,
     /// The lead's own pane on this host's herdr (nudges and lead-to-lead messages land there).
@@ -493,7 +485,7 @@ ready_timeout_ms = 10000
 
 [profiles.echo]
 kind = "command"
-argv = ["sh", "-c", "cat"]
+argv = {argv}
 
 [core]
 poll_interval_ms = 100
@@ -507,7 +499,13 @@ lead_inbox_expires_ms = 120000
         uri = crate::gateways::amqp_uri(),
         token = lead_token(name),
         socket = socket.display(),
+        argv = echo_argv(),
     )
+}
+
+/// `ECHO` as a TOML array.
+pub fn echo_argv() -> String {
+    serde_json::to_string(&ECHO).unwrap_or_default()
 }
 
 pub async fn start_host(dir: &Dir, ns: &str, i: usize) -> Host {
@@ -516,14 +514,10 @@ pub async fn start_host(dir: &Dir, ns: &str, i: usize) -> Host {
     let state = hdir.join("state");
     std::fs::create_dir_all(&state).unwrap_or_else(|e| panic!("{e}"));
     let secret = write_key(&state.join("gateway.key"), 10 + i as u8);
-    let herdr = Arc::new(
-        HerdrDouble::start(&hdir)
-            .await
-            .unwrap_or_else(|e| panic!("{e}")),
-    );
-    let lead_pane = herdr.add_pane(None, "idle");
+    let herdr = Panes::start(&hdir).await;
+    let lead_pane = herdr.add_lead_pane(&format!("lead-{name}")).await;
     let port = free_port();
-    let config = cross_config(dir, ns, i, port, &herdr.path, &lead_pane);
+    let config = cross_config(dir, ns, i, port, &herdr.path(), &lead_pane);
     let proc = Proc::start(&hdir, name, port, &config)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -553,12 +547,8 @@ pub fn logs(hosts: &[Host]) -> String {
 }
 
 /// How many times text containing `needle` was typed into member `gid`'s pane on `h`.
-pub fn typed(h: &Host, gid: &str, needle: &str) -> usize {
-    h.herdr
-        .pane_by_label(&format!("fleet:{gid}"))
-        .map_or(0, |(_, p)| {
-            p.typed.iter().filter(|t| t.contains(needle)).count()
-        })
+pub async fn typed(h: &Host, gid: &str, needle: &str) -> usize {
+    h.herdr.member_typed(gid, needle).await
 }
 
 pub async fn eventually<F: std::future::Future<Output = bool>>(

@@ -5,6 +5,7 @@ pub mod fleetd_proc;
 pub mod gateways;
 pub mod herdr_double;
 pub mod herdr_real;
+pub mod panes;
 pub mod schema;
 
 use regex::Regex;

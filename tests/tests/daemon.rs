@@ -1,13 +1,13 @@
 //! The daemon end to end: real `fleetd` processes, a lead speaking MCP through rmcp's client,
-//! REST, members played through the herdr double (see `fleet_tests::fleetd_proc`).
+//! REST, members played through herdr's API on the herdr double, or on a real herdr when
+//! `HERDR_BIN` names one (see `fleet_tests::fleetd_proc` and `fleet_tests::panes`).
 
 use fleet_tests::fleetd_proc::{
-    collect, eventually, free_port, logs, play_members, start_host, typed, write_key, Dir, Mcp,
-    Proc, Rest, HOSTS,
+    collect, echo_argv, eventually, free_port, logs, play_members, start_host, typed, write_key,
+    Dir, Mcp, Proc, Rest, HOSTS,
 };
-use fleet_tests::herdr_double::HerdrDouble;
+use fleet_tests::panes::Panes;
 use serde_json::json;
-use std::sync::Arc;
 use std::time::Duration;
 
 const LEAD_TOKEN: &str = "lead-token-0123456789abcdef";
@@ -51,7 +51,7 @@ ready_timeout_ms = 10000
 
 [profiles.echo]
 kind = "command"
-argv = ["sh", "-c", "cat"]
+argv = {argv}
 
 [core]
 poll_interval_ms = 100
@@ -61,6 +61,7 @@ poll_interval_ms = 100
         socket = socket.display(),
         lead_pane = panes.0,
         architect_pane = panes.1,
+        argv = echo_argv(),
     )
 }
 
@@ -77,16 +78,12 @@ fn member_key(dir: &Dir, seed: u8) -> [u8; 32] {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
     let dir = Dir::new("single");
-    let herdr = Arc::new(
-        HerdrDouble::start(&dir.0)
-            .await
-            .unwrap_or_else(|e| panic!("{e}")),
-    );
+    let herdr = Panes::start(&dir.0).await;
     let port = free_port();
     let mkey = member_key(&dir, 3);
-    let lead_pane = herdr.add_pane(None, "idle");
-    let architect_pane = herdr.add_pane(None, "idle");
-    let config = single_host_config(&dir, port, &herdr.path, (&lead_pane, &architect_pane));
+    let lead_pane = herdr.add_lead_pane("lead").await;
+    let architect_pane = herdr.add_lead_pane("archie").await;
+    let config = single_host_config(&dir, port, &herdr.path(), (&lead_pane, &architect_pane));
     let mut fleetd = Proc::start(&dir.0, "solo", port, &config)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -139,17 +136,8 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
             .is_some_and(|b| b.contains("brief one")),
         "{out}"
     );
-    let (_, typed) = herdr
-        .pane_by_label(&format!("fleet:{gid}"))
-        .unwrap_or_else(|| panic!("no member pane"));
-    assert_eq!(
-        typed
-            .typed
-            .iter()
-            .filter(|t| t.contains("brief one"))
-            .count(),
-        1
-    );
+    assert!(herdr.member_pane(&gid).await.is_some(), "no member pane");
+    assert_eq!(herdr.member_typed(&gid, "brief one").await, 1);
 
     // A tool argument never names the caller: unknown fields are refused.
     let (ok, refused) = lead
@@ -299,13 +287,8 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
         .await;
     assert!(ok, "{out}");
     assert_eq!(out["outcome"], "REPLIED", "{out}");
-    let nudged = |pane: &str| {
-        herdr.state().panes.get(pane).map_or(0, |p| {
-            p.typed.iter().filter(|t| t.contains("fleet_poll")).count()
-        })
-    };
     // Each lead is nudged about its own items only.
-    let lead_nudges = nudged(&lead_pane);
+    let lead_nudges = herdr.typed(&lead_pane, "fleet_poll").await;
     let (ok, t) = architect
         .call(
             "fleet_send",
@@ -314,13 +297,18 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
         .await;
     assert!(ok, "{t}");
     for _ in 0..100 {
-        if nudged(&architect_pane) > 0 {
+        if herdr.typed(&architect_pane, "fleet_poll").await > 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(nudged(&architect_pane), 1, "{}", fleetd.log_text());
-    assert_eq!(nudged(&lead_pane), lead_nudges);
+    assert_eq!(
+        herdr.typed(&architect_pane, "fleet_poll").await,
+        1,
+        "{}",
+        fleetd.log_text()
+    );
+    assert_eq!(herdr.typed(&lead_pane, "fleet_poll").await, lead_nudges);
     let (_, t) = lead
         .call(
             "fleet_send",
@@ -329,8 +317,12 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
         .await;
     assert_eq!(t["outcome"], "TIMED_OUT_WORKING", "{t}");
     collect(&lead, &gid, "stranded", 20).await;
-    assert!(nudged(&lead_pane) >= 1, "{}", fleetd.log_text());
-    assert_eq!(nudged(&architect_pane), 1);
+    assert!(
+        herdr.typed(&lead_pane, "fleet_poll").await >= 1,
+        "{}",
+        fleetd.log_text()
+    );
+    assert_eq!(herdr.typed(&architect_pane, "fleet_poll").await, 1);
 
     // Audit: one JSON line per decision, never the content.
     let audit = std::fs::read_to_string(dir.0.join("audit.jsonl")).unwrap_or_default();
@@ -407,22 +399,18 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
         assert!(ok, "{spawned}");
         assert_eq!(spawned["host"], "beta", "{spawned}");
         let gid_b = spawned["gid"].as_str().unwrap_or_default().to_string();
-        assert!(hosts[1]
-            .herdr
-            .pane_by_label(&format!("fleet:{gid_b}"))
-            .is_some());
+        assert!(hosts[1].herdr.member_pane(&gid_b).await.is_some());
         // gamma does not take control from alpha: refused, nothing started there.
         let (ok, refused) = lead
             .call("fleet_spawn", json!({"profile": "echo", "host": "gamma"}))
             .await;
         assert!(!ok, "{refused}");
         assert_eq!(refused["code"], "spawn_failed", "{refused}");
-        assert!(hosts[2]
-            .herdr
-            .state()
-            .panes
-            .values()
-            .all(|p| p.label.is_none()));
+        let labels = hosts[2].herdr.labels().await;
+        assert!(
+            labels.iter().all(|l| !l.starts_with("fleet:")),
+            "{labels:?}"
+        );
         let gamma = Rest::new(&hosts[2].proc.url, Some(&hosts[2].token));
         eventually(
             "gamma counts the refused SPAWN and its broker link",
@@ -449,7 +437,7 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
             out["body"].as_str().is_some_and(|b| b.contains("brief b1")),
             "{out}"
         );
-        assert_eq!(typed(&hosts[1], &gid_b, "brief b1"), 1);
+        assert_eq!(typed(&hosts[1], &gid_b, "brief b1").await, 1);
         // One traceId tells the delegation's story on both hosts.
         let alpha_log = hosts[0].proc.log_text();
         let trace = alpha_log
@@ -479,18 +467,8 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
             .await;
         assert!(ok, "{c}");
         eventually("alpha's note typed into beta's lead pane", 20, || async {
-            hosts[1]
-                .herdr
-                .state()
-                .panes
-                .get(&hosts[1].lead_pane)
-                .is_some_and(|p| {
-                    p.typed
-                        .iter()
-                        .filter(|t| t.contains("coordinate: hello beta"))
-                        .count()
-                        == 1
-                })
+            let h = &hosts[1];
+            h.herdr.typed(&h.lead_pane, "coordinate: hello beta").await == 1
         })
         .await;
 
@@ -560,8 +538,8 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
             .await;
         assert!(ok, "{b}");
         eventually("the broadcast typed into both members", 20, || async {
-            typed(&hosts[0], &gid_a, "everyone: report") == 1
-                && typed(&hosts[1], &gid_b, "everyone: report") == 1
+            typed(&hosts[0], &gid_a, "everyone: report").await == 1
+                && typed(&hosts[1], &gid_b, "everyone: report").await == 1
         })
         .await;
         lead
@@ -572,15 +550,10 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
     };
     let gid_b = hosts[1]
         .herdr
-        .state()
-        .panes
-        .values()
-        .find_map(|p| {
-            p.label
-                .as_deref()
-                .and_then(|l| l.strip_prefix("fleet:"))
-                .map(str::to_string)
-        })
+        .members()
+        .await
+        .first()
+        .map(|m| m.gid.clone())
         .unwrap_or_default();
     // Let the broadcast's replies settle, then drain them.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -597,7 +570,7 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
     let ticket = t["ticket"].as_str().unwrap_or_default().to_string();
     let b = &mut hosts[1];
     eventually("the brief typed on beta", 20, || async {
-        typed(b, &gid_b, "survive") == 1
+        typed(b, &gid_b, "survive").await == 1
     })
     .await;
     b.proc.kill9().await;
@@ -629,7 +602,12 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
         .unwrap_or_else(|e| panic!("{e}"));
     collect(&beta_lead, &gid_b, "survive", 30).await;
     beta_lead.close().await;
-    assert_eq!(typed(&hosts[1], &gid_b, "survive"), 1, "{}", logs(&hosts));
+    assert_eq!(
+        typed(&hosts[1], &gid_b, "survive").await,
+        1,
+        "{}",
+        logs(&hosts)
+    );
 
     lead.close().await;
     for h in &mut hosts {

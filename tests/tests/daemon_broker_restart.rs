@@ -52,7 +52,12 @@ async fn a_broker_restart_under_load_loses_no_reply_and_types_nothing_twice() {
         tickets.push(t["ticket"].as_str().unwrap_or_default().to_string());
     }
     eventually("every job typed on beta", 20, || async {
-        (0..3).all(|k| typed(&hosts[1], &gids[k], &format!("job {k}")) == 1)
+        for (k, gid) in gids.iter().enumerate() {
+            if typed(&hosts[1], gid, &format!("job {k}")).await != 1 {
+                return false;
+            }
+        }
+        true
     })
     .await;
     rabbitmqctl(&["stop_app"])
@@ -86,7 +91,7 @@ async fn a_broker_restart_under_load_loses_no_reply_and_types_nothing_twice() {
         if !replied {
             collect(&lead, &gids[k], &format!("job {k}"), 30).await;
         }
-        assert_eq!(typed(&hosts[1], &gids[k], &format!("job {k}")), 1);
+        assert_eq!(typed(&hosts[1], &gids[k], &format!("job {k}")).await, 1);
     }
 
     // The fleet works as before.
