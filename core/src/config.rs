@@ -56,6 +56,9 @@ pub struct CoreConfig {
     pub presence_ttl_ms: u64,
     /// Forward-path msgIds remembered against replay.
     pub seen_capacity: usize,
+    /// The largest message body accepted (bytes): a brief, answer, reply or question from the
+    /// north faces, and any delivery from the broker (checked before its signature is hashed).
+    pub max_body_bytes: usize,
     /// basic.qos prefetch per consumer: bounds the deliveries a gateway holds.
     pub prefetch: u16,
     /// Inbox queue arguments (x-max-length, x-message-ttl) and orphan expiry (x-expires).
@@ -113,6 +116,7 @@ impl Default for CoreConfig {
             presence_interval_ms: 5_000,
             presence_ttl_ms: 20_000,
             seen_capacity: 65_536,
+            max_body_bytes: 1 << 20,
             prefetch: 64,
             inbox_max_length: 10_000,
             inbox_message_ttl_ms: 7 * 86_400_000,
@@ -185,6 +189,7 @@ impl CoreConfig {
             ("presence_interval_ms", self.presence_interval_ms),
             ("presence_ttl_ms", self.presence_ttl_ms),
             ("seen_capacity", self.seen_capacity as u64),
+            ("max_body_bytes", self.max_body_bytes as u64),
             ("prefetch", u64::from(self.prefetch)),
             ("inbox_max_length", self.inbox_max_length),
             ("inbox_message_ttl_ms", self.inbox_message_ttl_ms),

@@ -145,6 +145,18 @@ pub enum Request {
 }
 
 impl Request {
+    /// The size of the text this request carries to a pane or a lead, if any.
+    pub fn content_len(&self) -> Option<usize> {
+        match self {
+            Request::Send { content, .. }
+            | Request::Answer { content, .. }
+            | Request::Reply { content }
+            | Request::Broadcast { content, .. } => Some(content.len()),
+            Request::Ask { question, .. } => Some(question.len()),
+            _ => None,
+        }
+    }
+
     pub fn action(&self) -> Action {
         match self {
             Request::Send { .. } | Request::Answer { .. } | Request::Poll { .. } => Action::Send,

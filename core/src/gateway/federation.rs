@@ -1202,6 +1202,16 @@ impl Gateway {
         if queue == f.names.dlq() {
             return self.on_dead_letter(now, delivery, headers, body);
         }
+        // Checked first: a body this size is refused before anything hashes or copies it.
+        if body.len() > self.cfg.max_body_bytes {
+            let why = format!(
+                "a body of {} bytes exceeds max_body_bytes ({})",
+                body.len(),
+                self.cfg.max_body_bytes
+            );
+            return self.reject(delivery, queue, "oversized", why);
+        }
+        let Some(f) = &mut self.fed else { return };
         let (roster, keyring) = (&f.roster, &f.cfg.keyring);
         let roster_queue = queue == f.names.roster(&f.cfg.host);
         let kept = (!roster_queue).then(|| body.clone());

@@ -467,6 +467,15 @@ impl Gateway {
             };
             return self.respond(call, Response::Error(err));
         }
+        if let Some(len) = request.content_len() {
+            if len > self.cfg.max_body_bytes {
+                let why = format!(
+                    "the message is {len} bytes; this gateway takes at most {} (core.max_body_bytes)",
+                    self.cfg.max_body_bytes
+                );
+                return self.invalid(call, &why);
+            }
+        }
         match request {
             Request::Send {
                 target,

@@ -623,6 +623,56 @@ fn forged_readdressed_and_replayed_briefs_are_rejected_and_never_typed() {
     assert!(f.trace(1).contains("broker reject 1/10001"));
 }
 
+/// A body over `max_body_bytes` is refused before its signature is even hashed — from the
+/// broker (rejected `oversized`, never typed) and from the north faces (invalid_argument) —
+/// while a genuine brief of ordinary size from the same sender is typed.
+#[test]
+fn an_oversized_body_is_refused_on_the_wire_and_at_the_faces() {
+    let (mut f, lead, worker) = two_hosts();
+    let max = harness::core_config().max_body_bytes;
+    let a = Keyring::new(host_name(0), [1; 32], &BTreeMap::new()).expect("a's key");
+    let inbox = format!("test.agent.{worker}.inbox.v2");
+    let deliver = |f: &mut Fleet, tag: u64, env: &Envelope| {
+        f.input(
+            1,
+            Input::Broker(BrokerEvent::Delivery {
+                delivery: DeliveryId {
+                    generation: 1,
+                    tag: 10_000 + tag,
+                },
+                queue: inbox.clone(),
+                routing_key: worker.to_string(),
+                redelivered: false,
+                headers: env.to_headers(),
+                body: env.body.clone(),
+            }),
+        );
+    };
+    let mut big = envelope(Kind::Send, 6, LEAD, worker.as_str(), &vec![b'x'; max + 1]);
+    big.expires_at = u64::MAX / 2;
+    a.sign(&mut big);
+    deliver(&mut f, 1, &big);
+    assert!(f.trace(1).contains("oversized"), "{}", f.trace(1));
+    assert!(f.trace(1).contains("broker reject 1/10001"));
+    f.advance(Duration::from_secs(2));
+    assert!(f.hosts[1].panes[&worker].typed.is_empty());
+
+    let c = f.call(0, lead.clone(), send(&worker, &"y".repeat(max + 1), true));
+    assert!(
+        matches!(f.response(0, c), Some(Response::Error(CallError::InvalidArgument { reason })) if reason.contains("max_body_bytes")),
+        "{:?}",
+        f.response(0, c)
+    );
+    let c = f.call(0, lead, send(&worker, &"z".repeat(max), true));
+    f.advance(Duration::from_secs(2));
+    assert_eq!(
+        f.hosts[1].panes[&worker].typed.len(),
+        1,
+        "the limit itself passes"
+    );
+    assert_eq!(f.response(0, c), None, "in flight");
+}
+
 /// A genuine brief that ends in the DLQ is reported to its sender as FAILED: the caps never
 /// become a silent loss channel.
 #[test]
