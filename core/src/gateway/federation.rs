@@ -16,7 +16,7 @@ use crate::broker::{
     QueueArgs, QueueSpec, Topology,
 };
 use crate::config::CoreConfig;
-use crate::envelope::{Envelope, Headers, Kind, VERSION};
+use crate::envelope::{Envelope, HeaderValue, Headers, Kind, VERSION};
 use crate::ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, TurnId};
 use crate::inbox::HeldReply;
 use crate::io::{CallError, Event, Output, Response};
@@ -1846,6 +1846,18 @@ impl Gateway {
         body: Vec<u8>,
     ) {
         self.ack(delivery);
+        // Only a brief the broker dropped undelivered (its inbox overflowed, or its TTL ran
+        // out) is reported. One a gateway rejected was refused on admission — an expired,
+        // replayed or re-addressed copy — and its genuine original was handled, or its
+        // sender's INJECTED bound covers it; reporting the copy would let anyone with broker
+        // access fail a live delegation by replaying it.
+        let undelivered = matches!(
+            headers.get("x-first-death-reason"),
+            Some(HeaderValue::Str(r)) if r == "maxlen" || r == "expired"
+        );
+        if !undelivered {
+            return;
+        }
         let Ok(env) = Envelope::from_parts(headers, body) else {
             return;
         };

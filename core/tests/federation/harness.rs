@@ -7,7 +7,7 @@
 use fleet_core::broker::{
     BrokerEvent, BrokerOp, DeliveryId, Exchange, ExchangeType, PublishResult, Topology,
 };
-use fleet_core::envelope::Headers;
+use fleet_core::envelope::{HeaderValue, Headers};
 use fleet_core::signing::Keyring;
 use fleet_core::{
     AgentStatus, CallId, CoreConfig, Duration, Federation, Gateway, HostId, Input, Instant, Output,
@@ -380,8 +380,12 @@ impl Fleet {
                     delivery.generation, self.broker.generation,
                     "reject of an old tag"
                 );
-                if let Some((_, m)) = self.broker.unacked.remove(&(h, delivery.tag)) {
+                if let Some((_, mut m)) = self.broker.unacked.remove(&(h, delivery.tag)) {
                     self.broker.rejected.push(m.clone());
+                    // As RabbitMQ stamps the first dead-lettering.
+                    m.headers
+                        .entry("x-first-death-reason".into())
+                        .or_insert(HeaderValue::Str("rejected".into()));
                     self.broker.route(Exchange::Dlx, "", m);
                 }
             }

@@ -5,7 +5,7 @@ mod harness;
 mod model;
 
 use fleet_core::broker::{BrokerEvent, DeliveryId, Exchange};
-use fleet_core::envelope::{Envelope, Kind, VERSION};
+use fleet_core::envelope::{Envelope, HeaderValue, Kind, VERSION};
 use fleet_core::signing::Keyring;
 use fleet_core::{
     AgentStatus, AskOutcome, CallError, Duration, Input, MsgId, Outcome, Phase, Principal,
@@ -690,11 +690,58 @@ fn a_dead_lettered_brief_is_reported_to_its_sender() {
         .expect("queued");
     f.partitioned.remove(&1);
     let dlq = f.broker.dlq.clone().expect("a dlq");
+    let mut m = m;
+    // The broker dropped it undelivered: its inbox overflowed.
+    m.headers.insert(
+        "x-first-death-reason".into(),
+        HeaderValue::Str("maxlen".into()),
+    );
     f.broker.queues.get_mut(&dlq).expect("dlq").push_back(m);
     f.settle();
     let (o, body) = outcome(f.response(0, c)).expect("reported");
     assert_eq!(o, Outcome::WorkerFailed);
     assert!(body.unwrap_or_default().contains("dead-lettered"));
+}
+
+/// Anyone with broker access can replay a genuine brief it captured. The worker's gateway
+/// rejects the copy (`replayed`), and the copy dead-letters — but a rejected copy is not an
+/// undelivered brief: reporting it FAILED would let a replay fail the live delegation.
+#[test]
+fn a_replayed_brief_is_rejected_and_does_not_fail_the_live_delegation() {
+    let (mut f, lead, worker) = two_hosts();
+    let inbox = format!("test.agent.{worker}.inbox.v2");
+    // The rogue's copy of what the lead publishes, taken as the broker routes it.
+    f.partitioned.insert(1);
+    let c = f.call(0, lead, send(&worker, "task", true));
+    let original = f
+        .broker
+        .queues
+        .get(&inbox)
+        .and_then(|q| q.front().cloned())
+        .expect("queued");
+    f.partitioned.remove(&1);
+    f.advance(Duration::from_secs(1));
+    assert_eq!(f.hosts[1].panes[&worker].typed, vec!["task"]);
+    f.broker
+        .queues
+        .get_mut(&inbox)
+        .expect("inbox")
+        .push_back(original);
+    f.advance(Duration::from_secs(2));
+    assert!(f.trace(1).contains("replayed"), "{}", f.trace(1));
+    assert_eq!(f.hosts[1].panes[&worker].typed, vec!["task"], "typed once");
+    assert_eq!(f.response(0, c), None, "the live delegation is untouched");
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "done".into(),
+        },
+    );
+    assert_eq!(
+        outcome(f.response(0, c)),
+        Some((Outcome::Replied, Some("done".into())))
+    );
 }
 
 /// The roster: every gateway sees every entity and host; a host that stops heartbeating
