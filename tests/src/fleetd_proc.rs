@@ -509,6 +509,11 @@ pub fn echo_argv() -> String {
 }
 
 pub async fn start_host(dir: &Dir, ns: &str, i: usize) -> Host {
+    start_host_with(dir, ns, i, "").await
+}
+
+/// `start_host` with `extra_core` lines added to the config's `[core]` section.
+pub async fn start_host_with(dir: &Dir, ns: &str, i: usize, extra_core: &str) -> Host {
     let name = HOSTS[i];
     let hdir = dir.0.join(name);
     let state = hdir.join("state");
@@ -517,7 +522,8 @@ pub async fn start_host(dir: &Dir, ns: &str, i: usize) -> Host {
     let herdr = Panes::start(&hdir).await;
     let lead_pane = herdr.add_lead_pane(&format!("lead-{name}")).await;
     let port = free_port();
-    let config = cross_config(dir, ns, i, port, &herdr.path(), &lead_pane);
+    let config = cross_config(dir, ns, i, port, &herdr.path(), &lead_pane)
+        .replace("[core]\n", &format!("[core]\n{extra_core}\n"));
     let proc = Proc::start(&hdir, name, port, &config)
         .await
         .unwrap_or_else(|e| panic!("{e}"));

@@ -2045,12 +2045,18 @@ fn slice(cfg: &CoreConfig, f: &Fed, gids: &[(SessionId, EntityKind)], full: bool
                 ..QueueArgs::default()
             },
         });
+        // A rejected heartbeat (forged, expired) dead-letters like any other rejection, and a
+        // flood of them is capped: heartbeats come again, so dropping the oldest loses nothing.
         t.queues.push(QueueSpec {
             name: n.roster(host),
             durable: false,
             exclusive: true,
             auto_delete: true,
-            args: QueueArgs::default(),
+            args: QueueArgs {
+                dead_letter_exchange: dlx.clone(),
+                max_length: Some(cfg.inbox_max_length),
+                ..QueueArgs::default()
+            },
         });
         t.bindings.push(Binding {
             queue: n.dlq(),

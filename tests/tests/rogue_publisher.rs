@@ -1,0 +1,527 @@
+//! A rogue publisher on the real RabbitMQ: a client holding broker credentials but no gateway
+//! key (CB-308 §4 item 5: the broker connection is the security boundary). Two `fleetd`
+//! processes serve a live delegation while it publishes forged SEND, SPAWN and PRESENCE, an
+//! unsigned brief, a captured genuine brief replayed and re-addressed, a newer-major envelope,
+//! an expired one, one claiming a sender on another host, one with ill-typed headers, a
+//! 10 MiB body, and a flood past `x-max-length`. Each is dead-lettered (seen on a tap of the
+//! DLX) and counted under its code; nothing is typed, spawned or believed; the live
+//! delegation and the traffic after it are served with nothing lost.
+
+use fleet_core::broker::{Exchange, Names};
+use fleet_core::envelope::{Envelope, HeaderValue, Headers, Kind, Version, VERSION};
+use fleet_core::signing::Keyring;
+use fleet_core::{HostId, MsgId, SessionId, TraceId};
+use fleet_tests::fleetd_proc::{
+    eventually, logs, start_host_with, typed, Dir, Host, Mcp, Rest, HOSTS,
+};
+use lapin::options::{
+    BasicAckOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueBindOptions,
+    QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Inboxes this small overflow quickly when nobody consumes them.
+const MAX_LENGTH: u64 = 50;
+
+/// The rogue stamps its messages with the real clock, as a real one would.
+#[allow(clippy::disallowed_methods)] // the test's wall clock, against real gateways
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A fresh id, as any publisher can mint.
+#[allow(clippy::disallowed_methods)] // ids outside any gateway's seeded stream
+fn fresh() -> uuid::Uuid {
+    uuid::Uuid::new_v4()
+}
+
+/// An unsigned envelope from `from` on `signer` to `to`, valid for a minute.
+fn envelope(kind: Kind, from: &str, to: &str, signer: &str, body: &[u8]) -> Envelope {
+    let now = now_ms();
+    Envelope {
+        v: VERSION,
+        kind,
+        msg_id: MsgId(fresh()),
+        trace_id: TraceId(fresh()),
+        from: SessionId::new(from),
+        to: to.into(),
+        signer: HostId::new(signer),
+        re: None,
+        turn_id: None,
+        spawn_id: None,
+        outcome: None,
+        ts: now,
+        expires_at: now + 60_000,
+        sig: None,
+        body: body.to_vec(),
+    }
+}
+
+fn keyring(host: &str, secret: u8) -> Keyring {
+    Keyring::new(HostId::new(host), [secret; 32], &BTreeMap::new())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// One message the rogue publishes, and the code the receiving gateway must reject it with.
+struct Rogue {
+    what: &'static str,
+    exchange: Exchange,
+    key: String,
+    headers: Headers,
+    body: Vec<u8>,
+    code: &'static str,
+}
+
+impl Rogue {
+    fn of(what: &'static str, exchange: Exchange, env: &Envelope, code: &'static str) -> Rogue {
+        Rogue {
+            what,
+            exchange,
+            key: env.to.clone(),
+            headers: env.to_headers(),
+            body: env.body.clone(),
+            code,
+        }
+    }
+
+    fn msg_id(&self) -> String {
+        match self.headers.get("msgId") {
+            Some(HeaderValue::Str(s)) => s.clone(),
+            _ => String::new(),
+        }
+    }
+}
+
+async fn publish(ch: &Channel, names: &Names, r: &Rogue) {
+    let table = fleetd::amqp::to_table(&r.headers).unwrap_or_else(|e| panic!("{e}"));
+    let confirm = ch
+        .basic_publish(
+            names.exchange(r.exchange).as_str().into(),
+            r.key.as_str().into(),
+            BasicPublishOptions::default(),
+            &r.body,
+            BasicProperties::default()
+                .with_headers(table)
+                .with_delivery_mode(2),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", r.what));
+    confirm.await.unwrap_or_else(|e| panic!("{}: {e}", r.what));
+}
+
+/// A queue of the rogue's own, bound to `exchange` by `key`: what the broker routes there.
+async fn tap(ch: &Channel, names: &Names, name: &str, exchange: Exchange, key: &str) -> String {
+    let q = format!("{}.tap.{name}", names.namespace);
+    ch.queue_declare(
+        q.as_str().into(),
+        QueueDeclareOptions {
+            exclusive: true,
+            auto_delete: true,
+            ..QueueDeclareOptions::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{q}: {e}"));
+    ch.queue_bind(
+        q.as_str().into(),
+        names.exchange(exchange).as_str().into(),
+        key.into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{q}: {e}"));
+    q
+}
+
+/// Takes what is in `queue` now: each message's headers and body.
+async fn drain(ch: &Channel, queue: &str) -> Vec<(FieldTable, Vec<u8>)> {
+    let mut out = Vec::new();
+    while let Some(m) = ch
+        .basic_get(queue.into(), BasicGetOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{queue}: {e}"))
+    {
+        let _ = m.delivery.acker.ack(BasicAckOptions::default()).await;
+        let headers = m.delivery.properties.headers().clone().unwrap_or_default();
+        out.push((headers, m.delivery.data.clone()));
+    }
+    out
+}
+
+fn header(t: &FieldTable, name: &str) -> String {
+    match t.inner().get(name) {
+        Some(AMQPValue::LongString(s)) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
+        Some(AMQPValue::ShortString(s)) => s.as_str().to_string(),
+        _ => String::new(),
+    }
+}
+
+/// `fleet_dead_letters_total{code=…}` on `h` now, by code.
+async fn dead_letters(h: &Host) -> BTreeMap<String, u64> {
+    let (_, text) = Rest::new(&h.proc.url, Some(&h.token)).get("/metrics").await;
+    let text = text.as_str().unwrap_or_default().to_string();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("fleet_dead_letters_total{code=\""))
+        .filter_map(|l| {
+            let (code, rest) = l.split_once("\"}")?;
+            Some((code.to_string(), rest.trim().parse::<f64>().ok()? as u64))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_nothing() {
+    let dir = Dir::new("rogue");
+    let ns = format!("rogue{}", std::process::id());
+    let names = Names::new(&ns);
+    let extra = format!("inbox_max_length = {MAX_LENGTH}");
+    let mut hosts = Vec::new();
+    for i in 0..2 {
+        hosts.push(start_host_with(&dir, &ns, i, &extra).await);
+    }
+    let alpha = Mcp::connect(&hosts[0].proc.url, Some(&hosts[0].token))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let beta_lead = Mcp::connect(&hosts[1].proc.url, Some(&hosts[1].token))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (ok, s) = beta_lead
+        .call("fleet_spawn", json!({"profile": "echo"}))
+        .await;
+    assert!(ok, "{s}\n{}", logs(&hosts));
+    let gid_b = s["gid"].as_str().unwrap_or_default().to_string();
+    eventually("alpha lists beta's member", 30, || async {
+        let (_, l) = alpha.call("fleet_list", json!({})).await;
+        l.to_string().contains(&gid_b)
+    })
+    .await;
+
+    // The rogue: broker credentials, no gateway key. It taps the DLX and beta's inbox key.
+    let conn = Connection::connect(
+        &fleet_tests::gateways::amqp_uri(),
+        ConnectionProperties::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the rogue's connection: {e}"));
+    let ch = conn
+        .create_channel()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    ch.confirm_select(ConfirmSelectOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dead = tap(&ch, &names, "dlx", Exchange::Dlx, "").await;
+    let captured = tap(&ch, &names, "capture", Exchange::Msg, &gid_b).await;
+
+    // A live delegation, whose brief the rogue captures as the broker routes it.
+    let (ok, t) = alpha
+        .call(
+            "fleet_send",
+            json!({"sessionId": gid_b, "message": "SLOW 6000: genuine brief", "wait": false}),
+        )
+        .await;
+    assert!(ok, "{t}");
+    let ticket = t["ticket"].as_str().unwrap_or_default().to_string();
+    let mut copy = Vec::new();
+    for _ in 0..100 {
+        copy = drain(&ch, &captured).await;
+        if !copy.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (copy_headers, copy_body) = copy
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("the rogue captured nothing"));
+    let copy_headers =
+        fleetd::amqp::from_table(Some(&copy_headers)).unwrap_or_else(|e| panic!("{e}"));
+    eventually("the genuine brief typed on beta", 20, || async {
+        typed(&hosts[1], &gid_b, "genuine brief").await == 1
+    })
+    .await;
+
+    let stranger = keyring("alpha", 99);
+    let alpha_key = keyring("alpha", 10);
+    let mut rogues = Vec::new();
+    let mut forged = envelope(Kind::Send, "lead-alpha", &gid_b, "alpha", b"rm -rf /");
+    stranger.sign(&mut forged);
+    rogues.push(Rogue::of(
+        "forged SEND",
+        Exchange::Msg,
+        &forged,
+        "bad_signature",
+    ));
+    let unsigned = envelope(Kind::Send, "lead-alpha", &gid_b, "alpha", b"rm -rf /");
+    rogues.push(Rogue::of(
+        "unsigned SEND",
+        Exchange::Msg,
+        &unsigned,
+        "bad_signature",
+    ));
+    let mut spawn = envelope(
+        Kind::Spawn,
+        "lead-alpha",
+        "beta",
+        "alpha",
+        br#"{"profile":"echo"}"#,
+    );
+    spawn.spawn_id = Some(SessionId::new(fresh().to_string()));
+    stranger.sign(&mut spawn);
+    rogues.push(Rogue::of(
+        "forged SPAWN",
+        Exchange::Control,
+        &spawn,
+        "bad_signature",
+    ));
+    let ghost = "99999999-9999-4999-8999-999999999999";
+    let mut presence = envelope(
+        Kind::Presence,
+        ghost,
+        &format!("roster.alpha.{ghost}"),
+        "alpha",
+        br#"{"kind":"member","status":"idle"}"#,
+    );
+    stranger.sign(&mut presence);
+    rogues.push(Rogue::of(
+        "forged PRESENCE",
+        Exchange::Roster,
+        &presence,
+        "bad_signature",
+    ));
+    rogues.push(Rogue {
+        what: "the captured brief, replayed",
+        exchange: Exchange::Msg,
+        key: gid_b.clone(),
+        headers: copy_headers.clone(),
+        body: copy_body.clone(),
+        code: "replayed",
+    });
+    rogues.push(Rogue {
+        what: "the captured brief, re-addressed to beta's lead",
+        exchange: Exchange::Msg,
+        key: "lead-beta".into(),
+        headers: copy_headers,
+        body: copy_body,
+        code: "wrong_routing_key",
+    });
+    let mut newer = envelope(
+        Kind::Send,
+        "lead-alpha",
+        &gid_b,
+        "alpha",
+        b"from the future",
+    );
+    newer.v = Version {
+        major: VERSION.major + 1,
+        minor: 0,
+    };
+    stranger.sign(&mut newer);
+    rogues.push(Rogue::of(
+        "a newer major",
+        Exchange::Msg,
+        &newer,
+        "newer_major",
+    ));
+    let mut old = envelope(Kind::Send, "lead-alpha", &gid_b, "alpha", b"stale");
+    old.ts -= 120_000;
+    old.expires_at = old.ts + 60_000;
+    alpha_key.sign(&mut old);
+    rogues.push(Rogue::of(
+        "an expired brief",
+        Exchange::Msg,
+        &old,
+        "expired",
+    ));
+    let mut elsewhere = envelope(Kind::Send, "lead-beta", &gid_b, "alpha", b"as beta's lead");
+    alpha_key.sign(&mut elsewhere);
+    rogues.push(Rogue::of(
+        "a sender bound to another host",
+        Exchange::Msg,
+        &elsewhere,
+        "sender_not_on_signing_host",
+    ));
+    let mut typed_wrong = envelope(Kind::Send, "lead-alpha", &gid_b, "alpha", b"x");
+    alpha_key.sign(&mut typed_wrong);
+    let mut r = Rogue::of(
+        "ill-typed headers",
+        Exchange::Msg,
+        &typed_wrong,
+        "malformed",
+    );
+    r.headers
+        .insert("ts".into(), HeaderValue::Str("yesterday".into()));
+    r.headers
+        .insert("sig".into(), HeaderValue::Str("no".into()));
+    rogues.push(r);
+    let mut huge = envelope(
+        Kind::Send,
+        "lead-alpha",
+        &gid_b,
+        "alpha",
+        &vec![b'x'; 10 << 20],
+    );
+    alpha_key.sign(&mut huge);
+    rogues.push(Rogue::of(
+        "a 10 MiB body",
+        Exchange::Msg,
+        &huge,
+        "oversized",
+    ));
+
+    for r in &rogues {
+        publish(&ch, &names, r).await;
+    }
+
+    // Each is counted under its code on beta, and each reaches the DLX.
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for r in &rogues {
+        *want.entry(r.code.to_string()).or_default() += 1;
+    }
+    let mut got = BTreeMap::new();
+    for _ in 0..150 {
+        got = dead_letters(&hosts[1]).await;
+        if want
+            .iter()
+            .all(|(c, n)| got.get(c).copied().unwrap_or(0) >= *n)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (code, n) in &want {
+        assert_eq!(
+            got.get(code).copied().unwrap_or(0),
+            *n,
+            "{code}: want {want:?}, beta counted {got:?}\n{}",
+            logs(&hosts)
+        );
+    }
+    let mut lettered: BTreeSet<String> = BTreeSet::new();
+    let ids: BTreeSet<String> = rogues.iter().map(Rogue::msg_id).collect();
+    for _ in 0..100 {
+        for (h, _) in drain(&ch, &dead).await {
+            lettered.insert(header(&h, "msgId"));
+        }
+        if ids.is_subset(&lettered) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let missing: Vec<&str> = rogues
+        .iter()
+        .filter(|r| !lettered.contains(&r.msg_id()))
+        .map(|r| r.what)
+        .collect();
+    assert!(missing.is_empty(), "not dead-lettered: {missing:?}");
+
+    // Nothing typed, spawned or believed; the live delegation ends as it would have.
+    assert_eq!(typed(&hosts[1], &gid_b, "rm -rf").await, 0);
+    assert_eq!(typed(&hosts[1], &gid_b, "genuine brief").await, 1);
+    let members: Vec<String> = hosts[1]
+        .herdr
+        .members()
+        .await
+        .into_iter()
+        .map(|m| m.gid)
+        .collect();
+    assert_eq!(
+        members,
+        vec![gid_b.clone()],
+        "a forged SPAWN started nothing"
+    );
+    let (_, roster) = alpha.call("fleet_list", json!({})).await;
+    assert!(!roster.to_string().contains(ghost), "{roster}");
+    let mut end = serde_json::Value::Null;
+    for _ in 0..300 {
+        let (_, v) = alpha.call("fleet_poll", json!({"ticket": ticket})).await;
+        if v["phase"] == "DONE" || v["phase"] == "FAILED" {
+            end = v;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(end["outcome"], "REPLIED", "{end}\n{}", logs(&hosts));
+
+    // A flood past x-max-length while beta is away: the overflow dead-letters at the broker
+    // (maxlen), the rest is rejected by beta when it is back; every one reaches the DLX.
+    let beta = &mut hosts[1];
+    let s = beta.proc.term(Duration::from_secs(20)).await;
+    assert!(s.is_ok_and(|s| s.success()), "beta's stop");
+    let flood: Vec<Rogue> = (0..MAX_LENGTH + 30)
+        .map(|_| {
+            let e = envelope(Kind::Send, "lead-alpha", &gid_b, "alpha", b"flood");
+            Rogue::of("flood", Exchange::Msg, &e, "bad_signature")
+        })
+        .collect();
+    for r in &flood {
+        publish(&ch, &names, r).await;
+    }
+    beta.proc
+        .restart(&dir.0.join(beta.name), beta.port)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let flood_ids: BTreeSet<String> = flood.iter().map(Rogue::msg_id).collect();
+    let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
+    let mut seen_ids = BTreeSet::new();
+    for _ in 0..200 {
+        for (h, _) in drain(&ch, &dead).await {
+            let id = header(&h, "msgId");
+            if flood_ids.contains(&id) && seen_ids.insert(id) {
+                *reasons
+                    .entry(header(&h, "x-first-death-reason"))
+                    .or_default() += 1;
+            }
+        }
+        if seen_ids.len() == flood_ids.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        seen_ids.len(),
+        flood_ids.len(),
+        "flood not all dead-lettered: {reasons:?}\n{}",
+        logs(&hosts)
+    );
+    assert_eq!(reasons.get("maxlen").copied(), Some(30), "{reasons:?}");
+    assert_eq!(
+        reasons.get("rejected").copied(),
+        Some(MAX_LENGTH as usize),
+        "{reasons:?}"
+    );
+    assert_eq!(typed(&hosts[1], &gid_b, "flood").await, 0);
+
+    // The fleet serves real traffic after all of it.
+    let (ok, out) = alpha
+        .call(
+            "fleet_send",
+            json!({"sessionId": gid_b, "message": "after the storm", "timeoutMs": 60000}),
+        )
+        .await;
+    assert!(ok, "{out}\n{}", logs(&hosts));
+    assert_eq!(out["outcome"], "REPLIED", "{out}\n{}", logs(&hosts));
+    assert_eq!(typed(&hosts[1], &gid_b, "after the storm").await, 1);
+
+    let _ = conn.close(200, "done".into()).await;
+    alpha.close().await;
+    beta_lead.close().await;
+    for h in &mut hosts {
+        let s = h.proc.term(Duration::from_secs(20)).await;
+        assert!(
+            s.as_ref().is_ok_and(|s| s.success()),
+            "{} {s:?}\n{}",
+            h.name,
+            h.proc.log_text()
+        );
+    }
+    fleet_tests::gateways::delete_namespace(&ns, &HOSTS, &["lead-alpha", "lead-beta"]).await;
+}
