@@ -264,6 +264,20 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
                 _ = relist.tick() => {
                     match client.member_panes().await {
                         Ok(now) if now != members => {
+                            // A member no pane carries any more is gone. Its own event may
+                            // still be on its way on this subscription, which is about to be
+                            // dropped: say so here, or only the next poll would notice.
+                            for (gid, _) in &members {
+                                if now.iter().any(|(g, _)| g == gid) {
+                                    continue;
+                                }
+                                client.forget(gid);
+                                let gone = Input::PaneGone { target: gid.clone() };
+                                tracing::debug!(%gid, "herdr no longer lists the member's pane");
+                                if handle.tell(gone).await.is_err() {
+                                    return;
+                                }
+                            }
                             backoff = cfg.backoff_min;
                             break;
                         }
