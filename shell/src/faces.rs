@@ -94,6 +94,33 @@ impl App {
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(gid.clone());
             if first {
+                self.member_connected(gid).await;
+            }
+        }
+        c
+    }
+
+    /// A member's first authenticated request is its readiness signal — if its pane is still
+    /// there. A valid token outlives its pane (a process left behind, a stray retry after a
+    /// stop): announcing that member would put a ghost in the roster, so herdr is asked first.
+    /// Unsure (herdr not answering) or absent, nothing is announced and the next request asks
+    /// again; the call itself goes on under the member's identity either way.
+    async fn member_connected(&self, gid: &SessionId) {
+        let h = &self.health;
+        let listed = match h.member_herdr.as_ref().or(h.herdr.as_ref()) {
+            None => Ok(true),
+            Some(path) => Api::new(Socket::new(path.clone(), h.herdr_timeout))
+                .pane_list()
+                .await
+                .map(|panes| {
+                    let label = format!("fleet:{gid}");
+                    panes
+                        .iter()
+                        .any(|p| p.label.as_deref() == Some(label.as_str()))
+                }),
+        };
+        match listed {
+            Ok(true) => {
                 tracing::info!(%gid, "member connected");
                 let _ = self
                     .handle
@@ -101,9 +128,19 @@ impl App {
                         target: gid.clone(),
                     })
                     .await;
+                return;
+            }
+            Ok(false) => {
+                tracing::warn!(%gid, "a member token for a pane herdr does not list: not announced")
+            }
+            Err(e) => {
+                tracing::warn!(%gid, error = %e, "herdr did not say whether the member's pane is there; asking again on its next request")
             }
         }
-        c
+        self.connected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(gid);
     }
 
     /// Makes a call through the driver loop and counts it.

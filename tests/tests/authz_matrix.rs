@@ -356,6 +356,15 @@ async fn every_role_and_action_over_mcp_and_rest_follows_chapter_nine() {
     }
     let (ok, me) = w.mcp.call("fleet_whoami", json!({})).await;
     assert!(ok, "{me}");
+    // A valid member token whose pane is gone (a process left behind) is still that member
+    // for its own calls, but is not announced: no ghost in the roster.
+    let ghost = "77777777-7777-4777-8777-777777777777";
+    let ghost_token = fleetd::herdr::launch::member_token(&mkey, ghost);
+    let (code, v) = Rest::new(&url, Some(&ghost_token)).get("/members").await;
+    assert_eq!(code, 200, "{v}");
+    let (_, roster) = callers[0].mcp.call("fleet_list", json!({})).await;
+    assert!(!roster.to_string().contains(ghost), "{roster}");
+    assert!(roster.to_string().contains(&worker), "{roster}");
     assert_eq!(me["sessionId"], worker.as_str(), "{me}");
     assert_eq!(me["role"], "WORKER", "{me}");
 
