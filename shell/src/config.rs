@@ -708,9 +708,22 @@ token_env = "FLEETD_TOKEN"     # the bearer token this lead's MCP client sends
 [herdr]
 # socket = "/run/user/1000/herdr.sock"
 
-[profiles.shell]
+# A demo member: it tells herdr it is idle (a `command` member must report itself), then
+# answers each line typed into it through REST with its own token. Real members use
+# kind = "claude-code" or "opencode" (docs/operations.md).
+[profiles.echo]
 kind = "command"
-argv = ["bash"]
+argv = ["sh", "-c", '''
+report() { "$HERDR_BIN_PATH" pane report-agent "$HERDR_PANE_ID" --source fleetd --agent echo --state "$1"; }
+report idle
+while IFS= read -r line; do
+  report working
+  line=$(printf '%s' "$line" | tr -d '"\\')
+  curl -s -o /dev/null -X POST -H "Authorization: Bearer $FLEET_MCP_TOKEN" \
+       -H 'content-type: application/json' -d "{\"message\":\"echo: $line\"}" \
+       "${FLEET_MCP_URL%/mcp}/sessions/$FLEET_GID/reply"
+  report idle
+done''']
 
 [core]
 # send_timeout_ms = 1800000

@@ -632,3 +632,53 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
     )
     .await;
 }
+
+/// The README's one-host quickstart, on a real herdr (skipped without `HERDR_BIN`): the config
+/// `fleetd check-config --example` prints, its `echo` member spawned over REST, and a blocking
+/// send that member answers. The double cannot run the member's `sh`; a real herdr does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_quickstart_delegates_to_the_example_member_on_a_real_herdr() {
+    if fleet_tests::herdr_real::bin().is_none() {
+        eprintln!("skipped: HERDR_BIN does not name a herdr binary");
+        return;
+    }
+    let dir = Dir::new("quickstart");
+    let herdr = Panes::start(&dir.0).await;
+    assert!(herdr.is_real());
+    let port = free_port();
+    let config = fleetd::config::EXAMPLE
+        .replace(
+            "token_env = \"FLEETD_TOKEN\"",
+            &format!("token = \"{LEAD_TOKEN}\""),
+        )
+        .replace(
+            "listen = \"127.0.0.1:8765\"",
+            &format!(
+                "listen = \"127.0.0.1:{port}\"\nstate_dir = \"{}\"",
+                dir.0.join("state").display()
+            ),
+        )
+        .replace(
+            "# socket = \"/run/user/1000/herdr.sock\"",
+            &format!("socket = \"{}\"", herdr.path().display()),
+        );
+    let mut fleetd = Proc::start(&dir.0, "alpha", port, &config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rest = Rest::new(&fleetd.url, Some(LEAD_TOKEN));
+    let (code, m) = rest.post("/members", json!({"profile": "echo"})).await;
+    assert_eq!(code, 200, "{m}\n{}", fleetd.log_text());
+    let gid = m["gid"].as_str().unwrap_or_default().to_string();
+    let (code, out) = rest
+        .post(
+            &format!("/sessions/{gid}/message"),
+            json!({"message": "run the tests and report"}),
+        )
+        .await;
+    assert_eq!(code, 200, "{out}\n{}", fleetd.log_text());
+    assert_eq!(out["outcome"], "REPLIED", "{out}");
+    assert_eq!(out["body"], "echo: run the tests and report", "{out}");
+    let s = fleetd.term(Duration::from_secs(10)).await;
+    assert!(s.is_ok_and(|s| s.success()));
+    herdr.finish().await;
+}

@@ -198,6 +198,8 @@ pub const HERDR_PANE_VARS: &[&str] = &[
     "HERDR_WORKSPACE_ID",
     "HERDR_TAB_ID",
     "HERDR_PANE_ID",
+    // The herdr binary that started the pane: `"$HERDR_BIN_PATH" pane report-agent …`.
+    "HERDR_BIN_PATH",
 ];
 
 /// Everything one spawn does besides `layout.apply`.
