@@ -752,7 +752,7 @@ mod tests {
     fn the_example_is_valid() {
         std::env::set_var("FLEETD_TOKEN", "0123456789abcdef0123");
         let c = Config::parse(EXAMPLE, "example").expect("valid");
-        assert_eq!(c.core_config().profiles, vec!["shell".to_string()]);
+        assert_eq!(c.core_config().profiles, vec!["echo".to_string()]);
     }
 
     #[test]
