@@ -1,0 +1,195 @@
+//! The seed corpora, from real inputs: genuine signed envelopes of every kind as a gateway
+//! publishes them, answers and events a real herdr 0.8.2 sent (captured on this project's
+//! test machine), the example config and the tests' configs, and the tool arguments the
+//! end-to-end tests send. `cargo test -p fleet-fuzz -- --ignored write_seeds` rewrites
+//! `fuzz/corpus/<target>/seed-*`; files cargo-fuzz adds beside them (its finds) are kept.
+
+use crate::{encode, keyring, KEY_A, KEY_B, NOW_UNIX};
+use fleet_core::envelope::{Envelope, Kind, VERSION};
+use fleet_core::{HostId, MsgId, Outcome, SessionId, TraceId, TurnId};
+
+/// Lines a real `herdr server` (0.8.2, protocol 20) answered, ids as fleetd sends them.
+pub const HERDR_LINES: [&str; 9] = [
+    r#"{"id":"fleetd-7","result":{"type":"pong","version":"0.8.2","protocol":20,"capabilities":{"live_handoff":true,"detached_server_daemon":false}}}"#,
+    r#"{"id":"fleetd-7","result":{"type":"workspace_created","workspace":{"workspace_id":"w1","number":1,"label":"fleet","focused":true,"pane_count":1,"tab_count":1,"active_tab_id":"w1:t1","agent_status":"unknown"},"tab":{"tab_id":"w1:t1","workspace_id":"w1","number":1,"label":"1","focused":true,"pane_count":1,"agent_status":"unknown"},"root_pane":{"pane_id":"w1:p1","terminal_id":"term_6619059ef65721","workspace_id":"w1","tab_id":"w1:t1","focused":true,"cwd":"/tmp/h/home","foreground_cwd":"/tmp/h/home","agent_status":"unknown","scroll":{"offset_from_bottom":0,"max_offset_from_bottom":0,"viewport_rows":40},"revision":0}}}"#,
+    r#"{"id":"fleetd-7","result":{"type":"layout_apply","layout":{"workspace_id":"w1","tab_id":"w1:t2","zoomed":false,"focused_pane_id":"w1:p2","root":{"type":"pane","pane_id":"w1:p2","label":"fleet:m2","cwd":"/tmp/h/home","command":["sh","-c","exec cat"]}}}}"#,
+    r#"{"id":"fleetd-7","result":{"type":"pane_list","panes":[{"pane_id":"w1:p1","terminal_id":"term_6619059ef65721","workspace_id":"w1","tab_id":"w1:t1","focused":true,"cwd":"/tmp/h/home","foreground_cwd":"/tmp/h/home","agent_status":"unknown","scroll":{"offset_from_bottom":0,"max_offset_from_bottom":0,"viewport_rows":39},"revision":0},{"pane_id":"w1:p2","label":"fleet:m2","workspace_id":"w1","tab_id":"w1:t2","agent_status":"idle","agent":"echo"}]}}"#,
+    r#"{"id":"fleetd-7","result":{"type":"pane_read","read":{"pane_id":"w1:p1","workspace_id":"w1","tab_id":"w1:t1","source":"recent","format":"text","text":"run the tests\n","revision":0,"truncated":true}}}"#,
+    r#"{"id":"fleetd-7","result":{"type":"ok"}}"#,
+    r#"{"id":"","error":{"code":"invalid_request","message":"invalid request: missing field `root` at line 1 column 135"}}"#,
+    r#"{"data":{"pane_id":"w1:p2","type":"pane_closed","workspace_id":"w1"},"event":"pane_closed"}"#,
+    r#"{"id":"fleetd-events","result":{"type":"subscription_started"}}"#,
+];
+
+/// Tool arguments and REST bodies the end-to-end tests send (first byte: which type).
+const FACES: [(u8, &str); 8] = [
+    (0, r#"{"sessionId":"w1","message":"write the parser"}"#),
+    (
+        0,
+        r#"{"sessionId":"w1","message":"SLOW 8000: survive","wait":false,"timeoutMs":60000}"#,
+    ),
+    (
+        0,
+        r#"{"turnId":"5f0c5b1e-7a7e-4c53-9b7b-3f3f0f0f0f0f","message":"postgres"}"#,
+    ),
+    (
+        0,
+        r#"{"coordId":"lead-beta","message":"coordinate: hello beta","wait":false}"#,
+    ),
+    (0, r#"{"broadcast":"all","message":"everyone: report"}"#),
+    (1, r#"{"profile":"echo","host":"beta"}"#),
+    (
+        1,
+        r#"{"profile":"echo","group":"qa","worktree":{"repo":"/srv/app","branch":"feat"}}"#,
+    ),
+    (
+        2,
+        r#"{"repo":"https://example.com/app.git","commit":"abc123"}"#,
+    ),
+];
+
+const CONFIG: &str = r#"
+[gateway]
+host = "beta"
+listen = "127.0.0.1:8766"
+public_url = "http://beta.internal:8766"
+allowed_hosts = ["beta.internal", "127.0.0.1"]
+shutdown_timeout_ms = 5000
+
+[broker]
+uri = "amqp://guest:guest@127.0.0.1:5672/%2f"
+namespace = "fleet"
+control_allowlist = ["alpha"]
+
+[peers]
+alpha = "{peer}"
+
+[[leads]]
+name = "lead-beta"
+gid = "lead-beta"
+pane = "w1:p1"
+token = "lead-beta-token-0123456789"
+
+[herdr]
+socket = "/run/user/1000/herdr.sock"
+ready_timeout_ms = 10000
+
+[profiles.echo]
+kind = "command"
+argv = ["sh", "-c", "stty -echo 2>/dev/null; exec cat"]
+
+[log]
+format = "json"
+
+[core]
+poll_interval_ms = 100
+presence_interval_ms = 500
+presence_ttl_ms = 3000
+"#;
+
+fn uuid(n: u128) -> uuid::Uuid {
+    uuid::Uuid::from_u128(0x5f0c_5b1e_7a7e_4c53_9b7b_0000_0000_0000 | n)
+}
+
+/// A genuine envelope of `kind` from b to a, valid at `NOW_UNIX`, signed by b.
+fn genuine(kind: Kind, n: u128, from: &str, to: &str, body: &[u8]) -> Envelope {
+    let mut env = Envelope {
+        v: VERSION,
+        kind,
+        msg_id: MsgId(uuid(n)),
+        trace_id: TraceId(uuid(n + 100)),
+        from: SessionId::new(from),
+        to: to.into(),
+        signer: HostId::new("b"),
+        re: None,
+        turn_id: None,
+        spawn_id: None,
+        outcome: None,
+        ts: NOW_UNIX - 1_000,
+        expires_at: NOW_UNIX + 600_000,
+        sig: None,
+        body: body.to_vec(),
+    };
+    match kind {
+        Kind::Reply | Kind::Injected | Kind::Failed | Kind::Abandoned | Kind::TooLate => {
+            env.re = Some(MsgId(uuid(n + 200)));
+        }
+        Kind::Ask | Kind::Answer | Kind::NoWaiter => env.turn_id = Some(TurnId(uuid(n + 300))),
+        Kind::Spawn => env.spawn_id = Some(SessionId::new(uuid(n + 400).to_string())),
+        _ => {}
+    }
+    if kind == Kind::Failed {
+        env.outcome = Some(Outcome::WorkerFailed);
+    }
+    keyring("b", KEY_B).sign(&mut env);
+    env
+}
+
+/// Every seed: (target, file name, bytes).
+pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let kinds = [
+        (Kind::Send, "w1", "w0", &b"write the parser"[..]),
+        (Kind::Reply, "w1", "lead-a", b"done: 12 tests"),
+        (Kind::Ask, "w1", "lead-a", b"which db?"),
+        (Kind::Answer, "lead-b", "w0", b"postgres"),
+        (Kind::Injected, "w1", "lead-a", b""),
+        (Kind::Failed, "_gateway", "lead-a", b"dead-lettered"),
+        (Kind::Abandoned, "w1", "lead-a", b"gateway stopping"),
+        (Kind::TooLate, "w1", "lead-a", b""),
+        (Kind::NoWaiter, "lead-b", "w0", b""),
+        (
+            Kind::Broadcast,
+            "lead-b",
+            "broadcast.all",
+            b"everyone: report",
+        ),
+        (Kind::Spawn, "lead-b", "a", br#"{"profile":"echo"}"#),
+        (
+            Kind::Presence,
+            "w1",
+            "roster.b.w1",
+            br#"{"kind":"member","status":"idle"}"#,
+        ),
+    ];
+    for (i, (kind, from, to, body)) in kinds.into_iter().enumerate() {
+        let env = genuine(kind, i as u128, from, to, body);
+        let mut bytes = vec![0u8];
+        bytes.extend(encode(&env.to_headers(), &env.body, &env.to));
+        let name = format!("seed-{}", kind.as_str().to_lowercase());
+        out.push(("envelope", name.clone(), bytes.clone()));
+        out.push(("amqp_headers", name.clone(), bytes[1..].to_vec()));
+        let mut g = vec![10u8];
+        g.extend_from_slice(&bytes[1..]);
+        out.push(("gateway", name, g));
+    }
+    // One signed by a itself, and the same re-signed by the target (flags 1).
+    let mut own = genuine(Kind::Send, 50, "lead-a", "w0", b"from a");
+    own.signer = HostId::new("a");
+    keyring("a", KEY_A).sign(&mut own);
+    let mut bytes = vec![3u8];
+    bytes.extend(encode(&own.to_headers(), &own.body, &own.to));
+    out.push(("envelope", "seed-own-signed".into(), bytes));
+    for (i, line) in HERDR_LINES.iter().enumerate() {
+        for pick in 0..crate::HERDR_METHODS.len() as u8 {
+            let mut b = vec![pick];
+            b.extend_from_slice(line.as_bytes());
+            out.push(("herdr", format!("seed-real-{i}-{pick}"), b));
+        }
+    }
+    for (i, (pick, json)) in FACES.iter().enumerate() {
+        let mut b = vec![*pick];
+        b.extend_from_slice(json.as_bytes());
+        out.push(("faces", format!("seed-{i}"), b));
+    }
+    out.push((
+        "config",
+        "seed-example".into(),
+        fleetd::config::EXAMPLE.as_bytes().to_vec(),
+    ));
+    let peer = fleetd::config::encode_key(&fleetd::daemon::public_key(&KEY_A));
+    let federated = CONFIG.replace("{peer}", &peer);
+    out.push(("config", "seed-federated".into(), federated.into_bytes()));
+    out.push(("gateway", "seed-calls".into(), (0u8..=255).collect()));
+    out
+}
