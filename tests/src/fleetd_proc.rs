@@ -514,6 +514,17 @@ pub async fn start_host(dir: &Dir, ns: &str, i: usize) -> Host {
 
 /// `start_host` with `extra_core` lines added to the config's `[core]` section.
 pub async fn start_host_with(dir: &Dir, ns: &str, i: usize, extra_core: &str) -> Host {
+    let extra = format!("[core]\n{extra_core}\n");
+    start_host_edited(dir, ns, i, |c| c.replace("[core]\n", &extra)).await
+}
+
+/// `start_host` with its config text passed through `edit` first.
+pub async fn start_host_edited(
+    dir: &Dir,
+    ns: &str,
+    i: usize,
+    edit: impl FnOnce(String) -> String,
+) -> Host {
     let name = HOSTS[i];
     let hdir = dir.0.join(name);
     let state = hdir.join("state");
@@ -522,8 +533,7 @@ pub async fn start_host_with(dir: &Dir, ns: &str, i: usize, extra_core: &str) ->
     let herdr = Panes::start(&hdir).await;
     let lead_pane = herdr.add_lead_pane(&format!("lead-{name}")).await;
     let port = free_port();
-    let config = cross_config(dir, ns, i, port, &herdr.path(), &lead_pane)
-        .replace("[core]\n", &format!("[core]\n{extra_core}\n"));
+    let config = edit(cross_config(dir, ns, i, port, &herdr.path(), &lead_pane));
     let proc = Proc::start(&hdir, name, port, &config)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
