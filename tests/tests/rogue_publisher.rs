@@ -12,7 +12,7 @@ use fleet_core::envelope::{Envelope, HeaderValue, Headers, Kind, Version, VERSIO
 use fleet_core::signing::Keyring;
 use fleet_core::{HostId, MsgId, SessionId, TraceId};
 use fleet_tests::fleetd_proc::{
-    eventually, logs, start_host_with, typed, Dir, Host, Mcp, Rest, HOSTS,
+    eventually, logs, start_host_edited, typed, Dir, Host, Mcp, Rest, HOSTS,
 };
 use lapin::options::{
     BasicAckOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueBindOptions,
@@ -182,10 +182,17 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
     let dir = Dir::new("rogue");
     let ns = format!("rogue{}", std::process::id());
     let names = Names::new(&ns);
-    let extra = format!("inbox_max_length = {MAX_LENGTH}");
+    // Small inboxes; and presence that outlives beta's stop, so alpha still sends to it.
+    let edit = |c: String| {
+        c.replace(
+            "[core]\n",
+            &format!("[core]\ninbox_max_length = {MAX_LENGTH}\n"),
+        )
+        .replace("presence_ttl_ms = 3000", "presence_ttl_ms = 60000")
+    };
     let mut hosts = Vec::new();
     for i in 0..2 {
-        hosts.push(start_host_with(&dir, &ns, i, &extra).await);
+        hosts.push(start_host_edited(&dir, &ns, i, edit).await);
     }
     let alpha = Mcp::connect(&hosts[0].proc.url, Some(&hosts[0].token))
         .await
@@ -452,10 +459,20 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
     assert_eq!(end["outcome"], "REPLIED", "{end}\n{}", logs(&hosts));
 
     // A flood past x-max-length while beta is away: the overflow dead-letters at the broker
-    // (maxlen), the rest is rejected by beta when it is back; every one reaches the DLX.
+    // (maxlen), the rest is rejected by beta when it is back; every one reaches the DLX. A
+    // genuine brief alpha sent just before it is pushed out first — and alpha's sender hears
+    // FAILED from the DLQ, not silence.
     let beta = &mut hosts[1];
     let s = beta.proc.term(Duration::from_secs(20)).await;
     assert!(s.is_ok_and(|s| s.success()), "beta's stop");
+    let (ok, t) = alpha
+        .call(
+            "fleet_send",
+            json!({"sessionId": gid_b, "message": "pushed out", "wait": false}),
+        )
+        .await;
+    assert!(ok, "{t}");
+    let pushed = t["ticket"].as_str().unwrap_or_default().to_string();
     let flood: Vec<Rogue> = (0..MAX_LENGTH + 30)
         .map(|_| {
             let e = envelope(Kind::Send, "lead-alpha", &gid_b, "alpha", b"flood");
@@ -499,6 +516,18 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
         "{reasons:?}"
     );
     assert_eq!(typed(&hosts[1], &gid_b, "flood").await, 0);
+    assert_eq!(typed(&hosts[1], &gid_b, "pushed out").await, 0);
+    let mut end = serde_json::Value::Null;
+    for _ in 0..300 {
+        let (_, v) = alpha.call("fleet_poll", json!({"ticket": pushed})).await;
+        if v["phase"] == "DONE" || v["phase"] == "FAILED" {
+            end = v;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(end["outcome"], "WORKER_FAILED", "{end}\n{}", logs(&hosts));
+    assert!(end.to_string().contains("dead-lettered"), "{end}");
 
     // The fleet serves real traffic after all of it.
     let (ok, out) = alpha
