@@ -315,13 +315,32 @@ pub fn herdr(data: &[u8]) {
     }
 }
 
-/// MCP tool arguments and REST bodies, by the first byte. Property: an accepted send names
-/// exactly one recipient; nothing panics.
+/// MCP tool arguments and REST bodies, by the first byte. Properties: an accepted send names
+/// exactly one recipient; a REST answer always names its asker; nothing panics.
 pub fn faces(data: &[u8]) {
     let Some((&pick, json)) = data.split_first() else {
         return;
     };
-    match pick % 3 {
+    match pick % 6 {
+        3 => {
+            if let Ok(b) = serde_json::from_slice::<fleetd::rest::MessageBody>(json) {
+                if let Ok(Request::Answer { asked_by, .. }) =
+                    fleetd::rest::message_request("w1".into(), b)
+                {
+                    assert_eq!(
+                        asked_by,
+                        Some(SessionId::new("w1")),
+                        "an answer lost its asker"
+                    );
+                }
+            }
+        }
+        4 => {
+            let _ = serde_json::from_slice::<fleetd::rest::ReplyBody>(json);
+        }
+        5 => {
+            let _ = serde_json::from_slice::<fleetd::rest::AskBody>(json);
+        }
         0 => {
             if let Ok(args) = serde_json::from_slice::<fleetd::faces::SendArgs>(json) {
                 let named = [

@@ -22,7 +22,14 @@ pub const HERDR_LINES: [&str; 9] = [
 ];
 
 /// Tool arguments and REST bodies the end-to-end tests send (first byte: which type).
-const FACES: [(u8, &str); 8] = [
+const FACES: [(u8, &str); 12] = [
+    (3, r#"{"message":"run the tests and report"}"#),
+    (
+        3,
+        r#"{"message":"postgres","turnId":"5f0c5b1e-7a7e-4c53-9b7b-3f3f0f0f0f0f","wait":false}"#,
+    ),
+    (4, r#"{"message":"done: 12 tests"}"#),
+    (5, r#"{"question":"which db?","timeoutMs":1000}"#),
     (0, r#"{"sessionId":"w1","message":"write the parser"}"#),
     (
         0,

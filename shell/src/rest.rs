@@ -218,15 +218,45 @@ async fn stop_member(
 /// `POST /sessions/{id}/message`'s body: `fleet_send` without the recipient fields.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct MessageBody {
-    message: String,
+pub struct MessageBody {
+    pub message: String,
     #[serde(default)]
-    wait: Option<bool>,
+    pub wait: Option<bool>,
     #[serde(default)]
-    timeout_ms: Option<u64>,
+    pub timeout_ms: Option<u64>,
     /// Answer the open question of this turn instead of starting a new delegation.
     #[serde(default)]
-    turn_id: Option<String>,
+    pub turn_id: Option<String>,
+}
+
+/// The request `POST /sessions/{id}/message` makes of its body. An answer's turn must be
+/// `{id}`'s own: the core refuses one asked by someone else.
+pub fn message_request(id: String, b: MessageBody) -> Result<Request, CallError> {
+    let answer = b.turn_id.is_some();
+    let args = SendArgs {
+        session_id: (!answer).then(|| id.clone()),
+        turn_id: b.turn_id,
+        message: b.message,
+        wait: b.wait,
+        timeout_ms: b.timeout_ms,
+        ..SendArgs::default()
+    };
+    args.request().map(|r| match r {
+        Request::Answer {
+            turn_id,
+            content,
+            wait,
+            timeout_ms,
+            ..
+        } => Request::Answer {
+            turn_id,
+            content,
+            wait,
+            timeout_ms,
+            asked_by: Some(fleet_core::SessionId::new(id)),
+        },
+        other => other,
+    })
 }
 
 /// `fleet_send`: blocking (the outcome), `wait:false` (202 and a ticket), or an answer via `turnId`.
@@ -243,39 +273,13 @@ async fn message(
     Path(id): Path<String>,
     Body(b): Body<MessageBody>,
 ) -> Reply {
-    let answer = b.turn_id.is_some();
-    let args = SendArgs {
-        session_id: (!answer).then(|| id.clone()),
-        turn_id: b.turn_id,
-        message: b.message,
-        wait: b.wait,
-        timeout_ms: b.timeout_ms,
-        ..SendArgs::default()
-    };
-    // An answer's turn must be `{id}`'s own: the core refuses one asked by someone else.
-    let req = args.request().map(|r| match r {
-        Request::Answer {
-            turn_id,
-            content,
-            wait,
-            timeout_ms,
-            ..
-        } => Request::Answer {
-            turn_id,
-            content,
-            wait,
-            timeout_ms,
-            asked_by: Some(fleet_core::SessionId::new(id)),
-        },
-        other => other,
-    });
-    call(&app, &caller, req).await
+    call(&app, &caller, message_request(id, b)).await
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct ReplyBody {
-    message: String,
+pub struct ReplyBody {
+    pub message: String,
 }
 
 /// The caller's own session ends the question of `id` it was asked as: `{id}` must be itself.
@@ -319,10 +323,10 @@ async fn replies(
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct AskBody {
-    question: String,
+pub struct AskBody {
+    pub question: String,
     #[serde(default)]
-    timeout_ms: Option<u64>,
+    pub timeout_ms: Option<u64>,
 }
 
 /// `fleet_ask`: a member asks the lead waiting on its turn, and blocks for the answer.
