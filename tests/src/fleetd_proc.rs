@@ -503,6 +503,61 @@ lead_inbox_expires_ms = 120000
     )
 }
 
+/// One host, no broker, two leads with their own panes: a primary (`lead1`) and an architect
+/// (`archie1`), with `tokens`; the `echo` member profile; the audit in `dir/audit.jsonl`.
+pub fn solo_config(
+    dir: &Dir,
+    port: u16,
+    socket: &std::path::Path,
+    panes: (&str, &str),
+    tokens: (&str, &str),
+) -> String {
+    format!(
+        r#"
+[gateway]
+host = "solo"
+listen = "127.0.0.1:{port}"
+state_dir = "{state}"
+shutdown_timeout_ms = 3000
+
+[log]
+audit_file = "{audit}"
+
+[[leads]]
+name = "lead"
+gid = "lead1"
+pane = "{lead_pane}"
+token = "{lead_token}"
+
+[[leads]]
+name = "archie"
+gid = "archie1"
+pane = "{architect_pane}"
+role = "architect"
+token = "{architect_token}"
+
+[herdr]
+socket = "{socket}"
+ready_timeout_ms = 10000
+
+[profiles.echo]
+kind = "command"
+argv = {argv}
+
+[core]
+poll_interval_ms = 100
+"#,
+        state = dir.0.join("state").display(),
+        audit = dir.0.join("audit.jsonl").display(),
+        socket = socket.display(),
+        lead_pane = panes.0,
+        architect_pane = panes.1,
+        argv = echo_argv(),
+        lead_token = tokens.0,
+        architect_token = tokens.1,
+    )
+}
+
 /// `ECHO` as a TOML array.
 pub fn echo_argv() -> String {
     serde_json::to_string(&ECHO).unwrap_or_default()
@@ -553,6 +608,19 @@ pub async fn start_host_edited(
     }
 }
 
+/// Stops every host with SIGTERM; each must exit 0 within 20 s (its log is shown otherwise).
+pub async fn stop_all(hosts: &mut [Host]) {
+    for h in hosts {
+        let s = h.proc.term(Duration::from_secs(20)).await;
+        assert!(
+            s.as_ref().is_ok_and(|s| s.success()),
+            "{} {s:?}\n{}",
+            h.name,
+            h.proc.log_text()
+        );
+    }
+}
+
 /// Every host's log, headed by its name (for a failing assertion's message).
 pub fn logs(hosts: &[Host]) -> String {
     hosts
@@ -579,6 +647,18 @@ pub async fn eventually<F: std::future::Future<Output = bool>>(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("{what}: not within {secs} s");
+}
+
+/// Polls `ticket` at `lead` until it ends (DONE or FAILED), for at most `secs`: its last view.
+pub async fn ticket_end(lead: &Mcp, ticket: &str, secs: u64) -> Option<Value> {
+    for _ in 0..secs * 10 {
+        let (_, v) = lead.call("fleet_poll", json!({ "ticket": ticket })).await;
+        if v["phase"] == "DONE" || v["phase"] == "FAILED" {
+            return Some(v);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    None
 }
 
 /// Drains `gid`'s held replies at `lead` until one contains `needle` (bounded).

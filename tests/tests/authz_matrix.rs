@@ -4,7 +4,7 @@
 //! and audited; an allowed one is never `denied`, whatever else it answers.
 
 use fleet_tests::fleetd_proc::{
-    echo_argv, free_port, play_members, write_key, Dir, Mcp, Proc, Rest,
+    free_port, play_members, solo_config, write_key, Dir, Mcp, Proc, Rest,
 };
 use fleet_tests::panes::Panes;
 use serde_json::{json, Value};
@@ -12,51 +12,6 @@ use std::collections::BTreeSet;
 
 const LEAD_TOKEN: &str = "matrix-lead-token-0123456789";
 const ARCHITECT_TOKEN: &str = "matrix-architect-token-0123456789";
-
-fn config(dir: &Dir, port: u16, socket: &std::path::Path, panes: (&str, &str)) -> String {
-    format!(
-        r#"
-[gateway]
-host = "solo"
-listen = "127.0.0.1:{port}"
-state_dir = "{state}"
-shutdown_timeout_ms = 3000
-
-[log]
-audit_file = "{audit}"
-
-[[leads]]
-name = "lead"
-gid = "lead1"
-pane = "{lead_pane}"
-token = "{LEAD_TOKEN}"
-
-[[leads]]
-name = "archie"
-gid = "archie1"
-pane = "{architect_pane}"
-role = "architect"
-token = "{ARCHITECT_TOKEN}"
-
-[herdr]
-socket = "{socket}"
-ready_timeout_ms = 10000
-
-[profiles.echo]
-kind = "command"
-argv = {argv}
-
-[core]
-poll_interval_ms = 100
-"#,
-        state = dir.0.join("state").display(),
-        audit = dir.0.join("audit.jsonl").display(),
-        socket = socket.display(),
-        lead_pane = panes.0,
-        architect_pane = panes.1,
-        argv = echo_argv(),
-    )
-}
 
 /// A caller with its credential, on both faces.
 struct Who {
@@ -240,7 +195,13 @@ async fn every_role_and_action_over_mcp_and_rest_follows_chapter_nine() {
     let mkey = fleetd::daemon::member_key(&write_key(&state.join("gateway.key"), 5));
     let lead_pane = herdr.add_lead_pane("lead").await;
     let architect_pane = herdr.add_lead_pane("archie").await;
-    let cfg = config(&dir, port, &herdr.path(), (&lead_pane, &architect_pane));
+    let cfg = solo_config(
+        &dir,
+        port,
+        &herdr.path(),
+        (&lead_pane, &architect_pane),
+        (LEAD_TOKEN, ARCHITECT_TOKEN),
+    );
     let fleetd = Proc::start(&dir.0, "solo", port, &cfg)
         .await
         .unwrap_or_else(|e| panic!("{e}"));

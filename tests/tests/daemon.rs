@@ -3,8 +3,8 @@
 //! `HERDR_BIN` names one (see `fleet_tests::fleetd_proc` and `fleet_tests::panes`).
 
 use fleet_tests::fleetd_proc::{
-    collect, echo_argv, eventually, free_port, logs, play_members, start_host, typed, write_key,
-    Dir, Mcp, Proc, Rest, HOSTS,
+    collect, eventually, free_port, logs, play_members, solo_config, start_host, stop_all,
+    ticket_end, typed, write_key, Dir, Mcp, Proc, Rest, HOSTS,
 };
 use fleet_tests::panes::Panes;
 use serde_json::json;
@@ -13,57 +13,6 @@ use std::time::Duration;
 const LEAD_TOKEN: &str = "lead-token-0123456789abcdef";
 
 const ARCHITECT_TOKEN: &str = "architect-token-0123456789abcdef";
-
-/// Two leads with panes on the double: a primary and an architect (U6/U7).
-fn single_host_config(
-    dir: &Dir,
-    port: u16,
-    socket: &std::path::Path,
-    panes: (&str, &str),
-) -> String {
-    format!(
-        r#"
-[gateway]
-host = "solo"
-listen = "127.0.0.1:{port}"
-state_dir = "{state}"
-shutdown_timeout_ms = 3000
-
-[log]
-audit_file = "{audit}"
-
-[[leads]]
-name = "lead"
-gid = "lead1"
-pane = "{lead_pane}"
-token = "{LEAD_TOKEN}"
-
-[[leads]]
-name = "archie"
-gid = "archie1"
-pane = "{architect_pane}"
-role = "architect"
-token = "{ARCHITECT_TOKEN}"
-
-[herdr]
-socket = "{socket}"
-ready_timeout_ms = 10000
-
-[profiles.echo]
-kind = "command"
-argv = {argv}
-
-[core]
-poll_interval_ms = 100
-"#,
-        state = dir.0.join("state").display(),
-        audit = dir.0.join("audit.jsonl").display(),
-        socket = socket.display(),
-        lead_pane = panes.0,
-        architect_pane = panes.1,
-        argv = echo_argv(),
-    )
-}
 
 fn member_key(dir: &Dir, seed: u8) -> [u8; 32] {
     let state = dir.0.join("state");
@@ -83,7 +32,13 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
     let mkey = member_key(&dir, 3);
     let lead_pane = herdr.add_lead_pane("lead").await;
     let architect_pane = herdr.add_lead_pane("archie").await;
-    let config = single_host_config(&dir, port, &herdr.path(), (&lead_pane, &architect_pane));
+    let config = solo_config(
+        &dir,
+        port,
+        &herdr.path(),
+        (&lead_pane, &architect_pane),
+        (LEAD_TOKEN, ARCHITECT_TOKEN),
+    );
     let mut fleetd = Proc::start(&dir.0, "solo", port, &config)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -588,16 +543,9 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
     // brief then, long before its 60 s timeout: the turn's record died with the old process.
     // The member, still working, replies later; that reply is held on beta for beta's leads
     // (docs/operations.md, "after a crash"), not lost.
-    let mut outcome = None;
-    for _ in 0..250 {
-        let (_, v) = lead.call("fleet_poll", json!({"ticket": ticket})).await;
-        if v["phase"] == "DONE" || v["phase"] == "FAILED" {
-            outcome = Some(v);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let outcome = outcome.unwrap_or_else(|| panic!("the ticket never ended\n{}", logs(&hosts)));
+    let outcome = ticket_end(&lead, &ticket, 25)
+        .await
+        .unwrap_or_else(|| panic!("the ticket never ended\n{}", logs(&hosts)));
     assert_eq!(outcome["outcome"], "WORKER_FAILED", "{outcome}");
     assert!(
         outcome.to_string().contains("beta's gateway restarted"),
@@ -616,15 +564,7 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
     );
 
     lead.close().await;
-    for h in &mut hosts {
-        let s = h.proc.term(Duration::from_secs(20)).await;
-        assert!(
-            s.as_ref().is_ok_and(|s| s.success()),
-            "{} {s:?}\n{}",
-            h.name,
-            h.proc.log_text()
-        );
-    }
+    stop_all(&mut hosts).await;
     fleet_tests::gateways::delete_namespace(
         &ns,
         &HOSTS,

@@ -4,9 +4,9 @@
 
 use fleet_tests::conformance::amqp_side::rabbitmqctl;
 use fleet_tests::fleetd_proc::{
-    collect, eventually, logs, start_host, typed, Dir, Host, Mcp, HOSTS,
+    collect, eventually, logs, start_host, stop_all, ticket_end, typed, Dir, Host, Mcp, HOSTS,
 };
-use serde_json::{json, Value};
+use serde_json::json;
 use std::time::Duration;
 
 /// alpha's lead has three delegations open to members on beta when the broker restarts. Every
@@ -73,16 +73,9 @@ async fn a_broker_restart_under_load_loses_no_reply_and_types_nothing_twice() {
 
     // Each delegation ends, and its reply is found: as the outcome, or held for the lead.
     for (k, ticket) in tickets.iter().enumerate() {
-        let mut end: Option<Value> = None;
-        for _ in 0..900 {
-            let (_, v) = lead.call("fleet_poll", json!({"ticket": ticket})).await;
-            if v["phase"] == "DONE" || v["phase"] == "FAILED" {
-                end = Some(v);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let end = end.unwrap_or_else(|| panic!("job {k} never ended\n{}", logs(&hosts)));
+        let end = ticket_end(&lead, ticket, 90)
+            .await
+            .unwrap_or_else(|| panic!("job {k} never ended\n{}", logs(&hosts)));
         eprintln!("job {k}: {} {}", end["phase"], end["outcome"]);
         let replied = end["outcome"] == "REPLIED"
             && end["body"]
@@ -113,10 +106,7 @@ async fn a_broker_restart_under_load_loses_no_reply_and_types_nothing_twice() {
     );
 
     lead.close().await;
-    for h in &mut hosts {
-        let s = h.proc.term(Duration::from_secs(20)).await;
-        assert!(s.as_ref().is_ok_and(|s| s.success()), "{} {s:?}", h.name);
-    }
+    stop_all(&mut hosts).await;
     let mut inboxes: Vec<&str> = gids.iter().map(String::as_str).collect();
     inboxes.extend(["lead-alpha", "lead-beta"]);
     fleet_tests::gateways::delete_namespace(&ns, &HOSTS[..2], &inboxes).await;

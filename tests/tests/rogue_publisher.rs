@@ -12,7 +12,7 @@ use fleet_core::envelope::{Envelope, HeaderValue, Headers, Kind, Version, VERSIO
 use fleet_core::signing::Keyring;
 use fleet_core::{HostId, MsgId, SessionId, TraceId};
 use fleet_tests::fleetd_proc::{
-    eventually, logs, start_host_edited, typed, Dir, Host, Mcp, Rest, HOSTS,
+    eventually, logs, start_host_edited, stop_all, ticket_end, typed, Dir, Host, Mcp, Rest, HOSTS,
 };
 use lapin::options::{
     BasicAckOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueBindOptions,
@@ -447,15 +447,7 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
     );
     let (_, roster) = alpha.call("fleet_list", json!({})).await;
     assert!(!roster.to_string().contains(ghost), "{roster}");
-    let mut end = serde_json::Value::Null;
-    for _ in 0..300 {
-        let (_, v) = alpha.call("fleet_poll", json!({"ticket": ticket})).await;
-        if v["phase"] == "DONE" || v["phase"] == "FAILED" {
-            end = v;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let end = ticket_end(&alpha, &ticket, 30).await.unwrap_or_default();
     assert_eq!(end["outcome"], "REPLIED", "{end}\n{}", logs(&hosts));
 
     // A flood past x-max-length while beta is away: the overflow dead-letters at the broker
@@ -517,15 +509,7 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
     );
     assert_eq!(typed(&hosts[1], &gid_b, "flood").await, 0);
     assert_eq!(typed(&hosts[1], &gid_b, "pushed out").await, 0);
-    let mut end = serde_json::Value::Null;
-    for _ in 0..300 {
-        let (_, v) = alpha.call("fleet_poll", json!({"ticket": pushed})).await;
-        if v["phase"] == "DONE" || v["phase"] == "FAILED" {
-            end = v;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let end = ticket_end(&alpha, &pushed, 30).await.unwrap_or_default();
     assert_eq!(end["outcome"], "WORKER_FAILED", "{end}\n{}", logs(&hosts));
     assert!(end.to_string().contains("dead-lettered"), "{end}");
 
@@ -543,14 +527,6 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
     let _ = conn.close(200, "done".into()).await;
     alpha.close().await;
     beta_lead.close().await;
-    for h in &mut hosts {
-        let s = h.proc.term(Duration::from_secs(20)).await;
-        assert!(
-            s.as_ref().is_ok_and(|s| s.success()),
-            "{} {s:?}\n{}",
-            h.name,
-            h.proc.log_text()
-        );
-    }
+    stop_all(&mut hosts).await;
     fleet_tests::gateways::delete_namespace(&ns, &HOSTS, &["lead-alpha", "lead-beta"]).await;
 }
