@@ -241,22 +241,11 @@ pub fn message_request(id: String, b: MessageBody) -> Result<Request, CallError>
         timeout_ms: b.timeout_ms,
         ..SendArgs::default()
     };
-    args.request().map(|r| match r {
-        Request::Answer {
-            turn_id,
-            content,
-            wait,
-            timeout_ms,
-            ..
-        } => Request::Answer {
-            turn_id,
-            content,
-            wait,
-            timeout_ms,
-            asked_by: Some(fleet_core::SessionId::new(id)),
-        },
-        other => other,
-    })
+    let mut request = args.request()?;
+    if let Request::Answer { asked_by, .. } = &mut request {
+        *asked_by = Some(fleet_core::SessionId::new(id));
+    }
+    Ok(request)
 }
 
 /// `fleet_send`: blocking (the outcome), `wait:false` (202 and a ticket), or an answer via `turnId`.

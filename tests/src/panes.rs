@@ -118,11 +118,11 @@ impl Panes {
     /// The pane labelled `fleet:<gid>`, if herdr has one.
     pub async fn member_pane(&self, gid: &str) -> Option<String> {
         let label = format!("fleet:{gid}");
-        self.members()
+        self.listed()
             .await
             .into_iter()
-            .find(|m| format!("fleet:{}", m.gid) == label)
-            .map(|m| m.pane)
+            .find(|(_, l, _)| l.as_deref() == Some(label.as_str()))
+            .map(|(pane, _, _)| pane)
     }
 
     /// How many typed lines of member `gid`'s pane contain `needle`.
@@ -135,27 +135,16 @@ impl Panes {
 
     /// Every pane's label (unlabelled panes left out).
     pub async fn labels(&self) -> Vec<String> {
-        match self {
-            Panes::Double(d) => d
-                .state()
-                .panes
-                .values()
-                .filter_map(|p| p.label.clone())
-                .collect(),
-            Panes::Real(_) => self
-                .api()
-                .pane_list()
-                .await
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(|p| p.label)
-                .collect(),
-        }
+        let listed = self.listed().await;
+        listed
+            .into_iter()
+            .filter_map(|(_, label, _)| label)
+            .collect()
     }
 
-    /// Every `fleet:<gid>` pane with its status and what was typed into it.
-    pub async fn members(&self) -> Vec<MemberPane> {
-        let listed: Vec<(String, Option<String>, String)> = match self {
+    /// Every pane herdr has: its id, label and status.
+    async fn listed(&self) -> Vec<(String, Option<String>, String)> {
+        match self {
             Panes::Double(d) => d
                 .state()
                 .panes
@@ -170,9 +159,13 @@ impl Panes {
                 .into_iter()
                 .map(|p| (p.pane_id, p.label, p.agent_status))
                 .collect(),
-        };
+        }
+    }
+
+    /// Every `fleet:<gid>` pane with its status and what was typed into it.
+    pub async fn members(&self) -> Vec<MemberPane> {
         let mut out = Vec::new();
-        for (pane, label, status) in listed {
+        for (pane, label, status) in self.listed().await {
             let Some(gid) = label.as_deref().and_then(|l| l.strip_prefix("fleet:")) else {
                 continue;
             };
