@@ -5,6 +5,7 @@
 
 use crate::envelope::{DecodeError, Envelope, Headers, Kind};
 use crate::ids::{HostId, MsgId, SessionId};
+use crate::io::RejectCode;
 use crate::roster::GATEWAY_GID;
 use crate::signing::{Keyring, SignatureError};
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,16 +37,16 @@ pub enum Rejection {
 }
 
 impl Rejection {
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> RejectCode {
         match self {
-            Rejection::Decode(DecodeError::NewerMajor { .. }) => "newer_major",
-            Rejection::Decode(_) => "malformed",
-            Rejection::UnknownSigner(_) => "unknown_signer",
-            Rejection::BadSignature => "bad_signature",
-            Rejection::NotOnSigningHost { .. } => "sender_not_on_signing_host",
-            Rejection::WrongRoutingKey { .. } => "wrong_routing_key",
-            Rejection::Expired { .. } => "expired",
-            Rejection::Replayed(_) => "replayed",
+            Rejection::Decode(DecodeError::NewerMajor { .. }) => RejectCode::NewerMajor,
+            Rejection::Decode(_) => RejectCode::Malformed,
+            Rejection::UnknownSigner(_) => RejectCode::UnknownSigner,
+            Rejection::BadSignature => RejectCode::BadSignature,
+            Rejection::NotOnSigningHost { .. } => RejectCode::SenderNotOnSigningHost,
+            Rejection::WrongRoutingKey { .. } => RejectCode::WrongRoutingKey,
+            Rejection::Expired { .. } => RejectCode::Expired,
+            Rejection::Replayed(_) => RejectCode::Replayed,
         }
     }
 }
@@ -92,32 +93,41 @@ pub fn admit(
     host_of: impl Fn(&SessionId) -> Option<HostId>,
     seen: &mut SeenSet,
 ) -> Result<Envelope, Rejection> {
-    admit_in(
-        keyring,
+    let arrived = Arrived {
         headers,
         body,
         routing_key,
-        routing_key,
-        now_unix_ms,
-        host_of,
-        Some(seen),
-    )
+        queue: routing_key,
+    };
+    admit_in(keyring, arrived, now_unix_ms, host_of, Some(seen))
+}
+
+/// A delivery as admission sees it: its headers and body, the key it was routed by, and the
+/// queue it came out of.
+#[derive(Clone, Debug)]
+pub struct Arrived<'a> {
+    pub headers: &'a Headers,
+    pub body: Vec<u8>,
+    pub routing_key: &'a str,
+    pub queue: &'a str,
 }
 
 /// `admit` for a delivery out of `queue`: replays are recognised per queue, because the
 /// copies of one broadcast share a msgId but each lands in its own inbox exactly once. With
 /// `seen` absent the replay check is skipped: the caller handles a broker redelivery itself.
-#[allow(clippy::too_many_arguments)]
 pub fn admit_in(
     keyring: &Keyring,
-    headers: &Headers,
-    body: Vec<u8>,
-    routing_key: &str,
-    queue: &str,
+    arrived: Arrived<'_>,
     now_unix_ms: u64,
     host_of: impl Fn(&SessionId) -> Option<HostId>,
     seen: Option<&mut SeenSet>,
 ) -> Result<Envelope, Rejection> {
+    let Arrived {
+        headers,
+        body,
+        routing_key,
+        queue,
+    } = arrived;
     let env = Envelope::from_parts(headers, body).map_err(Rejection::Decode)?;
     keyring.check(&env).map_err(|e| match e {
         SignatureError::UnknownSigner => Rejection::UnknownSigner(env.signer.clone()),

@@ -100,6 +100,35 @@ impl ReplyInbox {
     pub fn total(&self) -> usize {
         self.total
     }
+
+    /// Whether `target`'s inbox still holds reply `id`.
+    pub fn contains(&self, target: &SessionId, id: ReplyId) -> bool {
+        self.held
+            .get(target)
+            .is_some_and(|q| q.iter().any(|r| r.id == id))
+    }
+
+    /// Every inbox within its cap, none empty, and the total right.
+    pub fn check(&self) -> Result<(), String> {
+        let mut total = 0;
+        for (target, q) in &self.held {
+            if q.is_empty() || q.len() > self.cap_per_target {
+                return Err(format!(
+                    "the reply inbox of {target} holds {} (cap {})",
+                    q.len(),
+                    self.cap_per_target
+                ));
+            }
+            total += q.len();
+        }
+        if total != self.total {
+            return Err(format!(
+                "inbox total says {} but {total} are held",
+                self.total
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

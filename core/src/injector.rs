@@ -159,6 +159,14 @@ pub struct TargetView {
     pub in_turn: bool,
 }
 
+/// A turn that just ended, as `complete` reports it.
+struct TurnEnd<'a> {
+    target: &'a SessionId,
+    msg: MsgId,
+    /// Inferred from a pickup that never showed, not seen.
+    missed_fast_turn: bool,
+}
+
 #[derive(Debug)]
 pub struct Injector {
     bounds: Bounds,
@@ -413,16 +421,12 @@ impl Injector {
                 s if s.injectable() && !t.asking => {
                     let injectable_polls = injectable_polls + 1;
                     if injectable_polls >= b.pickup_grace_polls {
-                        Self::complete(
-                            t,
-                            &mut self.events,
-                            &mut self.deadlines,
-                            now,
-                            b,
+                        let end = TurnEnd {
                             target,
                             msg,
-                            true,
-                        );
+                            missed_fast_turn: true,
+                        };
+                        Self::complete(t, &mut self.events, &mut self.deadlines, now, b, end);
                     } else {
                         t.turn = Turn::AwaitingPickup {
                             msg,
@@ -454,16 +458,12 @@ impl Injector {
                     }
                 }
                 s if s.injectable() && !t.asking => {
-                    Self::complete(
-                        t,
-                        &mut self.events,
-                        &mut self.deadlines,
-                        now,
-                        b,
+                    let end = TurnEnd {
                         target,
                         msg,
-                        false,
-                    );
+                        missed_fast_turn: false,
+                    };
+                    Self::complete(t, &mut self.events, &mut self.deadlines, now, b, end);
                 }
                 _ => {}
             },
@@ -473,17 +473,20 @@ impl Injector {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The turn `end` names is over: the target settles for the post-turn bound.
     fn complete(
         t: &mut Track,
         events: &mut VecDeque<InjectorEvent>,
         deadlines: &mut BTreeSet<(Instant, SessionId)>,
         now: Instant,
         b: Bounds,
-        target: &SessionId,
-        msg: MsgId,
-        missed_fast_turn: bool,
+        end: TurnEnd<'_>,
     ) {
+        let TurnEnd {
+            target,
+            msg,
+            missed_fast_turn,
+        } = end;
         let ready_at = now + b.post_turn_settle;
         t.turn = Turn::Settling {
             ready_at,

@@ -1,12 +1,14 @@
 //! The gateway's vocabulary: what happened (`Input`), what to do (`Output`), what a caller
 //! asked (`Request`) and is told (`Response`), and the trace (`Event`).
 
-use crate::authz::{Action, AuditEvent, Principal};
-use crate::broker::{BrokerEvent, BrokerOp};
+use crate::authz::{Action, AuditEvent, Principal, Role};
+use crate::broker::{BrokerEvent, BrokerOp, DeliveryId};
+use crate::envelope::Kind;
 use crate::ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TurnId};
 use crate::inbox::HeldReply;
 use crate::injector::{Cause, TargetView};
 use crate::outcome::{AskOutcome, Outcome, Phase};
+use crate::roster::{EntityKind, Liveness, RosterRow};
 use crate::session::SessionState;
 use crate::status::AgentStatus;
 use serde::{Deserialize, Serialize};
@@ -32,13 +34,13 @@ pub enum Input {
     Injected {
         target: SessionId,
         msg: MsgId,
-        result: Result<String, String>,
+        result: Result<String, PaneError>,
     },
     /// The answer to `Output::ReadPane`: the post-turn scrape of turn `msg`.
     PaneRead {
         target: SessionId,
         msg: MsgId,
-        result: Result<String, String>,
+        result: Result<String, PaneError>,
     },
     /// A member pane was started; nothing is typed into it until `MemberConnected`.
     MemberStarted { target: SessionId },
@@ -69,6 +71,44 @@ pub enum Input {
     Shutdown,
     /// `poll_timeout` was reached.
     Tick,
+}
+
+impl Input {
+    /// The variant's name, for traces and invariant reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Input::Call { .. } => "call",
+            Input::StatusSampled { .. } => "status_sampled",
+            Input::Injected { .. } => "injected",
+            Input::PaneRead { .. } => "pane_read",
+            Input::MemberStarted { .. } => "member_started",
+            Input::MemberConnected { .. } => "member_connected",
+            Input::PaneGone { .. } => "pane_gone",
+            Input::StatusHint { .. } => "status_hint",
+            Input::LeadAttached { .. } => "lead_attached",
+            Input::Spawned { .. } => "spawned",
+            Input::Broker(BrokerEvent::Up { .. }) => "broker_up",
+            Input::Broker(BrokerEvent::Down) => "broker_down",
+            Input::Broker(BrokerEvent::Delivery { .. }) => "broker_delivery",
+            Input::Broker(BrokerEvent::Published { .. }) => "broker_published",
+            Input::WallClock { .. } => "wall_clock",
+            Input::Shutdown => "shutdown",
+            Input::Tick => "tick",
+        }
+    }
+}
+
+/// Why herdr could not do what an output asked of a pane. The core acts on the difference:
+/// a pane that is gone is not one that did not answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "error", content = "detail", rename_all = "snake_case")]
+pub enum PaneError {
+    /// herdr answered that no such pane exists (closed, or never was).
+    #[error("pane_not_found")]
+    NotFound,
+    /// herdr did not answer, or refused: the pane's state is unknown.
+    #[error("herdr unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// How a new member's readiness gate (CB-306) opens.
@@ -131,7 +171,7 @@ pub enum Request {
         group: Option<String>,
         /// A git worktree for the member to work in, if any.
         #[serde(default)]
-        worktree: Option<crate::gateway::Worktree>,
+        worktree: Option<crate::spawn_spec::Worktree>,
     },
     /// `fleet_list`: the fleet-wide roster as this gateway sees it (U5).
     List,
@@ -195,14 +235,14 @@ pub enum Response {
         answer: Option<String>,
     },
     Replies {
-        replies: Vec<HeldReply>,
+        replies: Vec<ReplyView>,
     },
     Acked {
         count: usize,
     },
     Status {
         target: SessionId,
-        view: TargetView,
+        view: StatusView,
     },
     /// A spawned member passed its readiness gate and is in the roster.
     Spawned {
@@ -211,7 +251,7 @@ pub enum Response {
     },
     /// `fleet_list`: the union view, one row per entity (and one per host's gateway).
     Roster {
-        rows: Vec<crate::roster::RosterRow>,
+        rows: Vec<RosterEntry>,
     },
     /// The member's pane is being closed; its open delegations ended.
     Stopped {
@@ -223,6 +263,78 @@ pub enum Response {
         key: String,
     },
     Error(CallError),
+}
+
+/// A held reply as a lead collects it. The core's own record (`inbox::HeldReply`) also keeps
+/// when it arrived on this gateway's monotonic clock, which means nothing to a caller.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyView {
+    pub id: ReplyId,
+    /// The member that replied.
+    pub target: SessionId,
+    /// The lead that last delegated to `target`, if known.
+    pub lead: Option<SessionId>,
+    pub content: String,
+}
+
+impl From<HeldReply> for ReplyView {
+    fn from(r: HeldReply) -> Self {
+        ReplyView {
+            id: r.id,
+            target: r.target,
+            lead: r.lead,
+            content: r.content,
+        }
+    }
+}
+
+/// A target's delivery state as `fleet_status` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusView {
+    /// The last status sampled, if any.
+    pub status: Option<AgentStatus>,
+    /// Past its readiness gate (leads always are).
+    pub ready: bool,
+    /// Messages waiting to be typed.
+    pub queued: usize,
+    /// A turn is running (typed and not yet ended).
+    pub in_turn: bool,
+}
+
+impl From<TargetView> for StatusView {
+    fn from(v: TargetView) -> Self {
+        StatusView {
+            status: v.status,
+            ready: v.ready,
+            queued: v.queued,
+            in_turn: v.in_turn,
+        }
+    }
+}
+
+/// One entity of the fleet-wide roster (`fleet_list`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RosterEntry {
+    pub gid: SessionId,
+    pub host: HostId,
+    pub kind: EntityKind,
+    pub status: Option<AgentStatus>,
+    /// The profiles a host's gateway offers (its `_gateway` row only).
+    pub profiles: Vec<String>,
+    pub liveness: Liveness,
+}
+
+impl From<RosterRow> for RosterEntry {
+    fn from(r: RosterRow) -> Self {
+        RosterEntry {
+            gid: r.gid,
+            host: r.host,
+            kind: r.kind,
+            status: r.status,
+            profiles: r.profiles,
+            liveness: r.liveness,
+        }
+    }
 }
 
 /// An async ticket as `fleet_poll` shows it.
@@ -243,7 +355,7 @@ pub struct TicketView {
 #[serde(tag = "code", rename_all = "snake_case")]
 pub enum CallError {
     #[error("{role} may not {action}")]
-    Denied { role: String, action: Action },
+    Denied { role: Role, action: Action },
     #[error("this caller has no session of its own")]
     NoSession,
     #[error("unknown or expired ticket")]
@@ -315,103 +427,186 @@ pub enum Output {
         profile: String,
         group: Option<String>,
         /// Cut a worktree first; the member starts in it.
-        worktree: Option<crate::gateway::Worktree>,
+        worktree: Option<crate::spawn_spec::Worktree>,
     },
     /// Close a member's pane (a spawn that never became ready is reaped).
     ClosePane { gid: SessionId },
+}
+
+/// Why a delivery was rejected to the DLX: the stable code of events and metrics
+/// (`fleet_dead_letters_total{code}`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectCode {
+    /// Admission: the headers or body do not decode.
+    Malformed,
+    /// Admission: a schema major this gateway does not speak.
+    NewerMajor,
+    /// Admission: no key for the signing host.
+    UnknownSigner,
+    /// Admission: the signature does not verify.
+    BadSignature,
+    /// Admission: no fresh signed presence binds the sender to the signing host.
+    SenderNotOnSigningHost,
+    /// Admission: `to` differs from the routing key it arrived by.
+    WrongRoutingKey,
+    /// Admission: past its `expiresAt`.
+    Expired,
+    /// Admission: a msgId already admitted on this queue.
+    Replayed,
+    /// Larger than `max_body_bytes`: refused before it is hashed or copied.
+    Oversized,
+    /// Control from a host not on this host's allowlist.
+    NotAllowed,
+    /// A kind the control queue does not handle.
+    Unsupported,
+    /// A kind with no meaning on the queue it arrived on.
+    Misrouted,
+    /// Presence from another host for a gid served here.
+    GidClaimed,
+    /// A stranded reply for a lead whose reply inbox is full.
+    InboxFull,
+}
+
+impl RejectCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectCode::Malformed => "malformed",
+            RejectCode::NewerMajor => "newer_major",
+            RejectCode::UnknownSigner => "unknown_signer",
+            RejectCode::BadSignature => "bad_signature",
+            RejectCode::SenderNotOnSigningHost => "sender_not_on_signing_host",
+            RejectCode::WrongRoutingKey => "wrong_routing_key",
+            RejectCode::Expired => "expired",
+            RejectCode::Replayed => "replayed",
+            RejectCode::Oversized => "oversized",
+            RejectCode::NotAllowed => "not_allowed",
+            RejectCode::Unsupported => "unsupported",
+            RejectCode::Misrouted => "misrouted",
+            RejectCode::GidClaimed => "gid_claimed",
+            RejectCode::InboxFull => "inbox_full",
+        }
+    }
+}
+
+impl fmt::Display for RejectCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An input that no longer matches any state: what it was.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "input", rename_all = "snake_case")]
+pub enum Stale {
+    /// An inject result the injector no longer waits for.
+    Injected { msg: MsgId },
+    /// A post-turn scrape whose hold had expired: the next turn may be running.
+    PaneRead { msg: MsgId },
+    /// The post-turn scrape failed; the waiter stays open for a reply or the timeout.
+    PaneReadFailed { error: PaneError },
+    /// A delivery of a connection that has closed since: its tag is void.
+    OldDelivery { delivery: DeliveryId },
+}
+
+impl fmt::Display for Stale {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stale::Injected { msg } => write!(f, "injected msg={msg}"),
+            Stale::PaneRead { msg } => write!(f, "pane read msg={msg}"),
+            Stale::PaneReadFailed { error } => write!(f, "pane read failed: {error}"),
+            Stale::OldDelivery { delivery } => {
+                write!(f, "delivery {delivery} of an old connection")
+            }
+        }
+    }
 }
 
 /// The trace vocabulary: one line per thing that mattered.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
+    /// A message was queued for `target` (a brief, with its ticket; a broadcast copy or a
+    /// nudge, without).
     Enqueued {
         ticket: Option<TicketId>,
         target: SessionId,
         msg: MsgId,
     },
-    Delivered {
-        target: SessionId,
-        msg: MsgId,
-    },
+    /// `msg` was typed into `target` and its turn began.
+    Delivered { target: SessionId, msg: MsgId },
+    /// `target`'s turn on `msg` ended (seen, or inferred for a turn too fast to see).
     TurnComplete {
         target: SessionId,
         msg: MsgId,
         missed_fast_turn: bool,
     },
+    /// `target`'s turn on `msg` failed (the pane wedged, died, or stayed unready).
     TurnFailed {
         target: SessionId,
         msg: MsgId,
         cause: Cause,
     },
+    /// `msg` left `target`'s queue untyped.
     Dropped {
         target: SessionId,
         msg: MsgId,
         cause: Cause,
     },
     /// A completion scrape equal to its baseline: no resolution.
-    Suppressed {
-        target: SessionId,
-        msg: MsgId,
-    },
+    Suppressed { target: SessionId, msg: MsgId },
+    /// A delegation ended (or, for QUESTION, paused) with this outcome.
     Resolved {
         ticket: TicketId,
         target: SessionId,
         outcome: Outcome,
     },
+    /// A reply with no waiter was held for its lead (U3).
     ReplyHeld {
         target: SessionId,
         reply: ReplyId,
         lead: Option<SessionId>,
     },
+    /// `target` asked mid-turn; a coalesced ask rides the open one.
     Asked {
         target: SessionId,
         turn_id: TurnId,
         coalesced: bool,
     },
+    /// `target`'s open question closed.
     AskClosed {
         target: SessionId,
         turn_id: TurnId,
         outcome: AskOutcome,
     },
+    /// A reminder was queued for `lead` about `pending` uncollected items.
     Nudged {
         lead: SessionId,
         msg: MsgId,
         pending: usize,
     },
-    TicketExpired {
-        ticket: TicketId,
-    },
+    /// A finished ticket nobody polled was forgotten at the end of its retention.
+    TicketExpired { ticket: TicketId },
     /// An input that no longer matches any state (a late driver answer): ignored.
-    Stale {
-        what: String,
-        target: SessionId,
-    },
+    Stale { what: Stale, target: SessionId },
     /// A delivery failed admission or made no sense on its queue: rejected to the DLX.
     Rejected {
         queue: String,
-        code: String,
+        code: RejectCode,
         detail: String,
     },
     /// A roster entry's heartbeats stopped.
-    RosterExpired {
-        gid: SessionId,
-    },
+    RosterExpired { gid: SessionId },
     /// Another host's gateway announced a later start: it restarted and lost its soft state.
-    PeerRestarted {
-        host: HostId,
-    },
+    PeerRestarted { host: HostId },
     /// A report to another host could not be published (broker down, no inbox any more).
     Undelivered {
-        kind: String,
+        kind: Kind,
         to: SessionId,
         why: String,
     },
     /// A dead-lettered forward brief was reported to its sender as FAILED.
-    DeadLetterReported {
-        msg: MsgId,
-        sender: SessionId,
-    },
+    DeadLetterReported { msg: MsgId, sender: SessionId },
     /// A member's session changed state (`from` is none for a new session).
     Session {
         gid: SessionId,
@@ -419,10 +614,35 @@ pub enum Event {
         to: SessionState,
     },
     /// The idle reaper closes a member that sat idle past `member_idle_ttl_ms`.
-    Reaped {
-        gid: SessionId,
-        idle_ms: u64,
-    },
+    Reaped { gid: SessionId, idle_ms: u64 },
+}
+
+impl Event {
+    /// The event's stable name (the serde tag), for logs and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::Enqueued { .. } => "enqueued",
+            Event::Delivered { .. } => "delivered",
+            Event::TurnComplete { .. } => "turn_complete",
+            Event::TurnFailed { .. } => "turn_failed",
+            Event::Dropped { .. } => "dropped",
+            Event::Suppressed { .. } => "suppressed",
+            Event::Resolved { .. } => "resolved",
+            Event::ReplyHeld { .. } => "reply_held",
+            Event::Asked { .. } => "asked",
+            Event::AskClosed { .. } => "ask_closed",
+            Event::Nudged { .. } => "nudged",
+            Event::TicketExpired { .. } => "ticket_expired",
+            Event::Stale { .. } => "stale",
+            Event::Rejected { .. } => "rejected",
+            Event::RosterExpired { .. } => "roster_expired",
+            Event::PeerRestarted { .. } => "peer_restarted",
+            Event::Undelivered { .. } => "undelivered",
+            Event::DeadLetterReported { .. } => "dead_letter_reported",
+            Event::Session { .. } => "session",
+            Event::Reaped { .. } => "reaped",
+        }
+    }
 }
 
 impl fmt::Display for Event {

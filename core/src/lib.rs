@@ -28,15 +28,20 @@ pub mod rendezvous;
 pub mod roster;
 pub mod session;
 pub mod signing;
+pub mod spawn_spec;
 pub mod status;
 pub mod time;
 
 pub use authz::{Action, AuditEvent, Principal, Role};
 pub use config::{ConfigError, CoreConfig};
-pub use gateway::{Federation, Gateway, Stats, TimerKind, Worktree};
+pub use gateway::{Federation, Gateway, Stats, TimerKind};
 pub use ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, TurnId};
-pub use io::{CallError, Event, Input, Output, Readiness, Request, Response, TicketView};
+pub use io::{
+    CallError, Event, Input, Output, PaneError, Readiness, RejectCode, Request, Response, Stale,
+    TicketView,
+};
 pub use outcome::{AskOutcome, Outcome, Phase};
 pub use session::SessionState;
+pub use spawn_spec::{SpawnSpec, Worktree};
 pub use status::AgentStatus;
 pub use time::{Duration, Instant};

@@ -6,6 +6,10 @@
 
 use std::fmt;
 
+/// The name the simulation reports a broken core invariant under (a panic of
+/// `Gateway::check_invariants` at the step it broke).
+pub const INTERNAL: &str = "internal";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PlantedBug {
     /// The forward path run at-least-once: a brief is acked only when its turn ends, and a
@@ -19,15 +23,19 @@ pub enum PlantedBug {
     SpawnWithoutReservation,
     /// Roster entries live forever: a dead host's agents never leave the view (I7).
     RosterNeverExpires,
+    /// A released reply-path hold leaves its index entry behind: bookkeeping no outcome shows
+    /// at once, caught by the core's own invariant check at the step it happens.
+    HeldIndexSkew,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 5] = [
+    pub const ALL: [PlantedBug; 6] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
         PlantedBug::SpawnWithoutReservation,
         PlantedBug::RosterNeverExpires,
+        PlantedBug::HeldIndexSkew,
     ];
 
     pub fn name(self) -> &'static str {
@@ -37,6 +45,7 @@ impl PlantedBug {
             PlantedBug::AnswerWithoutTurnCheck => "answer-without-turn-check",
             PlantedBug::SpawnWithoutReservation => "spawn-without-reservation",
             PlantedBug::RosterNeverExpires => "roster-never-expires",
+            PlantedBug::HeldIndexSkew => "held-index-skew",
         }
     }
 
@@ -52,6 +61,7 @@ impl PlantedBug {
             PlantedBug::AnswerWithoutTurnCheck => "I5",
             PlantedBug::SpawnWithoutReservation => "I6",
             PlantedBug::RosterNeverExpires => "I7",
+            PlantedBug::HeldIndexSkew => INTERNAL,
         }
     }
 }

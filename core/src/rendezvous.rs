@@ -225,6 +225,11 @@ impl Rendezvous {
     pub fn open_asks(&self) -> usize {
         self.asks.len()
     }
+
+    /// Every open waiter: the session and message it waits on, and its ticket.
+    pub fn waiters(&self) -> impl Iterator<Item = (&SessionId, MsgId, TicketId)> + '_ {
+        self.waiters.iter().map(|((s, m), w)| (s, *m, w.ticket))
+    }
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 use fleet_core::injector::Cause;
 use fleet_core::{
     AgentStatus, AskOutcome, CallError, CallId, CoreConfig, Duration, Event, Gateway, Input,
-    Instant, MsgId, Outcome, Output, Phase, Principal, Request, Response, SessionId, TicketId,
-    TurnId,
+    Instant, MsgId, Outcome, Output, Phase, Principal, Request, Response, SessionId, Stale,
+    TicketId, TurnId,
 };
 
 struct Gw {
@@ -674,7 +674,7 @@ fn a_scrape_that_arrives_after_its_hold_expired_resolves_nothing() {
     assert!(g
         .events()
         .iter()
-        .any(|e| matches!(e, Event::Stale { what, .. } if what.starts_with("pane read"))));
+        .any(|e| matches!(e, Event::Stale { what: Stale::PaneRead { msg }, .. } if *msg == m)));
 }
 
 /// A turn that was only inferred (missed fast turn) is not scraped: the send waits for a reply

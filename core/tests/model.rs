@@ -451,7 +451,7 @@ impl Harness {
                 let result = if ok {
                     Ok(format!("baseline before {msg}"))
                 } else {
-                    Err("pane_not_found".to_string())
+                    Err(fleet_core::PaneError::NotFound)
                 };
                 self.input(Input::Injected {
                     target,

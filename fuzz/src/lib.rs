@@ -8,7 +8,7 @@
 //! real input first and a mutation base second.
 
 use arbitrary::{Result as ArbResult, Unstructured};
-use fleet_core::admission::{admit_in, SeenSet};
+use fleet_core::admission::{admit_in, Arrived, SeenSet};
 use fleet_core::broker::{BrokerEvent, BrokerOp, DeliveryId, PublishResult};
 use fleet_core::envelope::{Envelope, HeaderValue, Headers};
 use fleet_core::signing::Keyring;
@@ -173,16 +173,13 @@ pub fn envelope(data: &[u8]) {
     };
     let queue = format!("fleet.agent.{key}.inbox.v2");
     for _ in 0..2 {
-        let admitted = admit_in(
-            &receiver,
-            &headers,
-            body.clone(),
-            &key,
-            &queue,
-            NOW_UNIX,
-            host_of,
-            Some(&mut seen),
-        );
+        let arrived = Arrived {
+            headers: &headers,
+            body: body.clone(),
+            routing_key: &key,
+            queue: &queue,
+        };
+        let admitted = admit_in(&receiver, arrived, NOW_UNIX, host_of, Some(&mut seen));
         if let Ok(env) = admitted {
             assert!(
                 receiver.check(&env).is_ok(),
@@ -583,7 +580,7 @@ impl World {
                 let result = if u.arbitrary()? {
                     Ok("❯ ".into())
                 } else {
-                    Err("herdr: gone".into())
+                    Err(fleet_core::PaneError::Unavailable("herdr: gone".into()))
                 };
                 self.input(Input::Injected {
                     target,

@@ -56,7 +56,7 @@ fn write_seeds() {
 /// (so fuzzing starts past the signature, not at "malformed").
 #[test]
 fn the_envelope_seeds_are_admitted() {
-    use fleet_core::admission::{admit_in, SeenSet};
+    use fleet_core::admission::{admit_in, Arrived, SeenSet};
     use fleet_core::signing::Keyring;
     use fleet_core::{HostId, SessionId};
     let publics = [("b", fleet_fuzz::KEY_B)]
@@ -78,12 +78,15 @@ fn the_envelope_seeds_are_admitted() {
         let host_of = |g: &SessionId| {
             (g.as_str() == "w1" || g.as_str() == "lead-b").then(|| HostId::new("b"))
         };
+        let arrived = Arrived {
+            headers: &headers,
+            body,
+            routing_key: &key,
+            queue: "q",
+        };
         let r = admit_in(
             &receiver,
-            &headers,
-            body,
-            &key,
-            "q",
+            arrived,
             fleet_fuzz::NOW_UNIX,
             host_of,
             Some(&mut SeenSet::new(8)),

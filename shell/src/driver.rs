@@ -7,7 +7,9 @@
 //! so, given the same events, the loop takes them in the same order.
 
 use crate::ports::{BrokerPort, Clock, HerdrError, HerdrPort, PortFuture};
-use fleet_core::{CallId, Gateway, Input, Instant, Output, Principal, Request, Response};
+use fleet_core::{
+    CallId, Gateway, Input, Instant, Output, PaneError, Principal, Request, Response,
+};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::collections::BTreeMap;
 use tokio::sync::{mpsc, oneshot};
@@ -232,7 +234,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 Output::Inject { target, msg, text } => {
                     let op = self.herdr.inject(&target, &text);
                     self.ops.push(Box::pin(async move {
-                        let result = op.await.map_err(|e| e.to_string());
+                        let result = op.await.map_err(PaneError::from);
                         Some(Input::Injected {
                             target,
                             msg,
@@ -243,7 +245,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 Output::ReadPane { target, msg } => {
                     let op = self.herdr.read(&target);
                     self.ops.push(Box::pin(async move {
-                        let result = op.await.map_err(|e| e.to_string());
+                        let result = op.await.map_err(PaneError::from);
                         Some(Input::PaneRead {
                             target,
                             msg,

@@ -191,7 +191,7 @@ impl App {
             self.metrics
                 .inc("fleet_auth_failures_total", &[("reason", "denied")]);
             Err(CallError::Denied {
-                role: caller.principal.role.as_str().into(),
+                role: caller.principal.role,
                 action,
             })
         }
@@ -471,7 +471,7 @@ pub fn http_status(resp: &Response) -> u16 {
 
 pub fn error_status(e: &CallError) -> u16 {
     match e {
-        CallError::Denied { role, .. } if role == Role::Anonymous.as_str() => 401,
+        CallError::Denied { role, .. } if *role == Role::Anonymous => 401,
         CallError::Denied { .. } | CallError::NoSession => 403,
         CallError::UnknownTicket
         | CallError::NoSuchRecipient { .. }
@@ -559,7 +559,7 @@ mod tests {
         assert_eq!(http_status(&o(Outcome::Busy)), 409);
         assert_eq!(http_status(&o(Outcome::TimedOutQueued)), 504);
         let denied = CallError::Denied {
-            role: "ANONYMOUS".into(),
+            role: Role::Anonymous,
             action: Action::Send,
         };
         assert_eq!(error_status(&denied), 401);

@@ -121,10 +121,7 @@ impl DaemonObserver {
             }
             _ => {}
         }
-        let name = serde_json::to_value(e)
-            .ok()
-            .and_then(|v| v.get("event").and_then(|n| n.as_str()).map(str::to_string))
-            .unwrap_or_default();
+        let name = e.name();
         let _flow = self.trace_of(e).map(|t| flow(&t).entered());
         tracing::info!(target: "fleetd::event", event = %name, "{e}");
     }

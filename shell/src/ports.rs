@@ -30,6 +30,15 @@ pub enum HerdrError {
     Unavailable(String),
 }
 
+impl From<HerdrError> for fleet_core::io::PaneError {
+    fn from(e: HerdrError) -> Self {
+        match e {
+            HerdrError::PaneNotFound => fleet_core::io::PaneError::NotFound,
+            HerdrError::Unavailable(why) => fleet_core::io::PaneError::Unavailable(why),
+        }
+    }
+}
+
 /// Every pane operation fleetd performs, one request each.
 pub trait HerdrPort {
     fn sample(&self, target: &SessionId) -> PortFuture<Result<Sample, HerdrError>>;

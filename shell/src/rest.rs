@@ -276,7 +276,7 @@ fn own(caller: &Caller, id: &str) -> Result<(), CallError> {
     match &caller.principal.session {
         Some(s) if s.as_str() == id => Ok(()),
         _ => Err(CallError::Denied {
-            role: caller.principal.role.as_str().into(),
+            role: caller.principal.role,
             action: Action::Reply,
         }),
     }

@@ -11,6 +11,7 @@
 pub mod agent;
 pub mod broker;
 pub mod host;
+pub mod internal;
 pub mod judge;
 pub mod lead;
 pub mod multi;

@@ -235,10 +235,39 @@ pub fn replay_command(seed: u64, cfg: &MultiConfig) -> String {
     }
 }
 
-/// Runs one seed on the turmoil world and judges it.
+/// The seed's fault profile: its first draw.
+fn profile_of(rng: &mut ChaCha8Rng) -> FaultProfile {
+    FaultProfile::ALL[(rng.next_u64() % FaultProfile::ALL.len() as u64) as usize]
+}
+
+fn world_rng(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed ^ 0x51ed_2701_a3c5_9b11)
+}
+
+/// Runs one seed on the turmoil world and judges it. A gateway whose own invariant check
+/// fails (it panics at the step that broke it) ends the seed with an `internal` violation
+/// carrying the check's message.
 pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::error::Error>> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x51ed_2701_a3c5_9b11);
-    let profile = FaultProfile::ALL[(rng.next_u64() % FaultProfile::ALL.len() as u64) as usize];
+    match crate::internal::catch(|| run_world(seed, cfg)) {
+        Ok(report) => report,
+        Err(broken) => Ok(MultiReport {
+            seed,
+            profile: profile_of(&mut world_rng(seed)),
+            faults: Vec::new(),
+            sends: 0,
+            outcomes: BTreeMap::new(),
+            violations: vec![broken],
+            trace_hash: 0,
+            sim_ms: 0,
+            trace: String::new(),
+            timeline: String::new(),
+        }),
+    }
+}
+
+fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::error::Error>> {
+    let mut rng = world_rng(seed);
+    let profile = profile_of(&mut rng);
     let trace = Trace::default();
     let mut sim = turmoil::Builder::new()
         .rng_seed(seed)

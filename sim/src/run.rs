@@ -92,8 +92,25 @@ pub fn sim_core_config() -> CoreConfig {
     }
 }
 
-/// Runs one seed to the end and judges it.
+/// Runs one seed to the end and judges it. A broken core invariant (a panic at the step it
+/// broke) ends the seed with an `internal` violation.
 pub fn run_seed(seed: u64, cfg: &RunConfig) -> RunReport {
+    crate::internal::catch(|| run_world(seed, cfg)).unwrap_or_else(|broken| RunReport {
+        seed,
+        profile: Vec::new(),
+        busy_spells: false,
+        workers: Vec::new(),
+        sends: 0,
+        injections: 0,
+        outcomes: BTreeMap::new(),
+        violations: vec![broken],
+        trace_hash: 0,
+        sim_ms: 0,
+        trace: Vec::new(),
+    })
+}
+
+fn run_world(seed: u64, cfg: &RunConfig) -> RunReport {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
     // Swarm testing: first pick which behaviours this seed may use, then assign them.
     let mut profile: Vec<Behaviour> = Behaviour::ALL

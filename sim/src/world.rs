@@ -327,7 +327,7 @@ impl World {
             Action::Read { target, msg } => {
                 let result = match self.panes.get(&target) {
                     Some(p) if p.alive => Ok(p.read()),
-                    _ => Err("pane_not_found".to_string()),
+                    _ => Err(fleet_core::PaneError::NotFound),
                 };
                 self.feed(Input::PaneRead {
                     target,
@@ -409,7 +409,7 @@ impl World {
                 return self.feed(Input::Injected {
                     target,
                     msg,
-                    result: Err("pane_not_found".to_string()),
+                    result: Err(fleet_core::PaneError::NotFound),
                 });
             };
             let baseline = p.read();

@@ -7,92 +7,19 @@
 //! launcher call absorbs a redelivery that arrives while the first spawn is still inside its
 //! readiness gate. A member is announced only once it is ready.
 
+use super::entities::Announce;
+use super::federation::Draft;
 use super::{Gateway, TimerKind};
-use crate::broker::{DeliveryId, Exchange, PublishId};
+use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::envelope::{Envelope, Kind};
 use crate::ids::{CallId, HostId, MsgId, SessionId};
 use crate::io::{CallError, Output, Readiness, Response};
 use crate::outcome::Outcome;
 use crate::planted::PlantedBug;
 use crate::roster::GATEWAY_GID;
+use crate::spawn_spec::SpawnSpec;
 use crate::time::{Duration, Instant};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// The body of a SPAWN message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SpawnSpec {
-    pub profile: String,
-    #[serde(default)]
-    pub group: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub worktree: Option<Worktree>,
-}
-
-/// The git worktree a spawned member works in (ch. 9's `GitWorktrees`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Worktree {
-    /// A repository on the target host (a path), or a URL any host can clone.
-    pub repo: String,
-    /// The exact commit (40 hex digits); required when the spawn crosses hosts, where a path
-    /// or a branch name would mean something else.
-    #[serde(default)]
-    pub commit: Option<String>,
-}
-
-impl Worktree {
-    /// Why this worktree cannot be asked of `remote` (another host) or of any host.
-    pub fn invalid(&self, remote: bool) -> Option<String> {
-        if self.repo.trim().is_empty() {
-            return Some("worktree.repo must not be empty".into());
-        }
-        if let Some(c) = &self.commit {
-            if c.len() != 40 || !c.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Some(format!("worktree.commit {c:?} is not a 40-hex commit id"));
-            }
-        }
-        if self.repo.starts_with('-') {
-            return Some(format!("worktree.repo {:?} is not a repository", self.repo));
-        }
-        if self.has_credentials() {
-            // It would travel in the SPAWN and show in logs and errors.
-            return Some("worktree.repo must not carry credentials (user:secret@)".into());
-        }
-        if remote {
-            if self.commit.is_none() {
-                return Some("a worktree on another host needs the exact commit".into());
-            }
-            let network = match self.repo.split_once("://") {
-                Some((scheme, _)) => matches!(scheme, "https" | "http" | "ssh" | "git"),
-                None => self.is_url(),
-            };
-            if !network {
-                return Some(format!(
-                    "a worktree on another host needs a network repository URL (https, ssh, git), not {:?}",
-                    self.repo
-                ));
-            }
-        }
-        None
-    }
-
-    /// `scheme://user:secret@host/…`: a password or token in the URL.
-    fn has_credentials(&self) -> bool {
-        let Some((_, rest)) = self.repo.split_once("://") else {
-            return false;
-        };
-        let authority = rest.split('/').next().unwrap_or("");
-        authority
-            .rsplit_once('@')
-            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
-    }
-
-    /// A URL (`scheme://…` or scp-like `user@host:path`), not a path on this host.
-    pub fn is_url(&self) -> bool {
-        self.repo.contains("://")
-            || (!self.repo.starts_with('/') && self.repo.contains('@') && self.repo.contains(':'))
-    }
-}
 
 /// Who is told when a reserved spawn ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -197,10 +124,12 @@ impl Gateway {
         }
         let body = serde_json::to_vec(&spec).unwrap_or_default();
         let ttl = self.cfg.spawn_ready_timeout_ms;
-        let mut env = self.fed_envelope(Kind::Spawn, &from, host.to_string(), None, body, ttl);
-        env.spawn_id = Some(gid.clone());
+        let draft = Draft::new(Kind::Spawn, &from, host.to_string(), ttl)
+            .body(body)
+            .spawn_id(gid.clone());
+        let env = self.seal(draft);
         let msg = env.msg_id;
-        let Some(publish) = self.fed_publish(Exchange::Control, env) else {
+        let Some(publish) = self.publish(Exchange::Control, env) else {
             return self.respond(call, Response::Error(CallError::BrokerUnavailable));
         };
         let deadline = now + self.spawn_ready_timeout() + Duration::from_secs(30);
@@ -227,7 +156,7 @@ impl Gateway {
         } = spec;
         if self.is_live_member(&gid) {
             // A redelivered SPAWN: answer with the member that exists (its presence, again).
-            self.announce_now(&gid);
+            self.announce(&gid);
             return self.spawn_done(&gid, reply, Ok(()));
         }
         let absorb = !self.cfg.planted(PlantedBug::SpawnWithoutReservation);
@@ -274,12 +203,7 @@ impl Gateway {
     }
 
     /// The launcher's answer. A pane that exists still waits for its readiness gate.
-    pub(super) fn on_spawned(
-        &mut self,
-        now: Instant,
-        gid: SessionId,
-        result: Result<Readiness, String>,
-    ) {
+    pub(super) fn on_spawned(&mut self, gid: SessionId, result: Result<Readiness, String>) {
         match result {
             Ok(_) if !self.spawns.reserved.contains_key(&gid) => {
                 // Too late: the spawn was already reaped and reported failed.
@@ -291,7 +215,7 @@ impl Gateway {
                     self.join_group(&gid, &g);
                 }
                 self.injector.gate(&gid);
-                self.local_entity(&gid, crate::roster::EntityKind::Member, false);
+                self.local_entity(&gid, crate::roster::EntityKind::Member, Announce::Later);
                 if ready == Readiness::Ready {
                     self.member_connected(&gid);
                 }
@@ -302,7 +226,6 @@ impl Gateway {
                 }
             }
         }
-        let _ = now;
     }
 
     /// A member passed its readiness gate (connected, or ready at launch): typing may begin,
@@ -310,7 +233,7 @@ impl Gateway {
     pub(super) fn member_connected(&mut self, gid: &SessionId) {
         self.session_ready(gid);
         self.injector.open_gate(gid);
-        self.local_entity(gid, crate::roster::EntityKind::Member, true);
+        self.local_entity(gid, crate::roster::EntityKind::Member, Announce::Now);
         self.spawn_ready(gid);
     }
 
@@ -352,17 +275,14 @@ impl Gateway {
             ) => {
                 self.ack_if_current(delivery);
                 let ttl = self.cfg.reply_ttl_ms;
-                let mut env = self.fed_envelope(
-                    Kind::Failed,
-                    &SessionId::new(GATEWAY_GID),
-                    requester.to_string(),
-                    Some(re),
-                    reason.into_bytes(),
-                    ttl,
-                );
-                env.outcome = Some(Outcome::WorkerFailed);
-                env.spawn_id = Some(gid.clone());
-                self.fed_publish(Exchange::Msg, env);
+                let gateway = SessionId::new(GATEWAY_GID);
+                let draft = Draft::new(Kind::Failed, &gateway, requester.to_string(), ttl)
+                    .re(re)
+                    .outcome(Outcome::WorkerFailed)
+                    .body(reason.into_bytes())
+                    .spawn_id(gid.clone());
+                let env = self.seal(draft);
+                self.publish(Exchange::Msg, env);
             }
         }
     }
@@ -421,29 +341,26 @@ impl Gateway {
         true
     }
 
-    /// Requester side: a SPAWN nobody was bound to receive.
-    pub(super) fn spawn_unroutable(&mut self, publish: PublishId) -> bool {
+    /// Requester side: the confirm of `publish`, if it was a SPAWN. Routed, the spawn waits
+    /// for the member's presence; unroutable, no gateway serves that host; failed, the spawn
+    /// fails fast rather than waiting out its readiness bound. Returns false for any other
+    /// publish.
+    pub(super) fn spawn_confirmed(&mut self, publish: PublishId, result: &PublishResult) -> bool {
         let Some(gid) = self.spawns.publishes.remove(&publish) else {
             return false;
         };
-        self.spawns.by_msg.retain(|_, g| g != &gid);
-        if let Some(w) = self.spawns.waiting.remove(&gid) {
-            self.respond(
-                w.call,
-                Response::Error(CallError::NoSuchHost { host: w.host }),
-            );
-        }
-        true
-    }
-
-    /// Requester side: the SPAWN's confirm came back routed (or failed: then the spawn
-    /// fails fast rather than waiting out its readiness bound).
-    pub(super) fn spawn_published(&mut self, publish: PublishId, failed: bool) -> bool {
-        let Some(gid) = self.spawns.publishes.remove(&publish) else {
-            return false;
-        };
-        if failed {
-            self.spawn_broker_failed(&gid);
+        match result {
+            PublishResult::Routed => {}
+            PublishResult::Failed(_) => self.spawn_broker_failed(&gid),
+            PublishResult::Unroutable => {
+                self.spawns.by_msg.retain(|_, g| g != &gid);
+                if let Some(w) = self.spawns.waiting.remove(&gid) {
+                    self.respond(
+                        w.call,
+                        Response::Error(CallError::NoSuchHost { host: w.host }),
+                    );
+                }
+            }
         }
         true
     }

@@ -11,7 +11,7 @@ use fleet_core::envelope::{HeaderValue, Headers};
 use fleet_core::signing::Keyring;
 use fleet_core::{
     AgentStatus, CallId, CoreConfig, Duration, Federation, Gateway, HostId, Input, Instant, Output,
-    Principal, Request, Response, SessionId,
+    PaneError, Principal, Request, Response, SessionId,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -258,7 +258,7 @@ impl Fleet {
                             p.screen.push_str(&format!("\n❯ {text}"));
                             Ok(base)
                         }
-                        None => Err("pane_not_found".to_string()),
+                        None => Err(PaneError::NotFound),
                     };
                     self.hosts[h].gw.handle(
                         self.now,
@@ -276,7 +276,7 @@ impl Fleet {
                         Input::PaneRead {
                             target,
                             msg,
-                            result: screen.ok_or_else(|| "pane_not_found".to_string()),
+                            result: screen.ok_or(PaneError::NotFound),
                         },
                     );
                 }

@@ -1,0 +1,468 @@
+//! A caller's request: authorization first, then the lead-facing calls — sends, answers,
+//! polls, drains, status, the roster, spawns, stops and broadcasts. A member's own calls
+//! (`fleet_reply`, `fleet_ask`) are in `members`.
+
+use super::delegation::{Answer, Delegation, RemoteBrief, Side, Ticket};
+use super::{Gateway, TimerKind};
+use crate::authz::{self, Principal};
+use crate::broker::Exchange;
+use crate::envelope::Kind as MsgKind;
+use crate::ids::{CallId, MsgId, SessionId, TicketId, TurnId};
+use crate::inbox::HeldReply;
+use crate::io::{CallError, Event, Output, Request, Response};
+use crate::outcome::{AskOutcome, Outcome};
+use crate::push::Attention;
+use crate::spawn_spec::SpawnSpec;
+use crate::time::{Duration, Instant};
+
+/// A lead's `fleet_send`, with its timeout checked.
+#[derive(Clone, Debug)]
+pub(super) struct Send {
+    pub(super) target: SessionId,
+    pub(super) content: String,
+    pub(super) wait: bool,
+    pub(super) timeout: Duration,
+}
+
+/// A lead's `fleet_send` with a `turnId`: the answer to a member's question.
+#[derive(Clone, Debug)]
+pub(super) struct Answering {
+    pub(super) turn: TurnId,
+    pub(super) content: String,
+    pub(super) wait: bool,
+    pub(super) timeout: Duration,
+}
+
+/// A delegation about to open, as `open_delegation` records it.
+#[derive(Clone, Debug)]
+pub(super) struct Opening {
+    pub(super) ticket: TicketId,
+    pub(super) target: SessionId,
+    pub(super) msg: MsgId,
+    pub(super) wait: bool,
+    pub(super) timeout: Duration,
+    /// `Some` for a cross-host delegation: how far the worker's gateway has taken it.
+    pub(super) brief: Option<RemoteBrief>,
+}
+
+impl Gateway {
+    pub(super) fn on_call(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        caller: Principal,
+        request: Request,
+    ) {
+        let target = match &request {
+            Request::Send { target, .. }
+            | Request::Peek { target }
+            | Request::Ack { target, .. }
+            | Request::Drain { target }
+            | Request::Status { target } => Some(target.clone()),
+            Request::Reply { .. } | Request::Ask { .. } => caller.session.clone(),
+            Request::Answer { turn_id, .. } => {
+                self.rendezvous.ask(*turn_id).map(|a| a.session.clone())
+            }
+            Request::Poll { ticket } => self.tickets.get(ticket).map(|t| t.target.clone()),
+            Request::Stop { target } => Some(target.clone()),
+            Request::Spawn { .. } | Request::Broadcast { .. } | Request::List => None,
+        };
+        let action = request.action();
+        let decision = authz::permits(&caller, action, target.as_ref());
+        let allowed = decision.allowed;
+        self.out.push_back(Output::Audit(decision));
+        if !allowed {
+            self.stats.auth_failures_total += 1;
+            let err = if matches!(request, Request::Reply { .. } | Request::Ask { .. })
+                && caller.session.is_none()
+                && caller.role != authz::Role::Anonymous
+            {
+                CallError::NoSession
+            } else {
+                CallError::Denied {
+                    role: caller.role,
+                    action,
+                }
+            };
+            return self.respond(call, Response::Error(err));
+        }
+        if let Some(len) = request.content_len() {
+            if len > self.cfg.max_body_bytes {
+                let why = format!(
+                    "the message is {len} bytes; this gateway takes at most {} (core.max_body_bytes)",
+                    self.cfg.max_body_bytes
+                );
+                return self.invalid(call, &why);
+            }
+        }
+        match request {
+            Request::Send {
+                target,
+                content,
+                wait,
+                timeout_ms,
+            } => match self.timeout(timeout_ms, self.cfg.send_timeout_ms) {
+                Ok(timeout) => {
+                    let send = Send {
+                        target,
+                        content,
+                        wait,
+                        timeout,
+                    };
+                    self.on_send(now, call, &caller, send)
+                }
+                Err(e) => self.respond(call, Response::Error(e)),
+            },
+            Request::Answer {
+                turn_id,
+                content,
+                wait,
+                timeout_ms,
+                asked_by,
+            } => {
+                let owner = self
+                    .rendezvous
+                    .ask(turn_id)
+                    .map(|a| a.session.clone())
+                    .or_else(|| self.remote_asker(turn_id));
+                if let (Some(named), Some(owner)) = (asked_by, owner) {
+                    if named != owner {
+                        let why = format!("turn {turn_id} was asked by {owner}, not {named}");
+                        return self.invalid(call, &why);
+                    }
+                }
+                match self.timeout(timeout_ms, self.cfg.send_timeout_ms) {
+                    Ok(timeout) => {
+                        let answer = Answering {
+                            turn: turn_id,
+                            content,
+                            wait,
+                            timeout,
+                        };
+                        self.on_answer(now, call, &caller, answer)
+                    }
+                    Err(e) => self.respond(call, Response::Error(e)),
+                }
+            }
+            Request::Reply { content } => match caller.session {
+                Some(s) => self.on_reply(now, call, s, content),
+                None => self.respond(call, Response::Error(CallError::NoSession)),
+            },
+            Request::Ask {
+                question,
+                timeout_ms,
+            } => match caller.session {
+                Some(s) => self.on_ask(now, call, s, question, timeout_ms),
+                None => self.respond(call, Response::Error(CallError::NoSession)),
+            },
+            Request::Poll { ticket } => self.on_poll(call, ticket),
+            Request::Peek { target } => {
+                let replies = self
+                    .inbox
+                    .peek(&target)
+                    .into_iter()
+                    .map(Into::into)
+                    .collect();
+                self.respond(call, Response::Replies { replies });
+            }
+            Request::Ack { target, ids } => {
+                let acked = self.inbox.ack(&target, &ids);
+                self.collected(&acked);
+                self.respond(call, Response::Acked { count: acked.len() });
+            }
+            Request::Drain { target } => {
+                let replies = self.inbox.drain(&target);
+                self.collected(&replies);
+                let replies = replies.into_iter().map(Into::into).collect();
+                self.respond(call, Response::Replies { replies });
+            }
+            Request::Status { target } => {
+                let view = self.injector.view(&target).into();
+                self.respond(call, Response::Status { target, view });
+            }
+            Request::List => {
+                let rows = self.roster().into_iter().map(Into::into).collect();
+                self.respond(call, Response::Roster { rows });
+            }
+            Request::Spawn {
+                host,
+                profile,
+                group,
+                worktree,
+            } => {
+                let spec = SpawnSpec {
+                    profile,
+                    group,
+                    worktree,
+                };
+                self.on_spawn(now, call, caller.session.clone(), host, spec)
+            }
+            Request::Stop { target } => self.on_stop(now, call, target),
+            Request::Broadcast { group, content } => {
+                self.on_broadcast(call, &caller, group, content)
+            }
+        }
+    }
+
+    pub(super) fn timeout(
+        &self,
+        timeout_ms: Option<u64>,
+        default_ms: u64,
+    ) -> Result<Duration, CallError> {
+        let ms = timeout_ms.unwrap_or(default_ms);
+        if ms == 0 || ms > self.cfg.send_timeout_max_ms {
+            return Err(CallError::InvalidArgument {
+                reason: format!(
+                    "timeout_ms must be between 1 and {}, got {ms}",
+                    self.cfg.send_timeout_max_ms
+                ),
+            });
+        }
+        Ok(Duration::from_millis(ms))
+    }
+
+    fn on_send(&mut self, now: Instant, call: CallId, caller: &Principal, send: Send) {
+        if send.content.trim().is_empty() {
+            return self.invalid(call, "content must not be empty");
+        }
+        let target = send.target.clone();
+        if caller.session.as_ref() == Some(&target) {
+            return self.invalid(call, "a caller cannot delegate to its own session");
+        }
+        if self.rendezvous.has_waiter(&target) || self.paused_ticket_on(&target) {
+            return self.respond(
+                call,
+                Response::Outcome {
+                    ticket: None,
+                    outcome: Outcome::Busy,
+                    body: Some(format!("{target} already has an open delegation")),
+                    turn_id: None,
+                },
+            );
+        }
+        if self.is_remote(&target) {
+            return self.send_remote(now, call, caller, send);
+        }
+        self.stats.sends_total += 1;
+        let ticket = self.ids.ticket();
+        let msg = self.ids.msg();
+        if let Some(lead) = &caller.session {
+            self.delegator_of.insert(msg, lead.clone());
+        }
+        self.rendezvous.open(&target, msg, ticket);
+        self.injector.enqueue(&target, msg, send.content);
+        let opening = Opening {
+            ticket,
+            target: target.clone(),
+            msg,
+            wait: send.wait,
+            timeout: send.timeout,
+            brief: None,
+        };
+        self.open_delegation(now, call, caller, opening);
+        self.event(Event::Enqueued {
+            ticket: Some(ticket),
+            target: target.clone(),
+            msg,
+        });
+        self.out.push_back(Output::PollStatus { target });
+    }
+
+    /// Records a delegation a lead opened: its deadline armed, and for `wait:false` its ticket
+    /// answered at once.
+    pub(super) fn open_delegation(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        caller: &Principal,
+        o: Opening,
+    ) {
+        let deadline = now + o.timeout;
+        let answer = if o.wait {
+            Answer::Blocking(call)
+        } else {
+            Answer::Async
+        };
+        let side = match o.brief {
+            None => Side::Local(answer),
+            Some(brief) => Side::Sender { answer, brief },
+        };
+        let d = Delegation::new(
+            o.target.clone(),
+            o.msg,
+            caller.session.clone(),
+            side,
+            deadline,
+        );
+        self.delegations.insert(o.ticket, d);
+        self.timers
+            .insert((deadline, TimerKind::SendDeadline(o.ticket)));
+        if !o.wait {
+            let t = Ticket {
+                target: o.target,
+                lead: caller.session.clone(),
+                ended: None,
+            };
+            let view = t.view(o.ticket, self.delegations.get(&o.ticket));
+            self.tickets.insert(o.ticket, t);
+            self.respond(call, Response::Ticket(view));
+        }
+    }
+
+    fn on_answer(&mut self, now: Instant, call: CallId, caller: &Principal, a: Answering) {
+        if self.is_remote_ask(a.turn) {
+            return self.answer_remote(now, call, caller, a);
+        }
+        let turn_id = a.turn;
+        let Some(ask) = self.rendezvous.close_ask(turn_id) else {
+            return self.respond(
+                call,
+                Response::Outcome {
+                    ticket: None,
+                    outcome: Outcome::StaleTurn,
+                    body: None,
+                    turn_id: Some(turn_id),
+                },
+            );
+        };
+        let session = ask.session.clone();
+        self.end_ask(&ask, turn_id, AskOutcome::Answered, Some(a.content.clone()));
+        let baseline = ask.baseline.unwrap_or_default();
+        if let Some(ticket) = self.delegations.unpause(turn_id) {
+            // The async delegation that asked resumes on the same turn.
+            self.resume_ticket(now, ticket, &session, ask.msg, baseline, Some(a.timeout));
+            if let Some(view) = self.ticket_view(ticket) {
+                self.respond(call, Response::Ticket(view));
+            }
+            return;
+        }
+        self.stats.sends_total += 1;
+        let ticket = self.ids.ticket();
+        self.rendezvous
+            .open_captured(&session, ask.msg, ticket, baseline);
+        let opening = Opening {
+            ticket,
+            target: session,
+            msg: ask.msg,
+            wait: a.wait,
+            timeout: a.timeout,
+            brief: None,
+        };
+        self.open_delegation(now, call, caller, opening);
+    }
+
+    /// Puts a delegation that was paused on a question back on its turn, with a captured
+    /// waiter again (and, for an answer, a new deadline).
+    pub(super) fn resume_ticket(
+        &mut self,
+        now: Instant,
+        ticket: TicketId,
+        session: &SessionId,
+        msg: MsgId,
+        baseline: String,
+        timeout: Option<Duration>,
+    ) {
+        let Some(d) = self.delegations.get_mut(&ticket) else {
+            return;
+        };
+        if let Some(timeout) = timeout {
+            d.deadline = now + timeout;
+            self.timers
+                .insert((d.deadline, TimerKind::SendDeadline(ticket)));
+        }
+        let lead = d.lead.clone();
+        self.rendezvous
+            .open_captured(session, msg, ticket, baseline);
+        if let Some(lead) = lead {
+            self.uncollect(&lead, &Attention::Ticket(ticket));
+        }
+    }
+
+    /// `fleet_poll` of an async ticket as its lead sees it now.
+    pub(super) fn ticket_view(&self, ticket: TicketId) -> Option<crate::io::TicketView> {
+        let t = self.tickets.get(&ticket)?;
+        Some(t.view(ticket, self.delegations.get(&ticket)))
+    }
+
+    fn on_poll(&mut self, call: CallId, ticket: TicketId) {
+        let Some(view) = self.ticket_view(ticket) else {
+            return self.respond(call, Response::Error(CallError::UnknownTicket));
+        };
+        let lead = self.tickets.get(&ticket).and_then(|t| t.lead.clone());
+        if let Some(lead) = lead {
+            if view.phase != crate::outcome::Phase::Pending {
+                self.uncollect(&lead, &Attention::Ticket(ticket));
+            }
+        }
+        if view.phase.is_terminal() {
+            self.ticket_collected(ticket);
+        }
+        self.respond(call, Response::Ticket(view));
+    }
+
+    /// The lead collected these held replies: stop nudging about them.
+    pub(super) fn collected(&mut self, replies: &[HeldReply]) {
+        for r in replies {
+            self.reply_collected(r.id);
+            if let Some(lead) = &r.lead {
+                self.uncollect(
+                    lead,
+                    &Attention::Reply {
+                        target: r.target.clone(),
+                        id: r.id,
+                    },
+                );
+            }
+        }
+    }
+
+    pub(super) fn uncollect(&mut self, lead: &SessionId, item: &Attention) {
+        if let Some(nudge) = self.push.remove(lead, item) {
+            self.injector
+                .withdraw(lead, nudge, crate::injector::Cause::Drained);
+        }
+    }
+
+    /// U8: one publish to `broadcast.all` (or a group); the broker copies it into every bound
+    /// inbox and each copy follows the per-recipient rules. Not mandatory: an empty group is
+    /// legal silence.
+    fn on_broadcast(
+        &mut self,
+        call: CallId,
+        caller: &Principal,
+        group: Option<String>,
+        content: String,
+    ) {
+        if self.fed.is_none() {
+            return self.invalid(call, "broadcast runs over the broker; none is configured");
+        }
+        if content.trim().is_empty() {
+            return self.invalid(call, "content must not be empty");
+        }
+        if group
+            .as_deref()
+            .is_some_and(|g| g.is_empty() || g.contains(['.', '*', '#']))
+        {
+            return self.invalid(call, "a group name is one word (no '.', '*' or '#')");
+        }
+        let Some(from) = caller.session.clone().filter(|s| !self.is_remote(s)) else {
+            return self.invalid(call, "this caller is not attached to the gateway");
+        };
+        if !self.broker_is_up() {
+            return self.respond(call, Response::Error(CallError::BrokerUnavailable));
+        }
+        let key = match &group {
+            Some(g) => format!("broadcast.{g}"),
+            None => "broadcast.all".to_string(),
+        };
+        let ttl = self.cfg.injected_timeout_ms;
+        let draft = super::federation::Draft::new(MsgKind::Broadcast, &from, key.clone(), ttl)
+            .body(content.into_bytes());
+        let env = self.seal(draft);
+        let msg = env.msg_id;
+        match self.publish(Exchange::Msg, env) {
+            Some(_) => self.respond(call, Response::Broadcast { msg, key }),
+            None => self.respond(call, Response::Error(CallError::BrokerUnavailable)),
+        }
+    }
+}

@@ -1,0 +1,428 @@
+//! Everything the broker says: the link coming and going, publish confirms, and deliveries —
+//! each admitted (size, signature, sender's host, routing key, expiry, replay) and then
+//! dispatched by kind and queue to the side of the protocol it concerns.
+
+use super::confirms::Pending;
+use super::Draft;
+use crate::admission::{admit_in, Arrived, Rejection};
+use crate::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange, PublishResult};
+use crate::envelope::{Envelope, HeaderValue, Headers, Kind};
+use crate::gateway::delegation::{RemoteBrief, Side};
+use crate::gateway::{Gateway, TimerKind};
+use crate::ids::SessionId;
+use crate::io::{CallError, Event, Output, RejectCode, Response, Stale};
+use crate::outcome::{AskOutcome, Outcome};
+use crate::planted::PlantedBug;
+use crate::roster::GATEWAY_GID;
+use crate::time::{Duration, Instant};
+
+/// One delivery of the live connection, as the broker handed it over.
+#[derive(Clone, Debug)]
+pub(crate) struct Delivery {
+    pub(crate) delivery: DeliveryId,
+    pub(crate) queue: String,
+    pub(crate) routing_key: String,
+    pub(crate) redelivered: bool,
+    pub(crate) headers: Headers,
+    pub(crate) body: Vec<u8>,
+}
+
+impl Gateway {
+    pub(in crate::gateway) fn on_broker(&mut self, now: Instant, ev: BrokerEvent) {
+        match ev {
+            BrokerEvent::Up { generation } => self.on_broker_up(now, generation),
+            BrokerEvent::Down => self.on_broker_down(now),
+            BrokerEvent::Published { publish, result } => {
+                if self.spawn_confirmed(publish, &result) {
+                    return;
+                }
+                let what = self.fed.as_mut().and_then(|f| f.confirms.take(publish));
+                if let Some(what) = what {
+                    self.confirmed(now, what, result);
+                }
+            }
+            BrokerEvent::Delivery {
+                delivery,
+                queue,
+                routing_key,
+                redelivered,
+                headers,
+                body,
+            } => {
+                let current = self.fed.as_ref().is_some_and(|f| f.is_current(delivery));
+                if !current {
+                    // A delivery of a dead connection: its tag is void and the broker has
+                    // requeued it for the next generation.
+                    return self.event(Event::Stale {
+                        what: Stale::OldDelivery { delivery },
+                        target: SessionId::new(&queue),
+                    });
+                }
+                self.on_delivery(
+                    now,
+                    Delivery {
+                        delivery,
+                        queue,
+                        routing_key,
+                        redelivered,
+                        headers,
+                        body,
+                    },
+                )
+            }
+        }
+    }
+
+    fn on_broker_up(&mut self, now: Instant, generation: u32) {
+        let Some(f) = &mut self.fed else { return };
+        f.broker_up = true;
+        f.generation = generation;
+        f.roster.heard_again(now);
+        let gids: Vec<(SessionId, crate::roster::EntityKind)> =
+            f.local.iter().map(|(g, (k, _))| (g.clone(), *k)).collect();
+        let t = super::topology::slice(&self.cfg, f, &gids, super::topology::Part::Whole);
+        let (arm_presence, arm_sweep) = (!f.presence_armed, !f.sweep_armed);
+        f.presence_armed = true;
+        f.sweep_armed = true;
+        self.out.push_back(Output::Broker(BrokerOp::Declare(t)));
+        if arm_presence {
+            self.timers.insert((now, TimerKind::Presence));
+        }
+        if arm_sweep {
+            self.timers.insert((
+                now + Duration::from_millis(self.cfg.held_sweep_interval_ms),
+                TimerKind::HeldSweep,
+            ));
+        }
+    }
+
+    /// Held deliveries lose their tags (the broker requeues them for the next generation);
+    /// publishes awaiting a confirm are failed — nothing is buffered on the broker's behalf.
+    fn on_broker_down(&mut self, now: Instant) {
+        let Some(f) = &mut self.fed else { return };
+        f.broker_up = false;
+        f.parking.disconnected();
+        f.held.disconnected();
+        for what in f.confirms.take_all() {
+            self.confirmed(
+                now,
+                what,
+                PublishResult::Failed("the connection closed".into()),
+            );
+        }
+        self.spawns_broker_down();
+    }
+
+    /// A publish's fate, as the confirm (or its absence) tells it.
+    fn confirmed(&mut self, now: Instant, what: Pending, result: PublishResult) {
+        match (what, result) {
+            (Pending::MemberReply { call, held, .. }, PublishResult::Routed) => {
+                self.respond(call, Response::ReplyAccepted { held })
+            }
+            (_, PublishResult::Routed) => {}
+            (Pending::Delegation(ticket), PublishResult::Unroutable) => {
+                let target = self.delegations.get(&ticket).map(|d| d.target.clone());
+                if let Some(target) = target {
+                    self.fail_call(now, ticket, CallError::NoSuchRecipient { target });
+                }
+            }
+            (Pending::Delegation(ticket), PublishResult::Failed(_)) => {
+                self.fail_call(now, ticket, CallError::BrokerUnavailable)
+            }
+            (Pending::MemberReply { call, sent, .. }, PublishResult::Unroutable) => self.respond(
+                call,
+                Response::Error(CallError::NoSuchRecipient { target: sent.to }),
+            ),
+            (
+                Pending::MemberReply {
+                    call, member, sent, ..
+                },
+                PublishResult::Failed(_),
+            ) => self.reply_unsent(call, &member, sent),
+            (Pending::Report { to, kind }, r) => self.event(Event::Undelivered {
+                kind,
+                to,
+                why: match r {
+                    PublishResult::Unroutable => "no inbox is bound to its sender any more".into(),
+                    PublishResult::Failed(why) => why,
+                    PublishResult::Routed => String::new(),
+                },
+            }),
+        }
+    }
+
+    fn on_delivery(&mut self, now: Instant, d: Delivery) {
+        let unix = self.unix_now();
+        let Some(f) = &mut self.fed else { return };
+        if d.queue == f.names.dlq() {
+            return self.on_dead_letter(d);
+        }
+        // Checked first: a body this size is refused before anything hashes or copies it.
+        if d.body.len() > self.cfg.max_body_bytes {
+            let why = format!(
+                "a body of {} bytes exceeds max_body_bytes ({})",
+                d.body.len(),
+                self.cfg.max_body_bytes
+            );
+            return self.reject(d.delivery, &d.queue, RejectCode::Oversized, why);
+        }
+        let (roster, keyring) = (&f.roster, &f.cfg.keyring);
+        let roster_queue = d.queue == f.names.roster(&f.cfg.host);
+        let kept = (!roster_queue).then(|| d.body.clone());
+        let arrived = Arrived {
+            headers: &d.headers,
+            body: d.body,
+            routing_key: &d.routing_key,
+            queue: &d.queue,
+        };
+        let admitted = admit_in(
+            keyring,
+            arrived,
+            unix,
+            |g| roster.host_of(now, g),
+            (!d.redelivered).then_some(&mut f.seen),
+        );
+        let env = match admitted {
+            Ok(env) => env,
+            // Nothing binds the sender to a host *yet*: wait for its presence (bounded).
+            Err(Rejection::NotOnSigningHost {
+                from, roster: None, ..
+            }) if kept.is_some() => {
+                let parked = Delivery {
+                    body: kept.unwrap_or_default(),
+                    ..d
+                };
+                f.parking.park(from, now, parked);
+                return;
+            }
+            Err(r) => return self.reject(d.delivery, &d.queue, r.code(), r.to_string()),
+        };
+        let (delivery, queue) = (d.delivery, d.queue);
+        // A SPAWN is at-least-once (acked once its member is ready or failed): a broker
+        // redelivery of one goes to the spawn dedup (registry, then reservation), not here.
+        if d.redelivered
+            && env.kind.replay_guarded()
+            && env.kind != Kind::Spawn
+            && !self.cfg.planted(PlantedBug::AckAfterInject)
+        {
+            return self.on_forward_redelivery(delivery, &queue, env);
+        }
+        self.dispatch(now, delivery, &queue, env);
+    }
+
+    /// An admitted envelope, to the side of the protocol its kind and queue say.
+    fn dispatch(&mut self, now: Instant, delivery: DeliveryId, queue: &str, env: Envelope) {
+        let Some(f) = &mut self.fed else { return };
+        let control = queue == f.names.control(&f.cfg.host);
+        let roster_q = queue == f.names.roster(&f.cfg.host);
+        let inbox_of = f.names.inbox_gid(queue).filter(|g| f.local.contains_key(g));
+        // Point-to-point kinds must be addressed to the inbox they arrived in.
+        let inbox = inbox_of.as_ref().is_some_and(|g| g.as_str() == env.to);
+        if control && !f.cfg.control_allowlist.contains(&env.signer) {
+            let why = format!("{} may not send control to this host", env.signer);
+            return self.reject(delivery, queue, RejectCode::NotAllowed, why);
+        }
+        match env.kind {
+            Kind::Spawn if control => {
+                if let Err(why) = self.on_spawn_message(now, delivery, env) {
+                    self.ack(delivery);
+                    self.event(Event::Rejected {
+                        queue: queue.to_string(),
+                        code: RejectCode::Malformed,
+                        detail: why,
+                    });
+                }
+            }
+            Kind::Broadcast if inbox_of.is_some() => {
+                let member = inbox_of.unwrap_or_else(|| SessionId::new(""));
+                self.on_broadcast_copy(delivery, queue, &member, env)
+            }
+            Kind::Presence if roster_q => self.on_presence(now, delivery, queue, env),
+            Kind::Send if inbox => self.on_brief(now, delivery, queue, env),
+            Kind::Answer if inbox => {
+                self.ack(delivery);
+                self.on_answer_message(env);
+            }
+            Kind::Reply if inbox => self.on_reply_message(now, delivery, env),
+            Kind::Failed | Kind::Abandoned if inbox => {
+                self.ack(delivery);
+                self.on_failed_message(now, env);
+            }
+            Kind::Injected if inbox => {
+                self.ack(delivery);
+                self.on_injected_message(&env);
+            }
+            Kind::Ask if inbox => {
+                self.ack(delivery);
+                self.on_ask_message(now, env);
+            }
+            Kind::NoWaiter if inbox => {
+                self.ack(delivery);
+                if let Some(turn) = env.turn_id {
+                    self.close_remote_ask(turn, AskOutcome::NoWaiter);
+                }
+            }
+            Kind::TooLate if inbox => {
+                self.ack(delivery);
+                self.on_too_late_message(now, &env);
+            }
+            kind if control => self.reject(
+                delivery,
+                queue,
+                RejectCode::Unsupported,
+                format!("{kind} on the control queue is not handled yet"),
+            ),
+            kind => self.reject(
+                delivery,
+                queue,
+                RejectCode::Misrouted,
+                format!("{kind} has no meaning on {queue}"),
+            ),
+        }
+    }
+
+    /// A forward-path message the broker redelivers: our ack was lost with a connection (or
+    /// this gateway restarted). It may already have been typed, so it is never typed again:
+    /// acked, and — unless we know we handled it — its sender is told it may have been lost.
+    fn on_forward_redelivery(&mut self, delivery: DeliveryId, queue: &str, env: Envelope) {
+        self.ack(delivery);
+        let handled = self
+            .fed
+            .as_ref()
+            .is_some_and(|f| f.seen.contains_scoped(env.msg_id, queue));
+        if handled {
+            return;
+        }
+        let to = SessionId::new(&env.to);
+        let why = "redelivered after a lost ack: it may already have been typed, so it was not \
+                   typed again"
+            .to_string();
+        match env.kind {
+            Kind::Send => {
+                self.publish_outcome(
+                    &to,
+                    &env.from,
+                    env.msg_id,
+                    Outcome::WorkerFailed,
+                    Some(why),
+                    None,
+                );
+            }
+            Kind::Answer => {
+                let ttl = self.cfg.reply_ttl_ms;
+                let draft = Draft::new(Kind::TooLate, &to, env.from.to_string(), ttl)
+                    .re(env.msg_id)
+                    .turn(env.turn_id)
+                    .body(why.into_bytes())
+                    .trace(env.trace_id);
+                let late = self.seal(draft);
+                self.publish(Exchange::Msg, late);
+            }
+            _ => {}
+        }
+    }
+
+    /// `gid`'s presence arrived: what waited for it is admitted again, in arrival order.
+    pub(super) fn unpark(&mut self, now: Instant, gid: &SessionId) {
+        let Some(f) = &mut self.fed else { return };
+        for p in f.parking.take_for(gid) {
+            let d = p.delivery;
+            self.on_broker(
+                now,
+                BrokerEvent::Delivery {
+                    delivery: d.delivery,
+                    queue: d.queue,
+                    routing_key: d.routing_key,
+                    redelivered: d.redelivered,
+                    headers: d.headers,
+                    body: d.body,
+                },
+            );
+        }
+    }
+
+    /// Parked deliveries whose sender never showed up within the presence TTL are rejected
+    /// with the reason they were parked for.
+    pub(super) fn expire_parked(&mut self, now: Instant) {
+        let ttl = Duration::from_millis(self.cfg.presence_ttl_ms);
+        let Some(f) = &mut self.fed else { return };
+        for p in f.parking.take_expired(now, ttl) {
+            let why = format!(
+                "no signed presence binds {} to a host within {} ms",
+                p.from, self.cfg.presence_ttl_ms
+            );
+            self.reject(
+                p.delivery.delivery,
+                &p.delivery.queue,
+                RejectCode::SenderNotOnSigningHost,
+                why,
+            );
+        }
+    }
+
+    /// A genuine forward brief that was dead-lettered (an overflowing inbox, an expired
+    /// message, a rejected delivery) is reported to its sender as FAILED: the caps never
+    /// become a silent loss channel. Anything else in the DLQ is acked and left to operators.
+    fn on_dead_letter(&mut self, d: Delivery) {
+        self.ack(d.delivery);
+        // Only a brief the broker dropped undelivered (its inbox overflowed, or its TTL ran
+        // out) is reported. One a gateway rejected was refused on admission — an expired,
+        // replayed or re-addressed copy — and its genuine original was handled, or its
+        // sender's INJECTED bound covers it; reporting the copy would let anyone with broker
+        // access fail a live delegation by replaying it.
+        let undelivered = matches!(
+            d.headers.get("x-first-death-reason"),
+            Some(HeaderValue::Str(r)) if r == "maxlen" || r == "expired"
+        );
+        if !undelivered {
+            return;
+        }
+        let Ok(env) = Envelope::from_parts(&d.headers, d.body) else {
+            return;
+        };
+        let genuine = self
+            .fed
+            .as_ref()
+            .is_some_and(|f| f.cfg.keyring.check(&env).is_ok());
+        if !genuine || env.kind != Kind::Send {
+            return;
+        }
+        let ttl = self.cfg.reply_ttl_ms;
+        let gateway = SessionId::new(GATEWAY_GID);
+        let draft = Draft::new(Kind::Failed, &gateway, env.from.to_string(), ttl)
+            .re(env.msg_id)
+            .outcome(Outcome::WorkerFailed)
+            .body(format!("dead-lettered before delivery to {}", env.to).into_bytes())
+            .trace(env.trace_id);
+        let report = self.seal(draft);
+        if self.publish(Exchange::Msg, report).is_some() {
+            self.event(Event::DeadLetterReported {
+                msg: env.msg_id,
+                sender: env.from,
+            });
+        }
+    }
+
+    /// INJECTED: the worker's gateway typed our brief.
+    fn on_injected_message(&mut self, env: &Envelope) {
+        let ticket = env
+            .re
+            .and_then(|re| self.fed.as_ref()?.remote_waiters.get(&re).copied());
+        if let Some(d) = ticket.and_then(|t| self.delegations.get_mut(&t)) {
+            if let Side::Sender { brief, .. } = &mut d.side {
+                *brief = RemoteBrief::Typed { at_unix: env.ts };
+            }
+        }
+    }
+
+    /// TOO_LATE: our answer reached a turn that no longer waited.
+    fn on_too_late_message(&mut self, now: Instant, env: &Envelope) {
+        let ticket = env
+            .re
+            .and_then(|re| self.fed.as_ref()?.remote_waiters.get(&re).copied());
+        if let Some(ticket) = ticket {
+            let why = "the turn was no longer waiting when the answer arrived".to_string();
+            self.finish(now, ticket, Outcome::StaleTurn, Some(why), env.turn_id);
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! The cross-host half of the gateway (ch. 10, CB-308 §7): the routing fork, both ack models,
+//! the turn-state split between the sender's and the worker's gateway, cross-host asks, the
+//! roster, and broker outage. Everything here is a rule over inputs; the shell carries the
+//! resulting `BrokerOp`s out against AMQP.
+//!
+//! Who owns what (CB-308 §7.7): the worker's gateway owns the turn — a `Side::Worker`
+//! delegation there does the turnId minting, ask coalescing, completion and failure
+//! fallbacks — and reports each ending as a message answering the brief (`re`). The sender's
+//! gateway owns only the waiter, keyed by the brief's msgId.
+//!
+//! By concern: `inbound` (admission and dispatch of every delivery), `sender` (delegating to
+//! another host and what comes back), `worker` (a brief from another host, its turn and its
+//! report), `presence` (heartbeats, the roster, sweeping), `publish` (envelopes out),
+//! `topology` (this gateway's broker objects); and three sub-machines with their own state:
+//! `held` (reply-path deliveries held unacked), `parking` (deliveries waiting for their
+//! sender's presence), `confirms` (what each publish's confirm decides).
+
+use super::Gateway;
+use crate::admission::SeenSet;
+use crate::broker::{DeliveryId, Names, Topology};
+use crate::config::CoreConfig;
+use crate::ids::{HostId, MsgId, SessionId, TicketId, TurnId};
+use crate::planted::PlantedBug;
+use crate::roster::{EntityKind, Roster};
+use crate::signing::Keyring;
+use crate::time::{Duration, Instant};
+use std::collections::{BTreeMap, BTreeSet};
+
+mod confirms;
+mod held;
+pub(super) mod inbound;
+mod parking;
+mod presence;
+mod publish;
+mod sender;
+pub(super) mod topology;
+mod worker;
+
+use confirms::{Confirms, Unsent};
+use held::HeldDeliveries;
+use parking::Parking;
+pub(super) use publish::Draft;
+
+/// What a gateway needs to take part in a fleet of hosts.
+#[derive(Clone, Debug)]
+pub struct Federation {
+    pub host: HostId,
+    pub keyring: Keyring,
+    /// Prefix of every broker object name (default `fleet`).
+    pub namespace: String,
+    /// Gateways allowed to send this host control (SPAWN), checked against the signature.
+    pub control_allowlist: BTreeSet<HostId>,
+}
+
+/// An ASK from a remote worker that resolved one of our waiters: where to send the answer,
+/// and until when it is worth remembering.
+#[derive(Clone, Debug)]
+pub(crate) struct RemoteAsk {
+    pub(crate) worker: SessionId,
+    pub(crate) until: Instant,
+}
+
+/// The federation's state: the broker link, the clocks, the roster, what this gateway serves,
+/// and the sub-machines of the cross-host paths.
+pub(crate) struct Fed {
+    pub(crate) cfg: Federation,
+    pub(crate) names: Names,
+    pub(crate) broker_up: bool,
+    pub(crate) generation: u32,
+    wall_at: Instant,
+    wall_unix: u64,
+    /// When this gateway started (Unix ms), announced as its presence's `since`.
+    started_unix: u64,
+    pub(crate) seen: SeenSet,
+    pub(crate) roster: Roster,
+    /// Entities served here, and whether each is announced (members after the readiness gate).
+    pub(crate) local: BTreeMap<SessionId, (EntityKind, bool)>,
+    /// The broadcast group of each member that joined one at spawn.
+    pub(crate) groups: BTreeMap<SessionId, String>,
+    pub(crate) confirms: Confirms,
+    /// At most one failed reply per member, for its retry: see `Unsent`.
+    pub(crate) unsent: BTreeMap<SessionId, Unsent>,
+    /// Timers armed (one chain each, however often the broker bounces).
+    presence_armed: bool,
+    sweep_armed: bool,
+    /// Sender side: the waiter of each brief or answer we published, by its msgId.
+    pub(crate) remote_waiters: BTreeMap<MsgId, TicketId>,
+    pub(crate) remote_asks: BTreeMap<TurnId, RemoteAsk>,
+    pub(crate) held: HeldDeliveries,
+    /// Forward-path deliveries left unacked until their turn ends. Only the planted
+    /// `AckAfterInject` bug fills it: the real forward path acks before the inject.
+    late_acks: BTreeMap<MsgId, DeliveryId>,
+    pub(crate) parking: Parking,
+}
+
+impl Fed {
+    pub(crate) fn host(&self) -> &HostId {
+        &self.cfg.host
+    }
+
+    /// A delivery of the live connection (a tag of an earlier one died with it).
+    pub(crate) fn is_current(&self, delivery: DeliveryId) -> bool {
+        self.broker_up && self.generation == delivery.generation
+    }
+}
+
+impl std::fmt::Debug for Fed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fed")
+            .field("host", &self.cfg.host)
+            .field("broker_up", &self.broker_up)
+            .field("local", &self.local.len())
+            .field("held", &self.held.len())
+            .field("confirms", &self.confirms.len())
+            .finish()
+    }
+}
+
+impl Gateway {
+    /// A gateway that is one host of a fleet: `now` on the monotonic clock is `unix_ms` on the
+    /// wall clock. It starts with the broker down; `BrokerEvent::Up` brings it in.
+    pub fn federated(
+        cfg: CoreConfig,
+        federation: Federation,
+        seed: u64,
+        now: Instant,
+        unix_ms: u64,
+    ) -> Result<Self, crate::config::ConfigError> {
+        let mut gw = Gateway::new(cfg, seed, now)?;
+        let c = &gw.cfg;
+        let roster_ttl_ms = if c.planted(PlantedBug::RosterNeverExpires) {
+            u64::MAX / 4
+        } else {
+            c.presence_ttl_ms
+        };
+        gw.fed = Some(Fed {
+            names: Names::new(&federation.namespace),
+            cfg: federation,
+            broker_up: false,
+            generation: 0,
+            wall_at: now,
+            wall_unix: unix_ms,
+            started_unix: unix_ms,
+            seen: SeenSet::new(c.seen_capacity),
+            roster: Roster::new(Duration::from_millis(roster_ttl_ms)),
+            local: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            confirms: Confirms::default(),
+            unsent: BTreeMap::new(),
+            presence_armed: false,
+            sweep_armed: false,
+            remote_waiters: BTreeMap::new(),
+            remote_asks: BTreeMap::new(),
+            held: HeldDeliveries::new(c.seen_capacity)
+                .with_skewed_index(c.planted(PlantedBug::HeldIndexSkew)),
+            late_acks: BTreeMap::new(),
+            parking: Parking::default(),
+        });
+        Ok(gw)
+    }
+
+    /// Deliveries held unacked: reply-path holds, and deliveries parked until their sender's
+    /// presence arrives (both bounded by the prefetch window).
+    pub fn held_deliveries(&self) -> usize {
+        self.fed
+            .as_ref()
+            .map_or(0, |f| f.held.len() + f.parking.len())
+    }
+
+    /// This gateway's slice of the broker topology (`fleetd topology`).
+    pub fn topology(&self) -> Option<Topology> {
+        let f = self.fed.as_ref()?;
+        let gids: Vec<(SessionId, EntityKind)> =
+            f.local.iter().map(|(g, (k, _))| (g.clone(), *k)).collect();
+        Some(topology::slice(&self.cfg, f, &gids, topology::Part::Whole))
+    }
+
+    pub(super) fn broker_is_up(&self) -> bool {
+        self.fed.as_ref().is_some_and(|f| f.broker_up)
+    }
+
+    /// The profiles `host` advertised, if its gateway heartbeat is fresh.
+    pub(super) fn profiles_of(&self, host: &HostId) -> Option<Vec<String>> {
+        self.fed.as_ref()?.roster.profiles_of(self.now, host)
+    }
+
+    /// A member this gateway serves now (its gid is in a live pane's label).
+    pub(super) fn is_live_member(&self, gid: &SessionId) -> bool {
+        self.served_as(gid).is_some_and(|k| k == EntityKind::Member)
+    }
+
+    pub(super) fn is_local_non_member(&self, gid: &SessionId) -> bool {
+        self.served_as(gid).is_some_and(|k| k != EntityKind::Member)
+    }
+
+    fn served_as(&self, gid: &SessionId) -> Option<EntityKind> {
+        self.fed.as_ref()?.local.get(gid).map(|(k, _)| *k)
+    }
+
+    /// Records the broadcast group a member joins; its inbox binds `broadcast.<group>`.
+    pub(super) fn join_group(&mut self, gid: &SessionId, group: &str) {
+        if let Some(f) = &mut self.fed {
+            f.groups.insert(gid.clone(), group.to_string());
+        }
+    }
+
+    /// The wall clock now, in Unix ms, as the last `WallClock` input set it.
+    pub(super) fn unix_now(&self) -> u64 {
+        match &self.fed {
+            Some(f) => f
+                .wall_unix
+                .saturating_add(self.now.saturating_since(f.wall_at).as_millis() as u64),
+            None => 0,
+        }
+    }
+
+    pub(super) fn on_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        if let Some(f) = &mut self.fed {
+            f.wall_at = now;
+            f.wall_unix = unix_ms;
+        }
+    }
+}

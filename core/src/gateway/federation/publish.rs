@@ -1,0 +1,178 @@
+//! Envelopes out, acks and rejections: a `Draft` says what a message is, `seal` numbers and
+//! stamps it, `publish` signs it and hands it to the broker.
+
+use crate::broker::{BrokerOp, DeliveryId, Exchange, PublishId};
+use crate::envelope::{Envelope, Kind, VERSION};
+use crate::gateway::Gateway;
+use crate::ids::{HostId, MsgId, SessionId, TraceId, TurnId};
+use crate::io::{Event, Output, RejectCode};
+use crate::outcome::Outcome;
+
+/// An envelope before it is numbered, stamped and signed.
+#[derive(Clone, Debug)]
+pub(crate) struct Draft {
+    kind: Kind,
+    from: SessionId,
+    to: String,
+    ttl_ms: u64,
+    re: Option<MsgId>,
+    turn_id: Option<TurnId>,
+    outcome: Option<Outcome>,
+    spawn_id: Option<SessionId>,
+    trace: Option<TraceId>,
+    msg_id: Option<MsgId>,
+    body: Vec<u8>,
+}
+
+impl Draft {
+    /// A `kind` message from `from` to routing key `to`, expiring `ttl_ms` after its stamp.
+    pub(crate) fn new(kind: Kind, from: &SessionId, to: impl Into<String>, ttl_ms: u64) -> Self {
+        Draft {
+            kind,
+            from: from.clone(),
+            to: to.into(),
+            ttl_ms,
+            re: None,
+            turn_id: None,
+            outcome: None,
+            spawn_id: None,
+            trace: None,
+            msg_id: None,
+            body: Vec::new(),
+        }
+    }
+
+    /// The message this one answers.
+    pub(crate) fn re(mut self, re: impl Into<Option<MsgId>>) -> Self {
+        self.re = re.into();
+        self
+    }
+
+    pub(crate) fn turn(mut self, turn: impl Into<Option<TurnId>>) -> Self {
+        self.turn_id = turn.into();
+        self
+    }
+
+    pub(crate) fn outcome(mut self, outcome: Outcome) -> Self {
+        self.outcome = Some(outcome);
+        self
+    }
+
+    pub(crate) fn spawn_id(mut self, gid: SessionId) -> Self {
+        self.spawn_id = Some(gid);
+        self
+    }
+
+    /// Continues an existing flow instead of starting a new trace.
+    pub(crate) fn trace(mut self, trace: TraceId) -> Self {
+        self.trace = Some(trace);
+        self
+    }
+
+    /// Goes out under a msgId chosen before (a retried reply keeps its first one).
+    pub(crate) fn msg_id(mut self, msg: MsgId) -> Self {
+        self.msg_id = Some(msg);
+        self
+    }
+
+    pub(crate) fn body(mut self, body: Vec<u8>) -> Self {
+        self.body = body;
+        self
+    }
+}
+
+impl Gateway {
+    /// Numbers and stamps a draft: a fresh msgId (always minted, so the id sequence does not
+    /// depend on which drafts reuse one) and traceId, and this host's wall clock.
+    pub(crate) fn seal(&mut self, d: Draft) -> Envelope {
+        let ts = self.unix_now();
+        let minted = self.ids.msg();
+        let trace_id = d.trace.unwrap_or_else(|| self.ids.trace());
+        Envelope {
+            v: VERSION,
+            kind: d.kind,
+            msg_id: d.msg_id.unwrap_or(minted),
+            trace_id,
+            from: d.from,
+            to: d.to,
+            signer: HostId::new(""),
+            re: d.re,
+            turn_id: d.turn_id,
+            spawn_id: d.spawn_id,
+            outcome: d.outcome,
+            ts,
+            expires_at: ts.saturating_add(d.ttl_ms),
+            sig: None,
+            body: d.body,
+        }
+    }
+
+    /// Signs and publishes. Returns the publish id, or `None` with the broker down.
+    pub(crate) fn publish(&mut self, exchange: Exchange, mut env: Envelope) -> Option<PublishId> {
+        let f = self.fed.as_mut()?;
+        if !f.broker_up {
+            return None;
+        }
+        f.cfg.keyring.sign(&mut env);
+        let publish = f.confirms.next();
+        let mandatory = env.kind != Kind::Broadcast;
+        let persistent = matches!(
+            env.kind,
+            Kind::Send | Kind::Reply | Kind::Failed | Kind::Abandoned | Kind::Spawn
+        );
+        self.out.push_back(Output::Broker(BrokerOp::Publish {
+            publish,
+            exchange,
+            key: env.to.clone(),
+            mandatory,
+            persistent,
+            headers: env.to_headers(),
+            body: env.body,
+        }));
+        Some(publish)
+    }
+
+    /// Acks `delivery` if it belongs to the live connection (a tag from an earlier one died
+    /// with it; the broker has requeued that copy).
+    pub(crate) fn ack_if_current(&mut self, delivery: DeliveryId) {
+        if self.fed.as_ref().is_some_and(|f| f.is_current(delivery)) {
+            self.ack(delivery);
+        }
+    }
+
+    /// The planted `AckAfterInject` bug's ack, once the brief's turn has ended.
+    pub(crate) fn late_ack(&mut self, msg: MsgId) {
+        if let Some(d) = self.fed.as_mut().and_then(|f| f.late_acks.remove(&msg)) {
+            self.ack_if_current(d);
+        }
+    }
+
+    /// The planted `AckAfterInject` bug: the brief's ack waits for its turn's end.
+    pub(crate) fn ack_late(&mut self, msg: MsgId, delivery: DeliveryId) {
+        if let Some(f) = &mut self.fed {
+            f.late_acks.insert(msg, delivery);
+        }
+    }
+
+    pub(crate) fn ack(&mut self, delivery: DeliveryId) {
+        self.out
+            .push_back(Output::Broker(BrokerOp::Ack { delivery }));
+    }
+
+    /// Rejects `delivery` to the DLX and says why.
+    pub(crate) fn reject(
+        &mut self,
+        delivery: DeliveryId,
+        queue: &str,
+        code: RejectCode,
+        detail: String,
+    ) {
+        self.out
+            .push_back(Output::Broker(BrokerOp::Reject { delivery }));
+        self.event(Event::Rejected {
+            queue: queue.to_string(),
+            code,
+            detail,
+        });
+    }
+}

@@ -1,0 +1,138 @@
+//! This gateway's slice of the broker topology: the shared exchanges, its control, roster and
+//! dead-letter queues, and one inbox per entity it serves, with their caps, TTLs and bindings.
+
+use super::Fed;
+use crate::broker::{Binding, Consume, Exchange, QueueArgs, QueueSpec, Topology};
+use crate::config::CoreConfig;
+use crate::ids::SessionId;
+use crate::roster::EntityKind;
+
+/// How much of the topology to declare.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// The shared exchanges, this host's control, roster and dead-letter queues, and inboxes:
+    /// what a (re)connect declares.
+    Whole,
+    /// Only the inboxes named: what a newly served entity adds.
+    Inboxes,
+}
+
+/// This gateway's slice of the topology: the shared exchanges and its own queues for
+/// `Part::Whole`, plus an inbox for each of `gids`.
+pub(crate) fn slice(
+    cfg: &CoreConfig,
+    f: &Fed,
+    gids: &[(SessionId, EntityKind)],
+    part: Part,
+) -> Topology {
+    let n = &f.names;
+    let host = &f.cfg.host;
+    let dlx = Some(n.exchange(Exchange::Dlx));
+    let mut t = Topology::default();
+    if part == Part::Whole {
+        t.exchanges = Exchange::ALL.to_vec();
+        t.queues.push(QueueSpec {
+            name: n.dlq(),
+            durable: true,
+            exclusive: false,
+            auto_delete: false,
+            args: QueueArgs {
+                max_length: Some(cfg.dlq_max_length),
+                ..QueueArgs::default()
+            },
+        });
+        t.queues.push(QueueSpec {
+            name: n.control(host),
+            durable: true,
+            exclusive: false,
+            auto_delete: false,
+            args: QueueArgs {
+                dead_letter_exchange: dlx.clone(),
+                ..QueueArgs::default()
+            },
+        });
+        // A rejected heartbeat (forged, expired) dead-letters like any other rejection, and a
+        // flood of them is capped: heartbeats come again, so dropping the oldest loses nothing.
+        t.queues.push(QueueSpec {
+            name: n.roster(host),
+            durable: false,
+            exclusive: true,
+            auto_delete: true,
+            args: QueueArgs {
+                dead_letter_exchange: dlx.clone(),
+                max_length: Some(cfg.inbox_max_length),
+                ..QueueArgs::default()
+            },
+        });
+        t.bindings.push(Binding {
+            queue: n.dlq(),
+            exchange: Exchange::Dlx,
+            key: String::new(),
+        });
+        t.bindings.push(Binding {
+            queue: n.control(host),
+            exchange: Exchange::Control,
+            key: host.to_string(),
+        });
+        t.bindings.push(Binding {
+            queue: n.roster(host),
+            exchange: Exchange::Roster,
+            key: "roster.#".into(),
+        });
+        for (queue, exclusive) in [
+            (n.control(host), true),
+            (n.roster(host), true),
+            (n.dlq(), false),
+        ] {
+            t.consumers.push(Consume {
+                queue,
+                exclusive,
+                prefetch: cfg.prefetch,
+            });
+        }
+    }
+    for (gid, kind) in gids {
+        let name = n.inbox(gid);
+        let expires = match kind {
+            EntityKind::Member => cfg.worker_inbox_expires_ms,
+            _ => cfg.lead_inbox_expires_ms,
+        };
+        t.queues.push(QueueSpec {
+            name: name.clone(),
+            durable: true,
+            exclusive: false,
+            auto_delete: false,
+            args: QueueArgs {
+                dead_letter_exchange: dlx.clone(),
+                max_length: Some(cfg.inbox_max_length),
+                message_ttl_ms: Some(cfg.inbox_message_ttl_ms),
+                expires_ms: Some(expires),
+            },
+        });
+        t.bindings.push(Binding {
+            queue: name.clone(),
+            exchange: Exchange::Msg,
+            key: gid.to_string(),
+        });
+        if *kind == EntityKind::Member {
+            t.bindings.push(Binding {
+                queue: name.clone(),
+                exchange: Exchange::Msg,
+                key: "broadcast.all".into(),
+            });
+            if let Some(g) = f.groups.get(gid) {
+                t.bindings.push(Binding {
+                    queue: name.clone(),
+                    exchange: Exchange::Msg,
+                    key: format!("broadcast.{g}"),
+                });
+            }
+        }
+        t.consumers.push(Consume {
+            queue: name,
+            exclusive: true,
+            prefetch: cfg.prefetch,
+        });
+    }
+    t
+}

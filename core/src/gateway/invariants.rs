@@ -1,0 +1,128 @@
+//! The gateway's internal invariants, asserted after every `handle` in debug builds and in
+//! builds with the `invariants` feature (the simulation's), TigerBeetle style: a broken piece
+//! of bookkeeping fails the run at the step that broke it, not at the end when the oracle
+//! looks at outcomes.
+
+use super::delegation::{Answer, Side};
+use super::{Gateway, TimerKind};
+use crate::ids::CallId;
+use std::collections::BTreeSet;
+
+/// Calls asked and not yet answered: every call gets exactly one answer.
+#[derive(Debug, Default)]
+pub(super) struct OpenCalls {
+    open: BTreeSet<CallId>,
+    broken: Option<String>,
+}
+
+impl OpenCalls {
+    pub(super) fn asked(&mut self, call: CallId) {
+        if !self.open.insert(call) && self.broken.is_none() {
+            self.broken = Some(format!("call {call} was asked twice while open"));
+        }
+    }
+
+    pub(super) fn answered(&mut self, call: CallId) {
+        if !self.open.remove(&call) && self.broken.is_none() {
+            self.broken = Some(format!("call {call} was answered twice, or never asked"));
+        }
+    }
+}
+
+impl Gateway {
+    /// Panics with the first broken invariant, naming the input that broke it.
+    pub(super) fn assert_invariants(&self, step: &str) {
+        if let Err(broken) = self.check_invariants() {
+            let host = self.fed.as_ref().map_or(&self.host, |f| f.host());
+            panic!(
+                "invariant broken on {host} at {} after {step}: {broken}",
+                self.now
+            );
+        }
+    }
+
+    /// Every cross-structure fact the gateway keeps in more than one place agrees.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        if let Some(b) = &self.open_calls.broken {
+            return Err(b.clone());
+        }
+        self.delegations.check()?;
+        self.inbox.check()?;
+        for (ticket, d) in self.delegations.iter() {
+            // Each open delegation's deadline is armed — except a worker-side turn already
+            // typed when its brief expired, which runs to its end (the sender owns the timeout).
+            let ran_on = d.side.is_worker() && d.deadline <= self.now;
+            if !ran_on
+                && !self
+                    .timers
+                    .contains(&(d.deadline, TimerKind::SendDeadline(*ticket)))
+            {
+                return Err(format!("{ticket}'s deadline {} is not armed", d.deadline));
+            }
+            // An async delegation's ticket is open as long as it is.
+            if d.side.answer() == Some(Answer::Async)
+                && self.tickets.get(ticket).is_none_or(|t| t.ended.is_some())
+            {
+                return Err(format!("async delegation {ticket} has no open ticket"));
+            }
+            // A turn that runs here and is not paused has exactly its waiter open.
+            let local_turn = !matches!(d.side, Side::Sender { .. });
+            if local_turn && d.paused().is_none() {
+                let waiter = self.rendezvous.waiter(&d.target, d.msg);
+                if waiter.is_none_or(|w| w.ticket != *ticket) {
+                    return Err(format!(
+                        "{ticket} on {} msg={} has no waiter of its own",
+                        d.target, d.msg
+                    ));
+                }
+            }
+        }
+        for (ticket, t) in &self.tickets {
+            if t.ended.is_none() && !self.delegations.contains(ticket) {
+                return Err(format!("ticket {ticket} is open but its delegation ended"));
+            }
+        }
+        for (session, msg, ticket) in self.rendezvous.waiters() {
+            let ok = self.delegations.get(&ticket).is_some_and(|d| {
+                &d.target == session
+                    && d.msg == msg
+                    && d.paused().is_none()
+                    && !matches!(d.side, Side::Sender { .. })
+            });
+            if !ok {
+                return Err(format!(
+                    "a waiter on {session} msg={msg} names {ticket}, which is not its open turn"
+                ));
+            }
+        }
+        let Some(f) = &self.fed else { return Ok(()) };
+        f.held.check()?;
+        f.confirms.check()?;
+        for (member, reply) in f.held.inbox_holds() {
+            if !self.inbox.contains(member, reply) {
+                return Err(format!(
+                    "a delivery is held for reply {reply} of {member}, which the inbox no longer has"
+                ));
+            }
+        }
+        for tag in f.held.tags().chain(f.parking.tags()) {
+            if !f.is_current(tag) {
+                return Err(format!(
+                    "delivery {tag} is kept unacked, but it is not of the live connection"
+                ));
+            }
+        }
+        for (msg, ticket) in &f.remote_waiters {
+            let ok = self
+                .delegations
+                .get(ticket)
+                .is_some_and(|d| d.msg == *msg && matches!(d.side, Side::Sender { .. }));
+            if !ok {
+                return Err(format!(
+                    "remote waiter for {msg} names {ticket}, which is not a delegation sent on it"
+                ));
+            }
+        }
+        Ok(())
+    }
+}

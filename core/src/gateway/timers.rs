@@ -1,0 +1,96 @@
+//! The gateway's timers: a fixed table of reasons, fired in time order, each routed to the
+//! sub-machine it concerns.
+
+use super::Gateway;
+use crate::ids::{SessionId, TicketId, TurnId};
+use crate::io::{Event, Output};
+use crate::push::Attention;
+use crate::time::Instant;
+
+/// Why the gateway wants to be woken up.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TimerKind {
+    /// Sample every active target's status.
+    StatusPoll,
+    /// An injector bound (an inject result or a post-turn settle is due).
+    Injector,
+    /// A send reaches its timeout.
+    SendDeadline(TicketId),
+    /// A member's ask reaches its timeout.
+    AskDeadline(TurnId),
+    /// A finished ticket's retention ends.
+    TicketExpiry(TicketId),
+    /// A lead's next reminder is due.
+    Nudge,
+    /// Cross-host: a remote brief's INJECTED is due.
+    InjectBy(TicketId),
+    /// Cross-host: heartbeat presence, expire the roster.
+    Presence,
+    /// Cross-host: ack held reply-path deliveries past their `expiresAt`.
+    HeldSweep,
+    /// A spawn's readiness bound (target side) or answer bound (requester side).
+    Spawn(SessionId),
+    /// The idle reaper's round.
+    Reap,
+}
+
+impl Gateway {
+    pub(super) fn on_tick(&mut self, now: Instant) {
+        self.injector.on_timer(now);
+        while let Some((at, kind)) = self.timers.first().cloned() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            match kind {
+                TimerKind::SendDeadline(ticket) => self.on_send_deadline(now, ticket),
+                TimerKind::AskDeadline(turn_id) => {
+                    let due = self
+                        .rendezvous
+                        .ask(turn_id)
+                        .is_some_and(|a| a.deadline <= now);
+                    if due {
+                        self.close_ask_timed_out(now, turn_id, super::members::AfterAsk::Resume);
+                    }
+                }
+                TimerKind::TicketExpiry(ticket) => self.on_ticket_expiry(now, ticket),
+                TimerKind::Nudge => self.push.wake(),
+                TimerKind::InjectBy(ticket) => self.on_inject_by(now, ticket),
+                TimerKind::Presence => self.on_presence_tick(now),
+                TimerKind::HeldSweep => self.on_held_sweep(now),
+                TimerKind::Spawn(gid) => self.on_spawn_timer(now, gid),
+                TimerKind::Reap => self.on_reap(now),
+                TimerKind::StatusPoll | TimerKind::Injector => {}
+            }
+        }
+        if self.next_poll.is_some_and(|p| p <= now) {
+            self.next_poll = None;
+            let targets: Vec<SessionId> = self.injector.active_targets().cloned().collect();
+            for target in targets {
+                self.out.push_back(Output::PollStatus { target });
+            }
+        }
+    }
+
+    /// A finished ticket nobody polled within its retention is forgotten.
+    fn on_ticket_expiry(&mut self, now: Instant, ticket: TicketId) {
+        let ttl = self.ticket_ttl();
+        let expired = self
+            .tickets
+            .get(&ticket)
+            .is_some_and(|t| t.ended.as_ref().is_some_and(|e| e.at + ttl <= now));
+        if !expired {
+            return;
+        }
+        if let Some(t) = self.tickets.remove(&ticket) {
+            if let Some(lead) = t.lead {
+                self.uncollect(&lead, &Attention::Ticket(ticket));
+            }
+        }
+        self.event(Event::TicketExpired { ticket });
+    }
+
+    pub(super) fn ticket_ttl(&self) -> crate::time::Duration {
+        crate::time::Duration::from_millis(self.cfg.ticket_ttl_ms)
+    }
+}

@@ -1,0 +1,230 @@
+//! What the injector decided and what herdr answered: typing, turn boundaries, the post-turn
+//! scrape, and a pane that went away. The rules themselves live in `injector`, `rendezvous`
+//! and `completion`; this file turns their verdicts into endings and outputs.
+
+use super::members::AfterAsk;
+use super::sessions::IDLE;
+use super::{Gateway, TimerKind};
+use crate::completion::{self, Verdict};
+use crate::ids::{MsgId, SessionId};
+use crate::injector::{Cause, InjectorEvent};
+use crate::io::{Event, Output, PaneError, Stale};
+use crate::outcome::Outcome;
+use crate::rendezvous::Kind;
+use crate::session::SessionState;
+use crate::time::Instant;
+
+impl Gateway {
+    pub(super) fn drain_injector(&mut self, now: Instant) {
+        while let Some(ev) = self.injector.poll_event() {
+            match ev {
+                InjectorEvent::Inject { target, msg, text } => {
+                    self.stats.injections_total += 1;
+                    self.out.push_back(Output::Inject { target, msg, text });
+                }
+                InjectorEvent::Delivered { target, msg } => self.on_delivered(now, target, msg),
+                InjectorEvent::TurnComplete {
+                    target,
+                    msg,
+                    missed_fast_turn,
+                } => {
+                    self.event(Event::TurnComplete {
+                        target: target.clone(),
+                        msg,
+                        missed_fast_turn,
+                    });
+                    self.session_to(&target, &[SessionState::Busy], SessionState::Done);
+                    // A missed fast turn is inferred, not seen (Figure 6 takes it straight back to
+                    // Quiescent): its waiter stays open for a reply or the timeout.
+                    let captured = self
+                        .rendezvous
+                        .waiter(&target, msg)
+                        .is_some_and(|w| w.baseline.is_some());
+                    if captured && !missed_fast_turn {
+                        self.injector.hold(now, &target, msg);
+                        self.out.push_back(Output::ReadPane { target, msg });
+                    }
+                }
+                InjectorEvent::TurnFailed { target, msg, cause } => {
+                    let why = cause.to_string();
+                    self.event(Event::TurnFailed {
+                        target: target.clone(),
+                        msg,
+                        cause,
+                    });
+                    self.session_to(&target, &[SessionState::Busy], SessionState::Failed);
+                    if let Some(r) = self.rendezvous.resolve(&target, msg, Kind::Failed) {
+                        self.finish(now, r.ticket, Outcome::WorkerFailed, Some(why), None);
+                    }
+                }
+                InjectorEvent::Dropped { target, msg, cause } => {
+                    self.delegator_of.remove(&msg);
+                    if let Some(lead) = self.nudges.remove(&msg) {
+                        if let Some(at) = self.push.failed(now, &lead, msg) {
+                            self.timers.insert((at, TimerKind::Nudge));
+                        }
+                    }
+                    let why = cause.to_string();
+                    let sender_gave_up = cause == Cause::SenderTimedOut;
+                    self.event(Event::Dropped {
+                        target: target.clone(),
+                        msg,
+                        cause,
+                    });
+                    if !sender_gave_up {
+                        if let Some(r) = self.rendezvous.take(&target, msg, Kind::Failed) {
+                            self.finish(now, r.ticket, Outcome::WorkerFailed, Some(why), None);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `msg` was typed into `target`: its turn is the target's current one.
+    fn on_delivered(&mut self, now: Instant, target: SessionId, msg: MsgId) {
+        if let Some(lead) = self.delegator_of.remove(&msg) {
+            self.last_delegator.insert(target.clone(), lead);
+        }
+        self.turns.insert(target.clone(), msg);
+        self.session_to(&target, IDLE, SessionState::Busy);
+        self.remote_injected(&target, msg);
+        if let Some(lead) = self.nudges.remove(&msg) {
+            if let Some(at) = self.push.delivered(now, &lead, msg) {
+                self.timers.insert((at, TimerKind::Nudge));
+            }
+        }
+        self.event(Event::Delivered { target, msg });
+    }
+
+    pub(super) fn pump_nudges(&mut self, now: Instant) {
+        for (lead, pending) in self.push.due(now) {
+            let msg = self.ids.msg();
+            let text = format!(
+                "[fleet] {pending} item(s) are waiting for you: call fleet_poll to collect them."
+            );
+            self.injector.enqueue(&lead, msg, text);
+            self.push.queued(&lead, msg);
+            self.nudges.insert(msg, lead.clone());
+            self.stats.push_nudges_total += 1;
+            self.event(Event::Nudged {
+                lead: lead.clone(),
+                msg,
+                pending,
+            });
+            self.out.push_back(Output::PollStatus { target: lead });
+        }
+    }
+
+    pub(super) fn on_injected(
+        &mut self,
+        target: &SessionId,
+        msg: MsgId,
+        result: Result<String, PaneError>,
+    ) {
+        let (ack, baseline) = match result {
+            Ok(baseline) => (Ok(()), Some(baseline)),
+            Err(why) => (Err(why.to_string()), None),
+        };
+        if !self.injector.on_injected(target, msg, ack) {
+            return self.event(Event::Stale {
+                what: Stale::Injected { msg },
+                target: target.clone(),
+            });
+        }
+        if let Some(baseline) = baseline {
+            self.rendezvous.capture(target, msg, baseline);
+        }
+    }
+
+    pub(super) fn on_pane_read(
+        &mut self,
+        now: Instant,
+        target: &SessionId,
+        msg: MsgId,
+        result: Result<String, PaneError>,
+    ) {
+        if !self.injector.release(now, target, msg) {
+            // The hold expired and the next turn may be running: this text is not turn `msg`'s.
+            return self.event(Event::Stale {
+                what: Stale::PaneRead { msg },
+                target: target.clone(),
+            });
+        }
+        let Some(baseline) = self
+            .rendezvous
+            .waiter(target, msg)
+            .and_then(|w| w.baseline.clone())
+        else {
+            // Already resolved (a reply raced the scrape) or timed out: nothing to do.
+            return;
+        };
+        let scrape = match result {
+            Ok(s) => s,
+            Err(error) => {
+                // The waiter stays open: a reply or the timeout still ends it.
+                return self.event(Event::Stale {
+                    what: Stale::PaneReadFailed { error },
+                    target: target.clone(),
+                });
+            }
+        };
+        match completion::resolve(&scrape, &baseline, &self.compiled) {
+            Verdict::Suppressed => self.event(Event::Suppressed {
+                target: target.clone(),
+                msg,
+            }),
+            Verdict::Exhausted { matched } => {
+                if let Some(r) = self.rendezvous.resolve(target, msg, Kind::BackendExhausted) {
+                    self.finish(
+                        now,
+                        r.ticket,
+                        Outcome::BackendExhausted,
+                        Some(matched),
+                        None,
+                    );
+                }
+            }
+            Verdict::Completed { text } => {
+                if let Some(r) = self.rendezvous.resolve(target, msg, Kind::Completion) {
+                    self.finish(now, r.ticket, Outcome::CompletedUnreplied, Some(text), None);
+                }
+            }
+        }
+    }
+
+    /// The pane closed or its process exited: everything open on it ends WORKER_FAILED.
+    pub(super) fn on_pane_gone(&mut self, now: Instant, target: &SessionId) {
+        self.injector.abort_target(target, Cause::PaneGone);
+        self.drain_injector(now);
+        if let Some(turn_id) = self.rendezvous.ask_of(target) {
+            self.close_ask_timed_out(now, turn_id, AfterAsk::Leave);
+        }
+        for r in self.rendezvous.take_all(target, Kind::Failed) {
+            self.finish(
+                now,
+                r.ticket,
+                Outcome::WorkerFailed,
+                Some(Cause::PaneGone.to_string()),
+                None,
+            );
+        }
+        for ticket in self.delegations.tickets_where(|d| &d.target == target) {
+            self.finish(
+                now,
+                ticket,
+                Outcome::WorkerFailed,
+                Some(Cause::PaneGone.to_string()),
+                None,
+            );
+        }
+        self.turns.remove(target);
+        self.sessions.remove(target);
+        self.local_entity_gone(target);
+        self.last_delegator.remove(target);
+        if self.push.forget(target) {
+            // A lead pane died: nothing can be typed into it; its items stay collectable.
+            self.last_delegator.retain(|_, lead| lead != target);
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! What a spawn asks for — the profile, the broadcast group, the worktree — as the north faces,
+//! the SPAWN message body and the launcher output all carry it. Validation lives with the type,
+//! so every path that accepts one checks it the same way.
+
+use serde::{Deserialize, Serialize};
+
+/// The body of a SPAWN message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnSpec {
+    pub profile: String,
+    #[serde(default)]
+    pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<Worktree>,
+}
+
+/// The git worktree a spawned member works in (ch. 9's `GitWorktrees`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Worktree {
+    /// A repository on the target host (a path), or a URL any host can clone.
+    pub repo: String,
+    /// The exact commit (40 hex digits); required when the spawn crosses hosts, where a path
+    /// or a branch name would mean something else.
+    #[serde(default)]
+    pub commit: Option<String>,
+}
+
+impl Worktree {
+    /// Why this worktree cannot be asked of `remote` (another host) or of any host.
+    pub fn invalid(&self, remote: bool) -> Option<String> {
+        if self.repo.trim().is_empty() {
+            return Some("worktree.repo must not be empty".into());
+        }
+        if let Some(c) = &self.commit {
+            if c.len() != 40 || !c.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Some(format!("worktree.commit {c:?} is not a 40-hex commit id"));
+            }
+        }
+        if self.repo.starts_with('-') {
+            return Some(format!("worktree.repo {:?} is not a repository", self.repo));
+        }
+        if self.has_credentials() {
+            // It would travel in the SPAWN and show in logs and errors.
+            return Some("worktree.repo must not carry credentials (user:secret@)".into());
+        }
+        if remote {
+            if self.commit.is_none() {
+                return Some("a worktree on another host needs the exact commit".into());
+            }
+            let network = match self.repo.split_once("://") {
+                Some((scheme, _)) => matches!(scheme, "https" | "http" | "ssh" | "git"),
+                None => self.is_url(),
+            };
+            if !network {
+                return Some(format!(
+                    "a worktree on another host needs a network repository URL (https, ssh, git), not {:?}",
+                    self.repo
+                ));
+            }
+        }
+        None
+    }
+
+    /// `scheme://user:secret@host/…`: a password or token in the URL.
+    fn has_credentials(&self) -> bool {
+        let Some((_, rest)) = self.repo.split_once("://") else {
+            return false;
+        };
+        let authority = rest.split('/').next().unwrap_or("");
+        authority
+            .rsplit_once('@')
+            .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+    }
+
+    /// A URL (`scheme://…` or scp-like `user@host:path`), not a path on this host.
+    pub fn is_url(&self) -> bool {
+        self.repo.contains("://")
+            || (!self.repo.starts_with('/') && self.repo.contains('@') && self.repo.contains(':'))
+    }
+}
