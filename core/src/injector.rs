@@ -217,6 +217,11 @@ impl Injector {
         }
     }
 
+    /// `None` for a target with no gate (a lead), else whether its member has connected.
+    pub fn gate_state(&self, target: &SessionId) -> Option<bool> {
+        self.gates.get(target).copied()
+    }
+
     pub fn is_ready(&self, target: &SessionId) -> bool {
         self.gates.get(target).copied().unwrap_or(true)
     }

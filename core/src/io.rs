@@ -44,6 +44,9 @@ pub enum Input {
     },
     /// A member pane was started; nothing is typed into it until `MemberConnected`.
     MemberStarted { target: SessionId },
+    /// At start: every member pane herdr lists (its `fleet:<gid>` label). Each is gated, then
+    /// adopted or closed by the core's restart rule (`gateway::adoption`).
+    MembersListed { members: Vec<SessionId> },
     /// The member connected to this gateway's MCP: the real readiness signal (CB-306).
     MemberConnected { target: SessionId },
     /// The pane closed or its process exited.
@@ -82,6 +85,7 @@ impl Input {
             Input::Injected { .. } => "injected",
             Input::PaneRead { .. } => "pane_read",
             Input::MemberStarted { .. } => "member_started",
+            Input::MembersListed { .. } => "members_listed",
             Input::MemberConnected { .. } => "member_connected",
             Input::PaneGone { .. } => "pane_gone",
             Input::StatusHint { .. } => "status_hint",
@@ -507,6 +511,9 @@ pub enum Stale {
     PaneReadFailed { error: PaneError },
     /// A delivery of a connection that has closed since: its tag is void.
     OldDelivery { delivery: DeliveryId },
+    /// A member connected for which no pane is known (a token that outlived its pane): not
+    /// announced.
+    UnknownMember,
 }
 
 impl fmt::Display for Stale {
@@ -518,6 +525,7 @@ impl fmt::Display for Stale {
             Stale::OldDelivery { delivery } => {
                 write!(f, "delivery {delivery} of an old connection")
             }
+            Stale::UnknownMember => f.write_str("member connect for no known pane"),
         }
     }
 }
@@ -615,6 +623,11 @@ pub enum Event {
     },
     /// The idle reaper closes a member that sat idle past `member_idle_ttl_ms`.
     Reaped { gid: SessionId, idle_ms: u64 },
+    /// A member listed at start was adopted, closed or left undecided (`gateway::adoption`).
+    Rebuilt {
+        gid: SessionId,
+        verdict: crate::adoption::AdoptVerdict,
+    },
 }
 
 impl Event {
@@ -641,6 +654,7 @@ impl Event {
             Event::DeadLetterReported { .. } => "dead_letter_reported",
             Event::Session { .. } => "session",
             Event::Reaped { .. } => "reaped",
+            Event::Rebuilt { .. } => "rebuilt",
         }
     }
 }
@@ -726,6 +740,7 @@ impl fmt::Display for Event {
                 None => write!(f, "session {gid} -> {to}"),
             },
             Event::Reaped { gid, idle_ms } => write!(f, "reaped {gid} idle {idle_ms} ms"),
+            Event::Rebuilt { gid, verdict } => write!(f, "rebuilt {gid} -> {verdict}"),
         }
     }
 }

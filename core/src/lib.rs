@@ -11,6 +11,7 @@
 //! `handle(now, Input::Tick)`.
 
 pub mod admission;
+pub mod adoption;
 pub mod authz;
 pub mod broker;
 pub mod completion;

@@ -744,3 +744,83 @@ fn a_dead_lead_pane_is_not_nudged_forever() {
     assert!(nudges <= 1, "{nudges} nudges to a dead pane");
     assert_eq!(g.gw.inbox_depth(), 1, "the reply is still collectable");
 }
+
+fn rebuilt(g: &Gw) -> Vec<(SessionId, fleet_core::adoption::AdoptVerdict)> {
+    g.events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Rebuilt { gid, verdict } => Some((gid.clone(), *verdict)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A restart rebuilds members from herdr's list alone: a live agent — working included, a
+/// restart never kills a busy member — is adopted at its first sample and can be delegated
+/// to; one herdr keeps calling `unknown` through the readiness bound is closed; one herdr
+/// never answers about is left gated, neither adopted nor closed.
+#[test]
+fn a_restart_adopts_live_members_closes_dead_ones_and_leaves_silent_ones_alone() {
+    use fleet_core::adoption::AdoptVerdict::{Adopted, Reaped, Undecided};
+    let mut g = Gw::with(CoreConfig {
+        spawn_ready_timeout_ms: 10_000,
+        ..CoreConfig::default()
+    });
+    let [busy, idle, dead, silent] = ["busy", "idle", "dead", "silent"].map(SessionId::new);
+    g.input(Input::MembersListed {
+        members: vec![busy.clone(), idle.clone(), dead.clone(), silent.clone()],
+    });
+    for m in [&busy, &idle, &dead, &silent] {
+        assert!(g
+            .out
+            .iter()
+            .any(|o| matches!(o, Output::PollStatus { target } if target == m)));
+    }
+    g.sample(&busy, AgentStatus::Working);
+    g.sample(&idle, AgentStatus::Idle);
+    for _ in 0..3 {
+        g.sample(&dead, AgentStatus::Unknown);
+        g.advance(Duration::from_secs(2));
+    }
+    assert_eq!(
+        rebuilt(&g),
+        vec![(busy.clone(), Adopted), (idle.clone(), Adopted)]
+    );
+    g.advance(Duration::from_secs(5));
+    assert_eq!(
+        rebuilt(&g)[2..],
+        [(dead.clone(), Reaped), (silent.clone(), Undecided)]
+    );
+    assert!(g
+        .out
+        .iter()
+        .any(|o| matches!(o, Output::ClosePane { gid } if *gid == dead)));
+    assert!(!g
+        .out
+        .iter()
+        .any(|o| matches!(o, Output::ClosePane { gid } if *gid == silent)));
+    // The adopted idle member takes a brief; the silent one stays gated.
+    let c = g.send("idle", "after the restart", false);
+    assert!(matches!(g.response(c), Some(Response::Ticket(_))));
+    g.sample(&idle, AgentStatus::Idle);
+    assert!(
+        matches!(g.last_inject(), Some((t, _, text)) if t == idle && text == "after the restart")
+    );
+    assert_eq!(g.gw.member_ready(&silent), Some(false));
+}
+
+/// A member token that outlived its pane (a process left behind) announces nothing: the
+/// gateway knows no pane for it.
+#[test]
+fn a_connect_for_no_known_pane_is_stale() {
+    let mut g = Gw::new();
+    let ghost = SessionId::new("ghost");
+    g.input(Input::MemberConnected {
+        target: ghost.clone(),
+    });
+    assert!(g.events().iter().any(|e| matches!(
+        e,
+        Event::Stale { what: Stale::UnknownMember, target } if *target == ghost
+    )));
+    assert_eq!(g.gw.member_ready(&ghost), None);
+}

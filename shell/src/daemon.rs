@@ -357,28 +357,20 @@ pub async fn run(
             })
             .await;
     }
-    // Members herdr lists are gated before the port opens: a member's first call then finds
-    // itself known (adopted, not re-gated behind its back).
-    let gated = match rebuild::gate(&client, &handle).await {
-        Ok(m) => m,
-        Err(e) => {
-            tracing::warn!(error = %e, "listing members in herdr at startup");
-            Vec::new()
-        }
-    };
+    // Members herdr lists are handed to the core before the port opens: a member's first call
+    // then finds itself known (gated, then adopted by the core's restart rule).
+    match rebuild::rebuild(&client, &handle).await {
+        Ok(r) => tracing::info!(
+            members = r.members.len(),
+            swept = r.swept.len(),
+            "members listed in herdr: the gateway adopts or closes each"
+        ),
+        Err(e) => tracing::warn!(error = %e, "listing members in herdr at startup"),
+    }
     let watcher = {
         let (client, handle) = (client.clone(), handle.clone());
         let relist = Duration::from_millis(cfg.herdr.relist_ms);
         tokio::task::spawn_local(async move {
-            match rebuild::settle(&client, &handle, &gated).await {
-                Ok(r) => tracing::info!(
-                    adopted = r.adopted.len(),
-                    reaped = r.reaped.len(),
-                    undecided = r.undecided.len(),
-                    "members rebuilt from herdr"
-                ),
-                Err(e) => tracing::warn!(error = %e, "rebuilding members from herdr"),
-            }
             let wc = events::WatchConfig {
                 relist,
                 ..events::WatchConfig::default()

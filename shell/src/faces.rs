@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -35,8 +35,6 @@ pub struct Inner {
     /// Profile name → kind, as this host offers them.
     pub profiles: BTreeMap<String, String>,
     pub health: Health,
-    /// Members already reported connected by this process.
-    connected: Mutex<BTreeSet<SessionId>>,
 }
 
 /// What `/healthz` looks at.
@@ -73,12 +71,13 @@ impl App {
             host,
             profiles,
             health,
-            connected: Mutex::new(BTreeSet::new()),
         }))
     }
 
-    /// Resolves the caller of a request. A member's first authenticated request is its
-    /// readiness signal (CB-306): the gateway hears `MemberConnected`.
+    /// Resolves the caller of a request. Every authenticated member request is its
+    /// readiness signal (CB-306): the gateway hears `MemberConnected`, and the core decides
+    /// whether it counts — only for a member pane it knows, once (a token that outlived its
+    /// pane announces nothing).
     pub async fn caller(&self, authorization: Option<&str>, peer: Option<SocketAddr>) -> Caller {
         let c = self.identity.resolve(authorization, peer);
         if c.refused {
@@ -88,59 +87,14 @@ impl App {
             );
         }
         if let Some(gid) = &c.member {
-            let first = self
-                .connected
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(gid.clone());
-            if first {
-                self.member_connected(gid).await;
-            }
+            let _ = self
+                .handle
+                .tell(Input::MemberConnected {
+                    target: gid.clone(),
+                })
+                .await;
         }
         c
-    }
-
-    /// A member's first authenticated request is its readiness signal — if its pane is still
-    /// there. A valid token outlives its pane (a process left behind, a stray retry after a
-    /// stop): announcing that member would put a ghost in the roster, so herdr is asked first.
-    /// Unsure (herdr not answering) or absent, nothing is announced and the next request asks
-    /// again; the call itself goes on under the member's identity either way.
-    async fn member_connected(&self, gid: &SessionId) {
-        let h = &self.health;
-        let listed = match h.member_herdr.as_ref().or(h.herdr.as_ref()) {
-            None => Ok(true),
-            Some(path) => Api::new(Socket::new(path.clone(), h.herdr_timeout))
-                .pane_list()
-                .await
-                .map(|panes| {
-                    let label = format!("fleet:{gid}");
-                    panes
-                        .iter()
-                        .any(|p| p.label.as_deref() == Some(label.as_str()))
-                }),
-        };
-        match listed {
-            Ok(true) => {
-                tracing::info!(%gid, "member connected");
-                let _ = self
-                    .handle
-                    .tell(Input::MemberConnected {
-                        target: gid.clone(),
-                    })
-                    .await;
-                return;
-            }
-            Ok(false) => {
-                tracing::warn!(%gid, "a member token for a pane herdr does not list: not announced")
-            }
-            Err(e) => {
-                tracing::warn!(%gid, error = %e, "herdr did not say whether the member's pane is there; asking again on its next request")
-            }
-        }
-        self.connected
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(gid);
     }
 
     /// Makes a call through the driver loop and counts it.

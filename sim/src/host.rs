@@ -130,6 +130,7 @@ impl SimHerdr {
 impl HerdrPort for SimHerdr {
     fn sample(&self, target: &SessionId) -> PortFuture<Result<Sample, HerdrError>> {
         let (panes, target) = (self.panes.clone(), target.clone());
+        let booting = self.booting.clone();
         Box::pin(async move {
             tokio::time::sleep(HERDR_LATENCY).await;
             let panes = panes.borrow();
@@ -137,9 +138,15 @@ impl HerdrPort for SimHerdr {
                 .get(&target)
                 .filter(|p| p.alive)
                 .ok_or(HerdrError::PaneNotFound)?;
+            // An agent still booting has not reported itself to herdr yet.
+            let status = if booting.borrow().contains_key(&target) {
+                AgentStatus::Unknown
+            } else {
+                p.status
+            };
             Ok(Sample {
-                status: p.status,
-                screen: (p.status == AgentStatus::Unknown).then(|| p.read()),
+                status,
+                screen: (status == AgentStatus::Unknown).then(|| p.read()),
             })
         })
     }
@@ -478,18 +485,14 @@ where
             .await?;
     }
     // The registry is rebuilt from the panes herdr still has (their `fleet:<gid>` labels),
-    // not from memory: a restarted gateway knows exactly the members that are still there.
-    for gid in herdr.gids() {
-        handle
-            .tell(Input::MemberStarted {
-                target: gid.clone(),
-            })
-            .await?;
-    }
-    // Agents still booting connect later, through `agents`.
-    for gid in herdr.ready_gids() {
-        handle.tell(Input::MemberConnected { target: gid }).await?;
-    }
+    // not from memory, by the core's own restart rule — the one fleetd runs: each is adopted
+    // on its first live sample (or its agent connecting, for one still booting through
+    // `agents`), or closed if herdr calls it `unknown` through the readiness bound.
+    handle
+        .tell(Input::MembersListed {
+            members: herdr.gids(),
+        })
+        .await?;
     tokio::task::spawn_local(agents(herdr.clone(), handle.clone()));
     tokio::task::spawn_local(script(handle, herdr));
     driver.run(calls, stopped).await;

@@ -77,6 +77,17 @@ impl Gateway {
                 }
             }
         }
+        for (gid, deadline) in self.adoption.deadlines() {
+            if self.injector.gate_state(gid) != Some(false) {
+                return Err(format!("{gid} is being adopted but its gate is not closed"));
+            }
+            if !self
+                .timers
+                .contains(&(deadline, TimerKind::Adoption(gid.clone())))
+            {
+                return Err(format!("{gid}'s adoption bound {deadline} is not armed"));
+            }
+        }
         for (ticket, t) in &self.tickets {
             if t.ended.is_none() && !self.delegations.contains(ticket) {
                 return Err(format!("ticket {ticket} is open but its delegation ended"));

@@ -4,6 +4,7 @@
 //! ones it concerns, and turns their decisions into `Output`s. Each concern has a file named
 //! after it; `docs/architecture.md` maps inputs to them.
 
+use crate::adoption::Adoption;
 use crate::config::{Compiled, ConfigError, CoreConfig};
 use crate::ids::{CallId, HostId, IdMint, MsgId, SessionId, TicketId};
 use crate::inbox::ReplyInbox;
@@ -23,6 +24,7 @@ mod federation;
 #[cfg(any(debug_assertions, feature = "invariants"))]
 mod invariants;
 mod members;
+mod rebuild;
 mod sessions;
 mod spawn;
 mod timers;
@@ -96,6 +98,8 @@ pub struct Gateway {
     /// Cross-host state; `None` in single-host mode, where every path is local.
     fed: Option<Fed>,
     spawns: Spawns,
+    /// Members listed at start, until adopted, closed or undecided.
+    adoption: Adoption,
     /// Calls asked and not yet answered, while invariants are checked: a call answered twice
     /// or answered without being asked is caught at the step it happens.
     #[cfg(any(debug_assertions, feature = "invariants"))]
@@ -143,6 +147,7 @@ impl Gateway {
             stats: Stats::default(),
             fed: None,
             spawns: Spawns::default(),
+            adoption: Adoption::default(),
             #[cfg(any(debug_assertions, feature = "invariants"))]
             open_calls: invariants::OpenCalls::default(),
         })
@@ -178,6 +183,12 @@ impl Gateway {
         self.sessions.state(gid)
     }
 
+    /// Whether member `gid`'s readiness gate is open; `None` when no member pane is known here
+    /// by that gid.
+    pub fn member_ready(&self, gid: &SessionId) -> Option<bool> {
+        self.injector.gate_state(gid)
+    }
+
     /// Spawns reserved and not yet ready or failed (`fleet_sessions{state="spawning"}`).
     pub fn spawns_in_flight(&self) -> usize {
         self.spawns.reserved()
@@ -210,6 +221,7 @@ impl Gateway {
                 status,
                 screen,
             } => {
+                self.adoption_sampled(&target, status);
                 let status = crate::completion::refine(status, screen.as_deref(), &self.compiled);
                 self.injector.on_sample(now, &target, status);
             }
@@ -236,6 +248,7 @@ impl Gateway {
                     entities::Announce::Later,
                 );
             }
+            Input::MembersListed { members } => self.on_members_listed(now, members),
             Input::MemberConnected { target } => self.member_connected(&target),
             Input::Spawned { gid, result } => self.on_spawned(gid, result),
             Input::LeadAttached { lead } => self.local_entity(
@@ -282,7 +295,7 @@ impl Gateway {
         self.drain_injector(now);
         self.pump_nudges(now);
         self.drain_injector(now);
-        if self.next_poll.is_none() && self.injector.has_active() {
+        if self.next_poll.is_none() && (self.injector.has_active() || self.adoption.any()) {
             self.next_poll = Some(now + self.cfg.poll_interval());
         }
     }

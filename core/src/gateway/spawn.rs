@@ -13,7 +13,7 @@ use super::{Gateway, TimerKind};
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::envelope::{Envelope, Kind};
 use crate::ids::{CallId, HostId, MsgId, SessionId};
-use crate::io::{CallError, Output, Readiness, Response};
+use crate::io::{CallError, Event, Output, Readiness, Response, Stale};
 use crate::outcome::Outcome;
 use crate::planted::PlantedBug;
 use crate::roster::GATEWAY_GID;
@@ -41,6 +41,8 @@ struct Reservation {
     reply: Reply,
     deadline: Instant,
     group: Option<String>,
+    /// The member connected before its pane was reported (a fast program).
+    connected: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -188,6 +190,7 @@ impl Gateway {
                 reply,
                 deadline,
                 group: group.clone(),
+                connected: false,
             },
         );
         self.timers
@@ -210,13 +213,17 @@ impl Gateway {
                 self.out.push_back(Output::ClosePane { gid });
             }
             Ok(ready) => {
-                let group = self.spawns.reserved.get(&gid).and_then(|r| r.group.clone());
+                let (group, connected) = self
+                    .spawns
+                    .reserved
+                    .get(&gid)
+                    .map_or((None, false), |r| (r.group.clone(), r.connected));
                 if let Some(g) = group {
                     self.join_group(&gid, &g);
                 }
                 self.injector.gate(&gid);
                 self.local_entity(&gid, crate::roster::EntityKind::Member, Announce::Later);
-                if ready == Readiness::Ready {
+                if ready == Readiness::Ready || connected {
                     self.member_connected(&gid);
                 }
             }
@@ -229,8 +236,32 @@ impl Gateway {
     }
 
     /// A member passed its readiness gate (connected, or ready at launch): typing may begin,
-    /// it is announced, and a spawn waiting on it is done.
+    /// it is announced, and a spawn waiting on it is done. Only a member whose pane is known
+    /// here counts: a token that outlived its pane announces nothing, and a member that is
+    /// already connected is not announced again. One that connects before its spawn's pane is
+    /// reported is remembered and opened when it is.
     pub(super) fn member_connected(&mut self, gid: &SessionId) {
+        match self.injector.gate_state(gid) {
+            Some(true) => return,
+            Some(false) => {}
+            None => {
+                if let Some(r) = self.spawns.reserved.get_mut(gid) {
+                    r.connected = true;
+                } else {
+                    self.event(Event::Stale {
+                        what: Stale::UnknownMember,
+                        target: gid.clone(),
+                    });
+                }
+                return;
+            }
+        }
+        if self.adoption.settled(gid) {
+            self.event(Event::Rebuilt {
+                gid: gid.clone(),
+                verdict: crate::adoption::AdoptVerdict::Adopted,
+            });
+        }
         self.session_ready(gid);
         self.injector.open_gate(gid);
         self.local_entity(gid, crate::roster::EntityKind::Member, Announce::Now);

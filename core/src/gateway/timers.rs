@@ -32,6 +32,8 @@ pub enum TimerKind {
     Spawn(SessionId),
     /// The idle reaper's round.
     Reap,
+    /// A member listed at start reaches its adoption bound.
+    Adoption(SessionId),
 }
 
 impl Gateway {
@@ -60,12 +62,20 @@ impl Gateway {
                 TimerKind::HeldSweep => self.on_held_sweep(now),
                 TimerKind::Spawn(gid) => self.on_spawn_timer(now, gid),
                 TimerKind::Reap => self.on_reap(now),
+                TimerKind::Adoption(gid) => self.on_adoption_due(now, gid),
                 TimerKind::StatusPoll | TimerKind::Injector => {}
             }
         }
         if self.next_poll.is_some_and(|p| p <= now) {
             self.next_poll = None;
-            let targets: Vec<SessionId> = self.injector.active_targets().cloned().collect();
+            let mut targets: Vec<SessionId> = self.injector.active_targets().cloned().collect();
+            // Members being adopted are sampled too (their verdict comes from the samples).
+            targets.extend(
+                self.adoption
+                    .pending()
+                    .filter(|g| !self.injector.is_active(g))
+                    .cloned(),
+            );
             for target in targets {
                 self.out.push_back(Output::PollStatus { target });
             }

@@ -157,20 +157,6 @@ impl HerdrClient {
         forget_files(&self.cfg.launch, gid);
     }
 
-    /// Whether member `gid`'s pane shows a live agent (any status but `unknown`) within the
-    /// readiness bound: a starting gateway adopts such a member (see `rebuild`).
-    pub async fn alive_within(&self, gid: &SessionId) -> Result<(), GateError> {
-        let found = match self.resolve(gid).await {
-            Ok(f) => f,
-            Err(HerdrError::PaneNotFound) => {
-                return Err(GateError::NotReady("the pane is gone".into()))
-            }
-            Err(HerdrError::Unavailable(e)) => return Err(GateError::Herdr(e)),
-        };
-        let live = |s: AgentStatus| s != AgentStatus::Unknown;
-        status_within(&found.api, &found.pane, &self.cfg.launch, live).await
-    }
-
     /// Removes the files of members that have no pane any more (a member whose program exited
     /// closed its pane on its own): everything under `runtime_dir` not named by `live`.
     pub fn sweep_files(&self, live: &[SessionId]) -> Vec<String> {

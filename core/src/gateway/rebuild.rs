@@ -1,0 +1,58 @@
+//! The restart rule (CB-308 §7.8), where the simulation runs it too: the members herdr lists at
+//! start are gated, sampled each poll, and adopted, closed or left undecided as
+//! `crate::adoption` decides within the readiness bound (`spawn_ready_timeout_ms`). The shell
+//! only lists the panes and carries out the samples and the closes.
+
+use super::entities::Announce;
+use super::{Gateway, TimerKind};
+use crate::adoption::AdoptVerdict;
+use crate::ids::SessionId;
+use crate::io::{Event, Output};
+use crate::roster::EntityKind;
+use crate::status::AgentStatus;
+use crate::time::{Duration, Instant};
+
+impl Gateway {
+    /// Every member pane herdr lists at start: each not already live here is gated and its
+    /// adoption begins.
+    pub(super) fn on_members_listed(&mut self, now: Instant, members: Vec<SessionId>) {
+        let deadline = now + Duration::from_millis(self.cfg.spawn_ready_timeout_ms);
+        for gid in members {
+            if self.injector.gate_state(&gid) == Some(true) || self.adoption.is_pending(&gid) {
+                continue;
+            }
+            self.injector.gate(&gid);
+            self.local_entity(&gid, EntityKind::Member, Announce::Later);
+            self.adoption.begin(&gid, deadline);
+            self.timers
+                .insert((deadline, TimerKind::Adoption(gid.clone())));
+            self.out.push_back(Output::PollStatus { target: gid });
+        }
+    }
+
+    /// herdr's raw status for a member being adopted: a live agent is adopted at once.
+    pub(super) fn adoption_sampled(&mut self, target: &SessionId, status: AgentStatus) {
+        if self.adoption.sampled(target, status) == Some(AdoptVerdict::Adopted) {
+            self.event(Event::Rebuilt {
+                gid: target.clone(),
+                verdict: AdoptVerdict::Adopted,
+            });
+            self.member_connected(target);
+        }
+    }
+
+    /// The adoption bound of `gid` passed: closed on herdr's word, or left undecided.
+    pub(super) fn on_adoption_due(&mut self, now: Instant, gid: SessionId) {
+        let Some(verdict) = self.adoption.due(&gid, now) else {
+            return;
+        };
+        self.event(Event::Rebuilt {
+            gid: gid.clone(),
+            verdict,
+        });
+        if verdict == AdoptVerdict::Reaped {
+            // The driver closes it and reports `PaneGone`, which ends what is open on it.
+            self.out.push_back(Output::ClosePane { gid });
+        }
+    }
+}
