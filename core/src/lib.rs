@@ -31,6 +31,8 @@ pub mod session;
 pub mod signing;
 pub mod spawn_spec;
 pub mod status;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod time;
 
 pub use authz::{Action, AuditEvent, Principal, Role};

@@ -1,122 +1,46 @@
-//! A small in-test fleet: gateways wired by hand through an in-memory broker that does what
-//! these rules need — topic/direct/fanout routing, bindings, mandatory returns, manual acks,
-//! reject to the dead-letter exchange, queue deletion, connection loss with redelivery — and a
-//! scripted herdr per gateway. It stands in for RabbitMQ only in these unit tests of the core's
-//! rules; the real broker and the simulated one are tested against each other elsewhere.
+//! A small in-test fleet: gateways wired by hand through the workspace's one broker model
+//! (`fleet_core::testing::broker::SimBroker`, held to RabbitMQ by the conformance suite) and a
+//! scripted herdr per gateway (`ScriptedPanes`). Time moves only when a test moves it; every
+//! output each gateway makes is kept, typed, for the assertions, and rendered for the trace
+//! snapshots.
 
-use fleet_core::broker::{
-    BrokerEvent, BrokerOp, DeliveryId, Exchange, ExchangeType, PublishResult, Topology,
-};
-use fleet_core::envelope::{HeaderValue, Headers};
+use fleet_core::broker::DeliveryId;
+use fleet_core::broker::{BrokerEvent, BrokerOp};
 use fleet_core::signing::Keyring;
+use fleet_core::testing::broker::{BrokerError, ConnId, Raw, SimBroker};
+use fleet_core::testing::panes::{ScriptedPane, ScriptedPanes};
 use fleet_core::{
-    AgentStatus, CallId, CoreConfig, Duration, Federation, Gateway, HostId, Input, Instant, Output,
-    PaneError, Principal, Request, Response, SessionId,
+    AgentStatus, CallId, CoreConfig, Duration, Event, Federation, Gateway, HostId, Input, Instant,
+    Output, Principal, RejectCode, Request, Response, SessionId,
 };
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 pub const T0_UNIX: u64 = 1_790_000_000_000;
 
-#[derive(Clone, Debug)]
-pub struct Msg {
-    pub routing_key: String,
-    pub headers: Headers,
-    pub body: Vec<u8>,
-    pub redelivered: bool,
-}
-
-#[derive(Default)]
-pub struct Broker {
-    pub up: bool,
-    pub queues: BTreeMap<String, VecDeque<Msg>>,
-    pub bindings: Vec<(Exchange, String, String)>,
-    /// queue → consuming gateway
-    pub consumers: BTreeMap<String, usize>,
-    /// (gateway, tag) → (queue, message) delivered and not yet settled
-    pub unacked: BTreeMap<(usize, u64), (String, Msg)>,
-    pub next_tag: u64,
-    pub generation: u32,
-    pub dlq: Option<String>,
-    pub rejected: Vec<Msg>,
-}
-
-fn topic_match(pattern: &str, key: &str) -> bool {
-    match pattern.strip_suffix(".#") {
-        Some(prefix) => key == prefix || key.starts_with(&format!("{prefix}.")),
-        None => pattern == key,
-    }
-}
-
-impl Broker {
-    fn declare(&mut self, gw: usize, t: Topology) {
-        for q in t.queues {
-            self.queues.entry(q.name.clone()).or_default();
-            if q.name.ends_with(".dlq") {
-                self.dlq = Some(q.name);
-            }
-        }
-        for b in t.bindings {
-            let entry = (b.exchange, b.key, b.queue);
-            if !self.bindings.contains(&entry) {
-                self.bindings.push(entry);
-            }
-        }
-        for c in t.consumers {
-            if !c.queue.ends_with(".dlq") || !self.consumers.contains_key(&c.queue) {
-                self.consumers.insert(c.queue, gw);
-            }
-        }
-    }
-
-    fn route(&mut self, exchange: Exchange, key: &str, msg: Msg) -> bool {
-        let targets: Vec<String> = self
-            .bindings
-            .iter()
-            .filter(|(e, pattern, _)| {
-                *e == exchange
-                    && match exchange.kind() {
-                        ExchangeType::Fanout => true,
-                        ExchangeType::Direct => pattern == key,
-                        ExchangeType::Topic => topic_match(pattern, key),
-                    }
-            })
-            .map(|(_, _, q)| q.clone())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        for q in &targets {
-            if let Some(queue) = self.queues.get_mut(q) {
-                queue.push_back(msg.clone());
-            }
-        }
-        !targets.is_empty()
-    }
-}
-
-/// What a scripted pane does.
-#[derive(Clone, Debug)]
-pub struct Pane {
-    pub status: AgentStatus,
-    pub screen: String,
-    pub typed: Vec<String>,
-}
-
 pub struct Host {
     pub gw: Gateway,
-    pub panes: BTreeMap<SessionId, Pane>,
+    pub panes: ScriptedPanes,
     pub responses: BTreeMap<CallId, Response>,
+    /// Every output, rendered with its time, for the trace snapshots.
     pub trace: Vec<String>,
+    /// Every output, typed, for the assertions.
+    pub outputs: Vec<Output>,
 }
 
 pub struct Fleet {
     pub now: Instant,
     pub hosts: Vec<Host>,
-    pub broker: Broker,
+    pub broker: SimBroker,
     next_call: u64,
-    /// Publishes confirmed back to their gateway on the next step.
-    confirms: VecDeque<(usize, BrokerEvent)>,
-    /// Hosts cut off from the broker.
+    /// Hosts whose link to the broker is stalled: what they send is lost, what the broker
+    /// sends them waits in `stalled` until the link flows again (the connection stays up).
     pub partitioned: BTreeSet<usize>,
+    stalled: Vec<(usize, BrokerEvent)>,
+    /// Hosts cut off (`cut`): their connection is closed until `heal`.
+    cut_off: BTreeSet<usize>,
+    /// Each host's current connection generation.
+    generation: BTreeMap<usize, u32>,
+    next_forged: u64,
     /// The scripted launcher: members connect as soon as their pane exists.
     pub auto_ready: bool,
     /// The scripted launcher fails every spawn.
@@ -130,6 +54,10 @@ pub struct Fleet {
 
 pub fn host_name(i: usize) -> HostId {
     HostId::new(["a", "b", "c"][i])
+}
+
+fn conn(h: usize) -> ConnId {
+    ConnId(h as u32)
 }
 
 pub fn core_config() -> CoreConfig {
@@ -193,31 +121,33 @@ impl Fleet {
                         T0_UNIX,
                     )
                     .expect("valid config"),
-                    panes: BTreeMap::new(),
+                    panes: ScriptedPanes::default(),
                     responses: BTreeMap::new(),
                     trace: Vec::new(),
+                    outputs: Vec::new(),
                 }
             })
             .collect();
         let mut f = Fleet {
             now: Instant::ZERO,
             hosts,
-            broker: Broker {
-                up: true,
-                ..Broker::default()
-            },
+            broker: SimBroker::new("test"),
             next_call: 0,
-            confirms: VecDeque::new(),
             partitioned: BTreeSet::new(),
+            stalled: Vec::new(),
+            cut_off: BTreeSet::new(),
+            generation: BTreeMap::new(),
+            next_forged: 10_000,
             auto_ready: true,
             launcher_fails: false,
             spawned: Vec::new(),
             cfg,
             federations,
         };
-        f.broker.generation = 1;
         for i in 0..n {
-            f.input(i, Input::Broker(BrokerEvent::Up { generation: 1 }));
+            let generation = f.broker.connect(conn(i));
+            f.generation.insert(i, generation);
+            f.input(i, Input::Broker(BrokerEvent::Up { generation }));
         }
         f.settle();
         f
@@ -232,53 +162,16 @@ impl Fleet {
         while let Some(out) = self.hosts[h].gw.poll_output() {
             let line = format!("{:>8} {} {out}", self.now.to_string(), host_name(h));
             self.hosts[h].trace.push(line);
+            self.hosts[h].outputs.push(out.clone());
+            if let Some(answer) = self.hosts[h].panes.answer(&out) {
+                self.hosts[h].gw.handle(self.now, answer);
+                continue;
+            }
             match out {
                 Output::Broker(op) => self.broker_op(h, op),
                 Output::Respond { call, response } => {
                     let previous = self.hosts[h].responses.insert(call, response);
                     assert!(previous.is_none(), "{} answered {call} twice", host_name(h));
-                }
-                Output::PollStatus { target } => {
-                    let input = match self.hosts[h].panes.get(&target) {
-                        Some(p) => Input::StatusSampled {
-                            target,
-                            status: p.status,
-                            screen: None,
-                        },
-                        // herdr: pane_not_found.
-                        None => Input::PaneGone { target },
-                    };
-                    self.hosts[h].gw.handle(self.now, input);
-                }
-                Output::Inject { target, msg, text } => {
-                    let result = match self.hosts[h].panes.get_mut(&target) {
-                        Some(p) => {
-                            let base = p.screen.clone();
-                            p.typed.push(text.clone());
-                            p.screen.push_str(&format!("\n❯ {text}"));
-                            Ok(base)
-                        }
-                        None => Err(PaneError::NotFound),
-                    };
-                    self.hosts[h].gw.handle(
-                        self.now,
-                        Input::Injected {
-                            target,
-                            msg,
-                            result,
-                        },
-                    );
-                }
-                Output::ReadPane { target, msg } => {
-                    let screen = self.hosts[h].panes.get(&target).map(|p| p.screen.clone());
-                    self.hosts[h].gw.handle(
-                        self.now,
-                        Input::PaneRead {
-                            target,
-                            msg,
-                            result: screen.ok_or(PaneError::NotFound),
-                        },
-                    );
                 }
                 Output::SpawnPane { gid, .. } => {
                     if self.launcher_fails {
@@ -290,14 +183,7 @@ impl Fleet {
                             },
                         );
                     } else {
-                        self.hosts[h].panes.insert(
-                            gid.clone(),
-                            Pane {
-                                status: AgentStatus::Idle,
-                                screen: "❯ ".into(),
-                                typed: Vec::new(),
-                            },
-                        );
+                        self.hosts[h].panes.add(&gid, ScriptedPane::idle());
                         self.hosts[h].gw.handle(
                             self.now,
                             Input::Spawned {
@@ -313,129 +199,50 @@ impl Fleet {
                         }
                     }
                 }
-                Output::ClosePane { gid } => {
-                    self.hosts[h].panes.remove(&gid);
-                    self.hosts[h]
-                        .gw
-                        .handle(self.now, Input::PaneGone { target: gid });
-                }
-                Output::Audit(_) | Output::Event(_) => {}
+                _ => {}
             }
         }
     }
 
+    /// Carries one operation to the broker, unless the host's link is down or stalled. A
+    /// broker error is a bug here (a real broker would close the channel), except an ack of a
+    /// tag a test forged (over 10,000) into a delivery the broker never made.
     fn broker_op(&mut self, h: usize, op: BrokerOp) {
-        if !self.broker.up || self.partitioned.contains(&h) {
+        if self.partitioned.contains(&h) || self.cut_off.contains(&h) {
             return;
         }
-        match op {
-            BrokerOp::Declare(t) => self.broker.declare(h, t),
-            BrokerOp::DeleteQueue { name } => {
-                self.broker.queues.remove(&name);
-                self.broker.bindings.retain(|(_, _, q)| q != &name);
-                self.broker.consumers.remove(&name);
-            }
-            BrokerOp::Publish {
-                publish,
-                exchange,
-                key,
-                mandatory,
-                headers,
-                body,
-                ..
-            } => {
-                let msg = Msg {
-                    routing_key: key.clone(),
-                    headers,
-                    body,
-                    redelivered: false,
-                };
-                let routed = self.broker.route(exchange, &key, msg);
-                let result = if routed || !mandatory {
-                    PublishResult::Routed
-                } else {
-                    PublishResult::Unroutable
-                };
-                self.confirms
-                    .push_back((h, BrokerEvent::Published { publish, result }));
-            }
-            BrokerOp::Ack { delivery } => {
-                // An ack of an old generation would be a channel error on a real broker; an
-                // ack of an unknown tag (twice, or never delivered) too.
-                assert_eq!(
-                    delivery.generation,
-                    self.broker.generation,
-                    "{} acked a tag of an old connection",
-                    host_name(h)
-                );
-                let known = self.broker.unacked.remove(&(h, delivery.tag)).is_some();
-                assert!(
-                    known || delivery.tag > 10_000,
-                    "{} acked {delivery} twice or unknown",
-                    host_name(h)
-                );
-            }
-            BrokerOp::Reject { delivery } => {
-                assert_eq!(
-                    delivery.generation, self.broker.generation,
-                    "reject of an old tag"
-                );
-                if let Some((_, mut m)) = self.broker.unacked.remove(&(h, delivery.tag)) {
-                    self.broker.rejected.push(m.clone());
-                    // As RabbitMQ stamps the first dead-lettering.
-                    m.headers
-                        .entry("x-first-death-reason".into())
-                        .or_insert(HeaderValue::Str("rejected".into()));
-                    self.broker.route(Exchange::Dlx, "", m);
-                }
-            }
+        let forged = matches!(&op, BrokerOp::Ack { delivery } | BrokerOp::Reject { delivery } if delivery.tag > 10_000);
+        match self.broker.apply(conn(h), op) {
+            Ok(()) => {}
+            Err(BrokerError::UnknownDelivery(_)) if forged => {}
+            Err(e) => panic!("{}: the broker refused: {e}", host_name(h)),
         }
     }
 
-    /// Delivers everything deliverable and confirms every publish, until quiet.
+    /// Hands every broker event to its gateway (an event for a stalled host waits), until
+    /// quiet.
     pub fn settle(&mut self) {
-        for _ in 0..10_000 {
-            let mut progressed = false;
-            if let Some((h, ev)) = self.confirms.pop_front() {
-                self.input(h, Input::Broker(ev));
-                progressed = true;
-            }
-            let ready: Vec<(String, usize)> = self
-                .broker
-                .consumers
-                .iter()
-                .filter(|(q, g)| {
-                    !self.partitioned.contains(g)
-                        && self.broker.queues.get(*q).is_some_and(|m| !m.is_empty())
-                })
-                .map(|(q, g)| (q.clone(), *g))
-                .collect();
-            for (q, g) in ready {
-                let Some(m) = self.broker.queues.get_mut(&q).and_then(VecDeque::pop_front) else {
-                    continue;
-                };
-                self.broker.next_tag += 1;
-                let tag = self.broker.next_tag;
-                self.broker.unacked.insert((g, tag), (q.clone(), m.clone()));
-                let delivery = DeliveryId {
-                    generation: self.broker.generation,
-                    tag,
-                };
-                self.input(
-                    g,
-                    Input::Broker(BrokerEvent::Delivery {
-                        delivery,
-                        queue: q,
-                        routing_key: m.routing_key.clone(),
-                        redelivered: m.redelivered,
-                        headers: m.headers,
-                        body: m.body,
-                    }),
-                );
-                progressed = true;
-            }
-            if !progressed {
-                return;
+        for _ in 0..100_000 {
+            let flowing: Vec<(usize, BrokerEvent)> = {
+                let (ready, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.stalled)
+                    .into_iter()
+                    .partition(|(h, _)| !self.partitioned.contains(h));
+                self.stalled = wait;
+                ready
+            };
+            let next = match flowing.is_empty() {
+                false => flowing,
+                true => match self.broker.poll_event() {
+                    Some((c, ev)) => vec![(c.0 as usize, ev)],
+                    None => return,
+                },
+            };
+            for (h, ev) in next {
+                if self.partitioned.contains(&h) {
+                    self.stalled.push((h, ev));
+                } else {
+                    self.input(h, Input::Broker(ev));
+                }
             }
         }
         panic!("the fleet never went quiet");
@@ -454,6 +261,7 @@ impl Fleet {
                 .min(end)
                 .max(self.now + Duration::from_millis(1));
             self.now = next.min(end);
+            self.broker.tick(self.now);
             for h in 0..self.hosts.len() {
                 if self.hosts[h]
                     .gw
@@ -497,14 +305,7 @@ impl Fleet {
     /// A ready member on host `h` with an idle pane.
     pub fn member(&mut self, h: usize, gid: &str) -> SessionId {
         let gid = SessionId::new(gid);
-        self.hosts[h].panes.insert(
-            gid.clone(),
-            Pane {
-                status: AgentStatus::Idle,
-                screen: "❯ ".into(),
-                typed: Vec::new(),
-            },
-        );
+        self.hosts[h].panes.add(&gid, ScriptedPane::idle());
         self.input(
             h,
             Input::MemberStarted {
@@ -522,71 +323,55 @@ impl Fleet {
     }
 
     pub fn set_status(&mut self, h: usize, pane: &SessionId, status: AgentStatus) {
-        if let Some(p) = self.hosts[h].panes.get_mut(pane) {
-            p.status = status;
-        }
+        self.hosts[h].panes.set_status(pane, status);
     }
 
-    /// The broker drops every connection; unacked deliveries go back to their queues marked
-    /// redelivered, under a new generation.
+    /// Every connection drops at once (the broker's listener bounced, its state kept):
+    /// unacked deliveries go back to their queues marked redelivered, and each gateway
+    /// reconnects under a new generation.
     pub fn bounce_broker(&mut self) {
         for h in 0..self.hosts.len() {
             self.input(h, Input::Broker(BrokerEvent::Down));
+            self.broker.disconnect(conn(h));
         }
-        let unacked = std::mem::take(&mut self.broker.unacked);
-        for (_, (q, mut m)) in unacked.into_iter().rev() {
-            m.redelivered = true;
-            if let Some(queue) = self.broker.queues.get_mut(&q) {
-                queue.push_front(m);
-            }
-        }
-        self.broker.generation += 1;
-        let generation = self.broker.generation;
+        self.stalled.clear();
         for h in 0..self.hosts.len() {
+            if self.cut_off.contains(&h) {
+                continue;
+            }
+            let generation = self.broker.connect(conn(h));
+            self.generation.insert(h, generation);
             self.input(h, Input::Broker(BrokerEvent::Up { generation }));
         }
         self.settle();
     }
 
-    /// Host `h` loses its broker connection (a partition): it is told Down, and what it held
-    /// unacked goes back to the queues, redelivered, for when it reconnects.
+    /// Host `h` loses its broker connection: it is told Down, and what it held unacked goes
+    /// back to the queues, redelivered, for when it reconnects (its exclusive roster queue
+    /// dies with the connection).
     pub fn cut(&mut self, h: usize) {
-        if self.partitioned.contains(&h) {
+        if !self.cut_off.insert(h) {
             return;
         }
         self.input(h, Input::Broker(BrokerEvent::Down));
-        self.partitioned.insert(h);
-        let mine: Vec<(usize, u64)> = self
-            .broker
-            .unacked
-            .keys()
-            .filter(|(g, _)| *g == h)
-            .copied()
-            .collect();
-        for key in mine.into_iter().rev() {
-            if let Some((q, mut m)) = self.broker.unacked.remove(&key) {
-                m.redelivered = true;
-                if let Some(queue) = self.broker.queues.get_mut(&q) {
-                    queue.push_front(m);
-                }
-            }
-        }
-        // Its exclusive roster queue dies with the connection.
-        let roster = format!("test.roster.{}", host_name(h));
-        self.broker.consumers.remove(&roster);
-        self.broker.queues.remove(&roster);
+        self.broker.disconnect(conn(h));
+        self.stalled.retain(|(g, _)| *g != h);
     }
 
-    /// Host `h` reconnects (a new generation for everyone, as a reconnect is seen here).
+    /// Host `h` reconnects, under a new generation.
     pub fn heal(&mut self, h: usize) {
-        if self.partitioned.remove(&h) {
-            self.bounce_broker();
+        if self.cut_off.remove(&h) {
+            let generation = self.broker.connect(conn(h));
+            self.generation.insert(h, generation);
+            self.input(h, Input::Broker(BrokerEvent::Up { generation }));
+            self.settle();
         }
     }
 
     /// Host `h`'s gateway is killed and started again: its connection dies (what it held
     /// unacked is redelivered), its soft state is gone, and the new process rebuilds its
-    /// members from the panes (herdr labels) and its leads from its config.
+    /// members from the panes (herdr labels, by the core's restart rule) and its leads from
+    /// its config.
     pub fn restart(&mut self, h: usize, leads: &[SessionId]) {
         self.cut(h);
         let unix = T0_UNIX + self.now.as_millis();
@@ -603,27 +388,109 @@ impl Fleet {
             self.now.to_string(),
             host_name(h)
         ));
-        self.partitioned.remove(&h);
-        let generation = self.broker.generation;
+        self.cut_off.remove(&h);
+        let generation = self.broker.connect(conn(h));
+        self.generation.insert(h, generation);
         self.input(h, Input::Broker(BrokerEvent::Up { generation }));
         for lead in leads {
             self.input(h, Input::LeadAttached { lead: lead.clone() });
         }
-        let panes: Vec<SessionId> = self.hosts[h].panes.keys().cloned().collect();
-        for target in panes {
-            self.input(
-                h,
-                Input::MemberStarted {
-                    target: target.clone(),
-                },
-            );
-            self.input(h, Input::MemberConnected { target });
-        }
+        let members: Vec<SessionId> = self.hosts[h].panes.keys().cloned().collect();
+        self.input(h, Input::MembersListed { members });
         self.settle();
     }
 
     /// The whole trace of host `h`, one line per output.
     pub fn trace(&self, h: usize) -> String {
         self.hosts[h].trace.join("\n")
+    }
+
+    /// Every event host `h` reported.
+    pub fn events(&self, h: usize) -> impl Iterator<Item = &Event> {
+        self.hosts[h].outputs.iter().filter_map(|o| match o {
+            Output::Event(e) => Some(e),
+            _ => None,
+        })
+    }
+
+    /// Every rejection host `h` reported: its code and detail.
+    pub fn rejections(&self, h: usize) -> Vec<(RejectCode, &str)> {
+        self.events(h)
+            .filter_map(|e| match e {
+                Event::Rejected { code, detail, .. } => Some((*code, detail.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The first delivery from `queue` waiting for stalled host `h`, taken away: `h` never
+    /// gets it (as if a client with broker access had consumed it first).
+    pub fn take_stalled(&mut self, h: usize, queue: &str) -> Option<Raw> {
+        let i = self.stalled.iter().position(|(g, ev)| {
+            *g == h && matches!(ev, BrokerEvent::Delivery { queue: q, .. } if q == queue)
+        })?;
+        match self.stalled.remove(i).1 {
+            BrokerEvent::Delivery {
+                routing_key,
+                headers,
+                body,
+                ..
+            } => Some(Raw {
+                routing_key,
+                headers,
+                body,
+            }),
+            _ => None,
+        }
+    }
+
+    /// A copy of the first delivery from `queue` waiting for stalled host `h` (a capture of
+    /// live traffic), left in place.
+    pub fn stalled_copy(&self, h: usize, queue: &str) -> Option<Raw> {
+        self.stalled.iter().find_map(|(g, ev)| match ev {
+            BrokerEvent::Delivery {
+                queue: q,
+                routing_key,
+                headers,
+                body,
+                ..
+            } if *g == h && q == queue => Some(Raw {
+                routing_key: routing_key.clone(),
+                headers: headers.clone(),
+                body: body.clone(),
+            }),
+            _ => None,
+        })
+    }
+
+    /// Hands `m` to host `h` as a delivery from `queue` the broker did not make itself (a tag
+    /// over 10,000), marked `redelivered` as asked: what a redelivery after a lost ack looks
+    /// like to the gateway.
+    pub fn deliver_forged(&mut self, h: usize, queue: &str, m: Raw, redelivered: bool) {
+        self.next_forged += 1;
+        let delivery = DeliveryId {
+            generation: self.generation.get(&h).copied().unwrap_or(0),
+            tag: self.next_forged,
+        };
+        self.input(
+            h,
+            Input::Broker(BrokerEvent::Delivery {
+                delivery,
+                queue: queue.to_string(),
+                routing_key: m.routing_key,
+                redelivered,
+                headers: m.headers,
+                body: m.body,
+            }),
+        );
+        self.settle();
+    }
+
+    /// Every broker operation host `h` asked for.
+    pub fn broker_ops(&self, h: usize) -> impl Iterator<Item = &BrokerOp> {
+        self.hosts[h].outputs.iter().filter_map(|o| match o {
+            Output::Broker(op) => Some(op),
+            _ => None,
+        })
     }
 }

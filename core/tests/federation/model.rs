@@ -4,8 +4,9 @@
 //! answer, ack hygiene) and here (no brief typed twice); after healing and a quiet phase,
 //! every send must have ended, and every REPLIED must carry its own brief's reply.
 
-use super::harness::{Fleet, Pane};
+use super::harness::Fleet;
 use super::{LEAD, WORKER};
+use fleet_core::testing::panes::ScriptedPane as Pane;
 use fleet_core::{
     AgentStatus, CallId, Duration, Outcome, Phase, Principal, Request, Response, SessionId, TurnId,
 };
