@@ -1,6 +1,7 @@
 //! Core throughput with federation in the mix: two gateways in one process, 500 member
-//! targets each, joined by a minimal in-bench router (direct delivery by routing key; every
-//! publish confirmed routed). A tenth of the sends cross to the other gateway, so the mix has
+//! targets each, joined by the workspace's one broker model (`fleet_core::testing::broker::
+//! SimBroker`: routing, prefetch, confirms, acks, exactly what the conformance suite holds to
+//! RabbitMQ). A tenth of the sends cross to the other gateway, so the mix has
 //! signed SEND / INJECTED / REPLY envelopes, admission with ed25519 verification, presence
 //! heartbeats and acks, beside the local traffic of the single-host benchmark.
 //!
@@ -10,9 +11,10 @@
 //! Run: `cargo bench -p fleet-core --bench federated` (add `-- --targets N --rounds R`).
 
 use fleet_core::admission::{admit, SeenSet};
-use fleet_core::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange, PublishResult};
+use fleet_core::broker::BrokerEvent;
 use fleet_core::envelope::{Envelope, Kind, VERSION};
 use fleet_core::signing::Keyring;
+use fleet_core::testing::broker::{ConnId, SimBroker};
 use fleet_core::{
     AgentStatus, CallId, CoreConfig, Duration, Federation, Gateway, HostId, Input, Instant, MsgId,
     Output, Principal, Request, SessionId, TraceId,
@@ -48,10 +50,9 @@ struct Bench {
     members: Vec<Vec<SessionId>>,
     agents: Vec<Vec<Agent>>,
     leads: Vec<Principal>,
-    owner: BTreeMap<SessionId, usize>,
+    broker: SimBroker,
     inputs: VecDeque<(usize, Input)>,
     next_call: u64,
-    next_tag: u64,
     events: u64,
     remote_sends: u64,
     deliveries: u64,
@@ -79,10 +80,9 @@ impl Bench {
             members: vec![Vec::new(), Vec::new()],
             agents: vec![Vec::new(), Vec::new()],
             leads: Vec::new(),
-            owner: BTreeMap::new(),
+            broker: SimBroker::new("bench"),
             inputs: VecDeque::new(),
             next_call: 0,
-            next_tag: 0,
             events: 0,
             remote_sends: 0,
             deliveries: 0,
@@ -99,17 +99,16 @@ impl Bench {
             b.gws.push(gw);
         }
         for g in 0..2 {
-            b.push(g, Input::Broker(BrokerEvent::Up { generation: 1 }));
+            let generation = b.broker.connect(ConnId(g as u32));
+            b.push(g, Input::Broker(BrokerEvent::Up { generation }));
             for l in 0..5 {
                 let gid = SessionId::new(format!("lead{g}-{l}"));
-                b.owner.insert(gid.clone(), g);
                 b.leads
                     .push(Principal::primary(gid.as_str(), Some(gid.clone())));
                 b.push(g, Input::LeadAttached { lead: gid });
             }
             for i in 0..per_gateway {
                 let gid = SessionId::new(format!("m{g}-{i}"));
-                b.owner.insert(gid.clone(), g);
                 b.members[g].push(gid.clone());
                 b.agents[g].push(Agent::Idle);
                 b.push(
@@ -130,40 +129,22 @@ impl Bench {
     }
 
     fn run(&mut self) {
-        while let Some((g, input)) = self.inputs.pop_front() {
-            self.gws[g].handle(self.now, input);
-            self.events += 1;
-            while let Some(out) = self.gws[g].poll_output() {
-                self.carry_out(g, out);
+        loop {
+            while let Some((g, input)) = self.inputs.pop_front() {
+                self.gws[g].handle(self.now, input);
+                self.events += 1;
+                while let Some(out) = self.gws[g].poll_output() {
+                    self.carry_out(g, out);
+                }
             }
+            let Some((conn, ev)) = self.broker.poll_event() else {
+                return;
+            };
+            if matches!(ev, BrokerEvent::Delivery { .. }) {
+                self.deliveries += 1;
+            }
+            self.push(conn.0 as usize, Input::Broker(ev));
         }
-    }
-
-    fn deliver(
-        &mut self,
-        g: usize,
-        queue: String,
-        key: String,
-        headers: fleet_core::envelope::Headers,
-        body: Vec<u8>,
-    ) {
-        self.next_tag += 1;
-        self.deliveries += 1;
-        let delivery = DeliveryId {
-            generation: 1,
-            tag: self.next_tag,
-        };
-        self.push(
-            g,
-            Input::Broker(BrokerEvent::Delivery {
-                delivery,
-                queue,
-                routing_key: key,
-                redelivered: false,
-                headers,
-                body,
-            }),
-        );
     }
 
     fn carry_out(&mut self, g: usize, out: Output) {
@@ -191,35 +172,9 @@ impl Bench {
                     result: Ok("❯ \n> task\ndone".into()),
                 },
             ),
-            Output::Broker(BrokerOp::Publish {
-                publish,
-                exchange,
-                key,
-                headers,
-                body,
-                ..
-            }) => {
-                self.push(
-                    g,
-                    Input::Broker(BrokerEvent::Published {
-                        publish,
-                        result: PublishResult::Routed,
-                    }),
-                );
-                match exchange {
-                    Exchange::Msg => {
-                        if let Some(&to) = self.owner.get(&SessionId::new(&key)) {
-                            let queue = format!("bench.agent.{key}.inbox.v2");
-                            self.deliver(to, queue, key, headers, body);
-                        }
-                    }
-                    Exchange::Roster => {
-                        for to in 0..2 {
-                            let queue = format!("bench.roster.{}", ["a", "b"][to]);
-                            self.deliver(to, queue, key.clone(), headers.clone(), body.clone());
-                        }
-                    }
-                    _ => {}
+            Output::Broker(op) => {
+                if let Err(e) = self.broker.apply(ConnId(g as u32), op) {
+                    panic!("the broker refused gateway {g}: {e}");
                 }
             }
             _ => {}

@@ -163,6 +163,21 @@ impl CoreConfig {
         false
     }
 
+    /// Whether a planted bug that the simulation's oracle must catch (not the core's own
+    /// invariant checks) is switched on. Always false outside `planted-bugs` builds.
+    #[cfg(feature = "planted-bugs")]
+    pub fn planted_for_the_oracle(&self) -> bool {
+        self.planted
+            .is_some_and(|b| b.breaks() != crate::planted::INTERNAL)
+    }
+
+    /// Whether a planted bug that the simulation's oracle must catch is switched on. Always
+    /// false outside `planted-bugs` builds.
+    #[cfg(not(feature = "planted-bugs"))]
+    pub const fn planted_for_the_oracle(&self) -> bool {
+        false
+    }
+
     pub fn poll_interval(&self) -> Duration {
         Duration::from_millis(self.poll_interval_ms)
     }

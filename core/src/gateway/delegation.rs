@@ -184,6 +184,7 @@ impl Delegations {
     }
 
     /// The turn index and the pauses are inverse maps of each other.
+    #[cfg(any(debug_assertions, feature = "invariants", test))]
     pub(crate) fn check(&self) -> Result<(), String> {
         for (turn, ticket) in &self.by_turn {
             match self.open.get(ticket).and_then(|d| d.pause.as_ref()) {

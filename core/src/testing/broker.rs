@@ -12,7 +12,7 @@ use crate::broker::{
 };
 use crate::envelope::{HeaderValue, Headers};
 use crate::{Duration, Instant};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
 /// One client connection (one gateway).
@@ -97,7 +97,10 @@ pub struct SimBroker {
     now: Instant,
     exchanges: BTreeMap<String, (ExchangeType, bool)>,
     queues: BTreeMap<String, Queue>,
-    bindings: Vec<(String, String, String)>,
+    /// (exchange, pattern, queue), ordered so a key's exact bindings are one range.
+    bindings: BTreeSet<(String, String, String)>,
+    /// The subset whose pattern has a wildcard (`*`, `#`): the only ones a topic route scans.
+    wild: BTreeSet<(String, String, String)>,
     conns: BTreeMap<ConnId, Conn>,
     generations: u32,
     events: VecDeque<(ConnId, BrokerEvent)>,
@@ -105,6 +108,10 @@ pub struct SimBroker {
     pub dead_lettered: u64,
     /// The namespace's exchange names (`Exchange` → `<ns>.msg`, …), as the shell maps them.
     names: Names,
+    /// Queues that may have something to deliver (a message arrived, a consumer came or got
+    /// room): `deliver` looks only at these, so an operation costs what it touches, not the
+    /// number of queues.
+    dirty: BTreeSet<String>,
 }
 
 fn topic_match(pattern: &str, key: &str) -> bool {
@@ -129,12 +136,14 @@ impl SimBroker {
             now: Instant::ZERO,
             exchanges: BTreeMap::new(),
             queues: BTreeMap::new(),
-            bindings: Vec::new(),
+            bindings: BTreeSet::new(),
+            wild: BTreeSet::new(),
             conns: BTreeMap::new(),
             generations: 0,
             events: VecDeque::new(),
             dead_lettered: 0,
             names: Names::new(namespace),
+            dirty: BTreeSet::new(),
         }
     }
 
@@ -163,6 +172,7 @@ impl SimBroker {
             if let Some(q) = self.queues.get_mut(&queue) {
                 m.redelivered = true;
                 q.ready.push_front(m);
+                self.dirty.insert(queue);
             }
         }
         for q in self.queues.values_mut() {
@@ -203,8 +213,11 @@ impl SimBroker {
             q.last_used = self.now;
         }
         let (exchanges, queues) = (&self.exchanges, &self.queues);
-        self.bindings
-            .retain(|(e, _, q)| exchanges.contains_key(e) && queues.contains_key(q));
+        let kept = |(e, _, q): &(String, String, String)| {
+            exchanges.contains_key(e) && queues.contains_key(q)
+        };
+        self.bindings.retain(kept);
+        self.wild.retain(kept);
         self.events.clear();
     }
 
@@ -251,6 +264,7 @@ impl SimBroker {
     fn delete_queue(&mut self, name: &str) {
         self.queues.remove(name);
         self.bindings.retain(|(_, _, q)| q != name);
+        self.wild.retain(|(_, _, q)| q != name);
     }
 
     /// Carries out one operation from `conn`; an error is what a real broker would raise.
@@ -359,9 +373,10 @@ impl SimBroker {
                 return Err(BrokerError::NotFound(b.queue));
             }
             let entry = (self.exchange_name(b.exchange), b.key, b.queue);
-            if !self.bindings.contains(&entry) {
-                self.bindings.push(entry);
+            if entry.1.contains(['*', '#']) {
+                self.wild.insert(entry.clone());
             }
+            self.bindings.insert(entry);
         }
         for c in t.consumers {
             let q = self
@@ -378,6 +393,7 @@ impl SimBroker {
                 )));
             }
             q.had_consumer = true;
+            self.dirty.insert(c.queue.clone());
             q.consumers.push(Consumer {
                 conn,
                 exclusive: c.exclusive,
@@ -394,21 +410,32 @@ impl SimBroker {
         let Some((kind, _)) = self.exchanges.get(exchange).copied() else {
             return false;
         };
-        let mut targets: Vec<String> = self
-            .bindings
-            .iter()
-            .filter(|(e, pattern, _)| {
-                e == exchange
-                    && match kind {
-                        ExchangeType::Fanout => true,
-                        ExchangeType::Direct => pattern == key,
-                        ExchangeType::Topic => topic_match(pattern, key),
-                    }
-            })
-            .map(|(_, _, q)| q.clone())
-            .collect();
-        targets.sort();
-        targets.dedup();
+        let from = |pattern: &str| (exchange.to_string(), pattern.to_string(), String::new());
+        let mut targets: BTreeSet<String> = BTreeSet::new();
+        match kind {
+            ExchangeType::Fanout => targets.extend(
+                self.bindings
+                    .range(from("")..)
+                    .take_while(|(e, _, _)| e == exchange)
+                    .map(|(_, _, q)| q.clone()),
+            ),
+            ExchangeType::Direct | ExchangeType::Topic => {
+                targets.extend(
+                    self.bindings
+                        .range(from(key)..)
+                        .take_while(|(e, p, _)| e == exchange && p == key)
+                        .map(|(_, _, q)| q.clone()),
+                );
+                if kind == ExchangeType::Topic {
+                    targets.extend(
+                        self.wild
+                            .iter()
+                            .filter(|(e, p, _)| e == exchange && topic_match(p, key))
+                            .map(|(_, _, q)| q.clone()),
+                    );
+                }
+            }
+        }
         for name in &targets {
             self.enqueue(name, m.clone());
         }
@@ -419,6 +446,7 @@ impl SimBroker {
         let now = self.now;
         let mut overflow = None;
         if let Some(q) = self.queues.get_mut(name) {
+            self.dirty.insert(name.to_string());
             m.expires_at = q
                 .spec
                 .args
@@ -475,14 +503,16 @@ impl SimBroker {
             if let Some(cons) = q.consumers.iter_mut().find(|x| x.conn == conn) {
                 cons.unacked = cons.unacked.saturating_sub(1);
             }
+            self.dirty.insert(queue.clone());
         }
         Ok((queue, m))
     }
 
-    /// Hands ready messages to consumers with prefetch room, round-robin, queue by queue.
+    /// Hands ready messages to consumers with prefetch room, round-robin, queue by queue (in
+    /// name order, each queue that may have something to deliver).
     fn deliver(&mut self) {
         let now = self.now;
-        let names: Vec<String> = self.queues.keys().cloned().collect();
+        let names: Vec<String> = std::mem::take(&mut self.dirty).into_iter().collect();
         for name in names {
             while let Some(q) = self.queues.get_mut(&name) {
                 if q.ready.is_empty() || q.consumers.is_empty() {

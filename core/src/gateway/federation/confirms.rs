@@ -74,6 +74,7 @@ impl Confirms {
     }
 
     /// Every pending publish was numbered by `next`.
+    #[cfg(any(debug_assertions, feature = "invariants", test))]
     pub(crate) fn check(&self) -> Result<(), String> {
         match self.pending.last_key_value() {
             Some((p, _)) if p.0 > self.last => Err(format!(

@@ -153,11 +153,13 @@ impl HeldDeliveries {
     }
 
     /// The tags held now, for the invariant that each belongs to the live connection.
+    #[cfg(any(debug_assertions, feature = "invariants", test))]
     pub(crate) fn tags(&self) -> impl Iterator<Item = DeliveryId> + '_ {
         self.held.values().filter_map(|h| h.delivery)
     }
 
     /// The stranded replies held, by member: each must still be in the reply inbox.
+    #[cfg(any(debug_assertions, feature = "invariants", test))]
     pub(crate) fn inbox_holds(&self) -> impl Iterator<Item = (&SessionId, ReplyId)> + '_ {
         self.held.values().filter_map(|h| match &h.what {
             HeldFor::Inbox { reply, member } => Some((member, *reply)),
@@ -166,6 +168,7 @@ impl HeldDeliveries {
     }
 
     /// The index and the holds are inverse maps of each other.
+    #[cfg(any(debug_assertions, feature = "invariants", test))]
     pub(crate) fn check(&self) -> Result<(), String> {
         if self.held.len() != self.by_holder.len() {
             return Err(format!(

@@ -60,6 +60,7 @@ impl Parking {
     }
 
     /// The parked tags, for the invariant that each belongs to the live connection.
+    #[cfg(any(debug_assertions, feature = "invariants", test))]
     pub(crate) fn tags(&self) -> impl Iterator<Item = crate::broker::DeliveryId> + '_ {
         self.parked.iter().map(|p| p.delivery.delivery)
     }
