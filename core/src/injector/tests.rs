@@ -1,0 +1,326 @@
+//! The injector's rules, one scenario each, with small grace bounds and a fixed clock.
+use super::*;
+use crate::ids::IdMint;
+use AgentStatus::{Blocked, Done, Idle, Unknown, Working};
+
+const T0: Instant = Instant::from_millis(1_000);
+
+fn bounds() -> Bounds {
+    Bounds {
+        pickup_grace_polls: 3,
+        stall_grace_polls: 4,
+        readiness_grace_polls: 5,
+        post_turn_settle: Duration::ZERO,
+        io_timeout: Duration::from_secs(10),
+    }
+}
+
+struct Fixture {
+    inj: Injector,
+    ids: IdMint,
+    w: SessionId,
+}
+
+impl Fixture {
+    fn new(b: Bounds) -> Self {
+        Fixture {
+            inj: Injector::new(b),
+            ids: IdMint::from_seed(9),
+            w: SessionId::new("w1"),
+        }
+    }
+
+    fn enqueue(&mut self, text: &str) -> MsgId {
+        let m = self.ids.msg();
+        self.inj.enqueue(&self.w, m, text.into());
+        m
+    }
+
+    fn sample(&mut self, s: AgentStatus) -> Vec<InjectorEvent> {
+        self.inj.on_sample(T0, &self.w.clone(), s);
+        self.events()
+    }
+
+    fn events(&mut self) -> Vec<InjectorEvent> {
+        std::iter::from_fn(|| self.inj.poll_event()).collect()
+    }
+
+    /// Enqueue, sample injectable, confirm the inject: the turn is delivered.
+    fn deliver(&mut self, text: &str) -> MsgId {
+        let m = self.enqueue(text);
+        let ev = self.sample(Idle);
+        assert!(matches!(&ev[..], [InjectorEvent::Inject { msg, .. }] if *msg == m));
+        assert!(self.inj.on_injected(&self.w.clone(), m, Ok(())));
+        assert_eq!(
+            self.events(),
+            vec![InjectorEvent::Delivered {
+                target: self.w.clone(),
+                msg: m
+            }]
+        );
+        m
+    }
+}
+
+/// Nothing is typed into a WORKING or UNKNOWN pane; the first injectable sample delivers.
+#[test]
+fn delivery_waits_for_an_injectable_sample() {
+    let mut f = Fixture::new(bounds());
+    let m = f.enqueue("task");
+    assert!(f.sample(Working).is_empty());
+    assert!(f.sample(Unknown).is_empty());
+    for s in [Idle, Blocked, Done] {
+        let mut g = Fixture::new(bounds());
+        g.enqueue("task");
+        assert_eq!(g.sample(s).len(), 1, "{s} is injectable");
+    }
+    let ev = f.sample(Done);
+    assert!(
+        matches!(&ev[..], [InjectorEvent::Inject { msg, text, .. }] if *msg == m && text == "task")
+    );
+}
+
+/// Two queued messages: the second waits for the first turn's WORKING → IDLE boundary.
+#[test]
+fn one_message_per_turn_in_fifo_order() {
+    let mut f = Fixture::new(bounds());
+    let first = f.deliver("one");
+    let second = f.enqueue("two");
+    assert!(f.sample(Idle).is_empty(), "first turn not picked up yet");
+    assert!(f.sample(Working).is_empty());
+    assert_eq!(
+        f.sample(Idle),
+        vec![InjectorEvent::TurnComplete {
+            target: f.w.clone(),
+            msg: first,
+            missed_fast_turn: false
+        }]
+    );
+    let ev = f.sample(Idle);
+    assert!(matches!(&ev[..], [InjectorEvent::Inject { msg, .. }] if *msg == second));
+}
+
+/// The agent ran the whole turn between two polls: after the pickup bound of injectable
+/// samples with no WORKING seen, the turn is taken as complete.
+#[test]
+fn a_missed_fast_turn_completes_after_the_pickup_bound() {
+    let mut f = Fixture::new(bounds());
+    let m = f.deliver("quick");
+    assert!(f.sample(Idle).is_empty());
+    assert!(f.sample(Idle).is_empty());
+    assert_eq!(
+        f.sample(Idle),
+        vec![InjectorEvent::TurnComplete {
+            target: f.w.clone(),
+            msg: m,
+            missed_fast_turn: true
+        }]
+    );
+}
+
+/// A wedged turn (consecutive UNKNOWN samples) fails at the stall bound; a WORKING sample
+/// in between restarts the count.
+#[test]
+fn a_wedged_turn_fails_at_the_stall_bound() {
+    let mut f = Fixture::new(bounds());
+    let m = f.deliver("task");
+    f.sample(Working);
+    for _ in 0..3 {
+        assert!(f.sample(Unknown).is_empty());
+    }
+    f.sample(Working);
+    for _ in 0..3 {
+        assert!(f.sample(Unknown).is_empty());
+    }
+    assert_eq!(
+        f.sample(Unknown),
+        vec![InjectorEvent::TurnFailed {
+            target: f.w.clone(),
+            msg: m,
+            cause: Cause::Stalled
+        }]
+    );
+}
+
+/// A member that never connects: its queued messages fail after the readiness bound.
+#[test]
+fn a_member_that_never_becomes_ready_fails_its_queue() {
+    let mut f = Fixture::new(bounds());
+    f.inj.gate(&f.w.clone());
+    let a = f.enqueue("a");
+    let b = f.enqueue("b");
+    for _ in 0..4 {
+        assert!(
+            f.sample(Idle).is_empty(),
+            "never typed into an unready member"
+        );
+    }
+    assert_eq!(
+        f.sample(Idle),
+        vec![
+            InjectorEvent::Dropped {
+                target: f.w.clone(),
+                msg: a,
+                cause: Cause::NeverReady
+            },
+            InjectorEvent::Dropped {
+                target: f.w.clone(),
+                msg: b,
+                cause: Cause::NeverReady
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_connect_reported_before_the_start_keeps_the_gate_open() {
+    let mut f = Fixture::new(bounds());
+    f.inj.open_gate(&f.w.clone());
+    f.inj.gate(&f.w.clone());
+    assert!(f.inj.is_ready(&f.w.clone()));
+}
+
+#[test]
+fn a_member_that_connects_in_time_is_delivered_to() {
+    let mut f = Fixture::new(bounds());
+    f.inj.gate(&f.w.clone());
+    f.enqueue("a");
+    for _ in 0..4 {
+        assert!(f.sample(Idle).is_empty());
+    }
+    f.inj.open_gate(&f.w.clone());
+    assert_eq!(f.sample(Idle).len(), 1);
+}
+
+/// `drop(cause)`: a queued message can be withdrawn; a pane that dies fails its running
+/// turn and everything behind it.
+#[test]
+fn withdraw_and_abort_end_messages_with_their_cause() {
+    let mut f = Fixture::new(bounds());
+    let running = f.deliver("running");
+    let queued = f.enqueue("queued");
+    let later = f.enqueue("later");
+    assert!(f.inj.withdraw(&f.w.clone(), queued, Cause::SenderTimedOut));
+    assert!(
+        !f.inj.withdraw(&f.w.clone(), running, Cause::SenderTimedOut),
+        "in flight"
+    );
+    f.events();
+    f.inj.abort_target(&f.w.clone(), Cause::PaneGone);
+    assert_eq!(
+        f.events(),
+        vec![
+            InjectorEvent::TurnFailed {
+                target: f.w.clone(),
+                msg: running,
+                cause: Cause::PaneGone
+            },
+            InjectorEvent::Dropped {
+                target: f.w.clone(),
+                msg: later,
+                cause: Cause::PaneGone
+            },
+        ]
+    );
+}
+
+/// A failed or unanswered inject ends the message; the next one may go.
+#[test]
+fn inject_failures_and_io_timeouts_drop_the_message() {
+    let mut f = Fixture::new(bounds());
+    let a = f.enqueue("a");
+    let b = f.enqueue("b");
+    f.sample(Idle);
+    assert!(f
+        .inj
+        .on_injected(&f.w.clone(), a, Err("pane_not_found".into())));
+    assert_eq!(
+        f.events(),
+        vec![InjectorEvent::Dropped {
+            target: f.w.clone(),
+            msg: a,
+            cause: Cause::InjectFailed("pane_not_found".into())
+        }]
+    );
+    f.sample(Idle);
+    f.inj.on_timer(T0 + Duration::from_secs(10));
+    assert_eq!(
+        f.events(),
+        vec![InjectorEvent::Dropped {
+            target: f.w.clone(),
+            msg: b,
+            cause: Cause::IoTimedOut
+        }]
+    );
+    assert!(
+        !f.inj.on_injected(&f.w.clone(), b, Ok(())),
+        "a late answer is stale"
+    );
+    // b may be in the pane: c waits for a turn boundary (here the pickup bound).
+    let c = f.enqueue("c");
+    assert!(f.sample(Idle).is_empty());
+    assert!(f.sample(Idle).is_empty());
+    assert!(matches!(
+        &f.sample(Idle)[..],
+        [InjectorEvent::TurnComplete {
+            missed_fast_turn: true,
+            ..
+        }]
+    ));
+    assert!(matches!(&f.sample(Idle)[..], [InjectorEvent::Inject { msg, .. }] if *msg == c));
+}
+
+/// After a turn, the next delivery waits for the post-turn settle and for any post-turn
+/// action (the completion scrape) to release the target.
+#[test]
+fn the_next_delivery_waits_for_settle_and_release() {
+    let mut f = Fixture::new(Bounds {
+        post_turn_settle: Duration::from_secs(2),
+        ..bounds()
+    });
+    f.deliver("one");
+    f.enqueue("two");
+    let one = f.inj.current_turn(&f.w.clone()).expect("turn one runs");
+    f.sample(Working);
+    f.sample(Idle);
+    f.inj.hold(T0, &f.w.clone(), one);
+    assert!(f.sample(Idle).is_empty(), "settling");
+    let later = T0 + Duration::from_secs(3);
+    f.inj.on_timer(later);
+    f.inj.on_sample(later, &f.w.clone(), Idle);
+    assert!(f.events().is_empty(), "held by the completion scrape");
+    assert!(
+        !f.inj.release(later, &f.w.clone(), f.ids.msg()),
+        "another turn's read"
+    );
+    assert!(f.inj.release(later, &f.w.clone(), one));
+    f.inj.on_sample(later, &f.w.clone(), Idle);
+    assert_eq!(f.events().len(), 1);
+    assert!(!f.inj.release(later, &f.w.clone(), one), "released once");
+}
+
+/// While the member is inside `fleet_ask`, injectable samples do not end its turn.
+#[test]
+fn an_asking_turn_is_paused_not_complete() {
+    let mut f = Fixture::new(bounds());
+    let m = f.deliver("task");
+    f.sample(Working);
+    f.inj.set_asking(&f.w.clone(), true);
+    for _ in 0..10 {
+        assert!(f.sample(Blocked).is_empty());
+    }
+    f.inj.set_asking(&f.w.clone(), false);
+    assert!(
+        f.sample(Blocked).is_empty(),
+        "a sample from before the answer ends nothing"
+    );
+    f.sample(Working);
+    assert_eq!(
+        f.sample(Idle),
+        vec![InjectorEvent::TurnComplete {
+            target: f.w.clone(),
+            msg: m,
+            missed_fast_turn: false
+        }]
+    );
+}

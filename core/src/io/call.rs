@@ -1,0 +1,375 @@
+//! What a caller asks (`Request`) and is told (`Response`, `CallError`), and the wire views
+//! answers carry — never a sub-machine's internals, never a monotonic instant.
+
+use crate::authz::{Action, Role};
+use crate::ids::{HostId, MsgId, ReplyId, SessionId, TicketId, TurnId};
+use crate::inbox::HeldReply;
+use crate::injector::TargetView;
+use crate::outcome::{AskOutcome, Outcome, Phase};
+use crate::roster::{EntityKind, Liveness, RosterRow};
+use crate::status::AgentStatus;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A caller's request. Identity is the `Principal` beside it, never a field here.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// `fleet_send`: delegate `content` to `target`; block until an outcome unless `wait` is false.
+    Send {
+        target: SessionId,
+        content: String,
+        wait: bool,
+        timeout_ms: Option<u64>,
+    },
+    /// `fleet_send` with a `turnId`: answer a member's open question.
+    Answer {
+        turn_id: TurnId,
+        content: String,
+        wait: bool,
+        timeout_ms: Option<u64>,
+        /// The member the caller names as the asker (REST's `/sessions/{id}/message` path):
+        /// an open turn asked by anyone else is refused, not answered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        asked_by: Option<SessionId>,
+    },
+    /// `fleet_reply`: the caller's own session replies to its current turn.
+    Reply { content: String },
+    /// `fleet_ask`: the caller's own session asks the lead waiting on its turn.
+    Ask {
+        question: String,
+        timeout_ms: Option<u64>,
+    },
+    /// `fleet_poll(ticket)`: an async send's phase and, once done, its outcome.
+    Poll { ticket: TicketId },
+    /// Look at held replies without removing them.
+    Peek { target: SessionId },
+    /// Remove held replies after a peek.
+    Ack {
+        target: SessionId,
+        ids: Vec<ReplyId>,
+    },
+    /// `fleet_poll(target)` / `GET /sessions/{id}/replies`: peek + ack.
+    Drain { target: SessionId },
+    /// `fleet_status`.
+    Status { target: SessionId },
+    /// `fleet_spawn`: start a member from `profile` on `host` (this host when absent).
+    Spawn {
+        host: Option<HostId>,
+        profile: String,
+        /// The broadcast group the member joins (`broadcast.<group>`), if any.
+        group: Option<String>,
+        /// A git worktree for the member to work in, if any.
+        #[serde(default)]
+        worktree: Option<crate::spawn_spec::Worktree>,
+    },
+    /// `fleet_list`: the fleet-wide roster as this gateway sees it (U5).
+    List,
+    /// `fleet_stop`: close a member's pane on this host; its inbox goes with it.
+    Stop { target: SessionId },
+    /// Broadcast (U8): the same text to every member, or to one group, fleet-wide.
+    Broadcast {
+        group: Option<String>,
+        content: String,
+    },
+}
+
+impl Request {
+    /// The size of the text this request carries to a pane or a lead, if any.
+    pub fn content_len(&self) -> Option<usize> {
+        match self {
+            Request::Send { content, .. }
+            | Request::Answer { content, .. }
+            | Request::Reply { content }
+            | Request::Broadcast { content, .. } => Some(content.len()),
+            Request::Ask { question, .. } => Some(question.len()),
+            _ => None,
+        }
+    }
+
+    pub fn action(&self) -> Action {
+        match self {
+            Request::Send { .. } | Request::Answer { .. } | Request::Poll { .. } => Action::Send,
+            Request::Reply { .. } => Action::Reply,
+            Request::Ask { .. } => Action::Ask,
+            Request::Peek { .. } | Request::Ack { .. } | Request::Drain { .. } => Action::Drain,
+            Request::Status { .. } | Request::List => Action::Read,
+            Request::Spawn { .. } => Action::Spawn,
+            Request::Stop { .. } => Action::Stop,
+            Request::Broadcast { .. } => Action::Send,
+        }
+    }
+}
+
+/// What a call is told. Every call gets exactly one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Response {
+    /// A blocking send or answer ended.
+    Outcome {
+        ticket: Option<TicketId>,
+        outcome: Outcome,
+        body: Option<String>,
+        turn_id: Option<TurnId>,
+    },
+    /// An async ticket's state: the answer to `wait:false` and to `Poll`.
+    Ticket(TicketView),
+    /// A reply reached its waiter, or was held for the lead.
+    ReplyAccepted {
+        held: Option<ReplyId>,
+    },
+    /// A member's ask ended.
+    Ask {
+        outcome: AskOutcome,
+        turn_id: Option<TurnId>,
+        answer: Option<String>,
+    },
+    Replies {
+        replies: Vec<ReplyView>,
+    },
+    Acked {
+        count: usize,
+    },
+    Status {
+        target: SessionId,
+        view: StatusView,
+    },
+    /// A spawned member passed its readiness gate and is in the roster.
+    Spawned {
+        gid: SessionId,
+        host: HostId,
+    },
+    /// `fleet_list`: the union view, one row per entity (and one per host's gateway).
+    Roster {
+        rows: Vec<RosterEntry>,
+    },
+    /// The member's pane is being closed; its open delegations ended.
+    Stopped {
+        target: SessionId,
+    },
+    /// A broadcast was published; each copy then follows the per-recipient rules.
+    Broadcast {
+        msg: MsgId,
+        key: String,
+    },
+    Error(CallError),
+}
+
+/// A held reply as a lead collects it. The core's own record (`inbox::HeldReply`) also keeps
+/// when it arrived on this gateway's monotonic clock, which means nothing to a caller.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyView {
+    pub id: ReplyId,
+    /// The member that replied.
+    pub target: SessionId,
+    /// The lead that last delegated to `target`, if known.
+    pub lead: Option<SessionId>,
+    pub content: String,
+}
+
+impl From<HeldReply> for ReplyView {
+    fn from(r: HeldReply) -> Self {
+        ReplyView {
+            id: r.id,
+            target: r.target,
+            lead: r.lead,
+            content: r.content,
+        }
+    }
+}
+
+/// A target's delivery state as `fleet_status` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusView {
+    /// The last status sampled, if any.
+    pub status: Option<AgentStatus>,
+    /// Past its readiness gate (leads always are).
+    pub ready: bool,
+    /// Messages waiting to be typed.
+    pub queued: usize,
+    /// A turn is running (typed and not yet ended).
+    pub in_turn: bool,
+}
+
+impl From<TargetView> for StatusView {
+    fn from(v: TargetView) -> Self {
+        StatusView {
+            status: v.status,
+            ready: v.ready,
+            queued: v.queued,
+            in_turn: v.in_turn,
+        }
+    }
+}
+
+/// One entity of the fleet-wide roster (`fleet_list`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RosterEntry {
+    pub gid: SessionId,
+    pub host: HostId,
+    pub kind: EntityKind,
+    pub status: Option<AgentStatus>,
+    /// The profiles a host's gateway offers (its `_gateway` row only).
+    pub profiles: Vec<String>,
+    pub liveness: Liveness,
+}
+
+impl From<RosterRow> for RosterEntry {
+    fn from(r: RosterRow) -> Self {
+        RosterEntry {
+            gid: r.gid,
+            host: r.host,
+            kind: r.kind,
+            status: r.status,
+            profiles: r.profiles,
+            liveness: r.liveness,
+        }
+    }
+}
+
+/// An async ticket as `fleet_poll` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TicketView {
+    pub ticket: TicketId,
+    pub target: SessionId,
+    pub phase: Phase,
+    pub outcome: Option<Outcome>,
+    pub body: Option<String>,
+    /// The open question and the turnId to answer it with, while ASKING.
+    pub question: Option<String>,
+    pub turn_id: Option<TurnId>,
+}
+
+/// A refused call, with a stable code.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "code", rename_all = "snake_case")]
+pub enum CallError {
+    #[error("{role} may not {action}")]
+    Denied { role: Role, action: Action },
+    #[error("this caller has no session of its own")]
+    NoSession,
+    #[error("unknown or expired ticket")]
+    UnknownTicket,
+    #[error("the reply inbox of {target} is full ({cap}); the lead must collect replies first")]
+    InboxFull { target: SessionId, cap: usize },
+    #[error("invalid argument: {reason}")]
+    InvalidArgument { reason: String },
+    #[error("the broker is unreachable: remote sends fail fast and nothing is buffered; local sessions still work")]
+    BrokerUnavailable,
+    #[error("no such recipient: nothing on the broker is bound to {target}")]
+    NoSuchRecipient { target: SessionId },
+    #[error("no gateway for host {host} is listening on the control exchange")]
+    NoSuchHost { host: HostId },
+    #[error("host {host} has no profile {profile:?} (it offers: {offered:?})")]
+    UnknownProfile {
+        host: HostId,
+        profile: String,
+        offered: Vec<String>,
+    },
+    #[error("the spawn failed: {reason}")]
+    SpawnFailed { reason: String },
+}
+
+impl CallError {
+    /// The stable code (the serde tag), for summaries and error bodies.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CallError::Denied { .. } => "denied",
+            CallError::NoSession => "no_session",
+            CallError::UnknownTicket => "unknown_ticket",
+            CallError::InboxFull { .. } => "inbox_full",
+            CallError::InvalidArgument { .. } => "invalid_argument",
+            CallError::BrokerUnavailable => "broker_unavailable",
+            CallError::NoSuchRecipient { .. } => "no_such_recipient",
+            CallError::NoSuchHost { .. } => "no_such_host",
+            CallError::UnknownProfile { .. } => "unknown_profile",
+            CallError::SpawnFailed { .. } => "spawn_failed",
+        }
+    }
+}
+
+impl fmt::Display for Response {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Response::Outcome {
+                outcome,
+                body,
+                turn_id,
+                ..
+            } => {
+                write!(f, "{outcome}")?;
+                if let Some(t) = turn_id {
+                    write!(f, " turn={t}")?;
+                }
+                if let Some(b) = body {
+                    write!(f, " body={b:?}")?;
+                }
+                Ok(())
+            }
+            Response::Ticket(t) => {
+                write!(f, "ticket={} {}", t.ticket, t.phase)?;
+                if let Some(o) = t.outcome {
+                    write!(f, " {o}")?;
+                }
+                if let Some(q) = &t.question {
+                    write!(f, " question={q:?}")?;
+                }
+                if let Some(b) = &t.body {
+                    write!(f, " body={b:?}")?;
+                }
+                Ok(())
+            }
+            Response::ReplyAccepted { held } => match held {
+                Some(id) => write!(f, "reply held={id}"),
+                None => f.write_str("reply delivered"),
+            },
+            Response::Ask {
+                outcome,
+                turn_id,
+                answer,
+            } => {
+                write!(f, "ask {outcome}")?;
+                if let Some(t) = turn_id {
+                    write!(f, " turn={t}")?;
+                }
+                if let Some(a) = answer {
+                    write!(f, " answer={a:?}")?;
+                }
+                Ok(())
+            }
+            Response::Replies { replies } => {
+                write!(f, "replies [")?;
+                for (i, r) in replies.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{:?}", r.content)?;
+                }
+                f.write_str("]")
+            }
+            Response::Acked { count } => write!(f, "acked {count}"),
+            Response::Status { target, view } => write!(
+                f,
+                "status {target} {} ready={} queued={} in_turn={}",
+                view.status.map_or("-", |s| s.as_str()),
+                view.ready,
+                view.queued,
+                view.in_turn
+            ),
+            Response::Spawned { gid, host } => write!(f, "spawned {gid} on {host}"),
+            Response::Roster { rows } => {
+                write!(f, "roster [")?;
+                for (i, r) in rows.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{}@{}", r.gid, r.host)?;
+                }
+                f.write_str("]")
+            }
+            Response::Stopped { target } => write!(f, "stopped {target}"),
+            Response::Broadcast { msg, key } => write!(f, "broadcast msg={msg} key={key}"),
+            Response::Error(e) => write!(f, "error {e}"),
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! The gateway's vocabulary: what happened (`Input`), what to do (`Output`), what a caller
+//! asked (`Request`) and is told (`Response`), and the trace (`Event`).
+
+use crate::authz::{AuditEvent, Principal};
+use crate::broker::{BrokerEvent, BrokerOp};
+use crate::ids::{CallId, MsgId, SessionId};
+use crate::status::AgentStatus;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+mod call;
+mod event;
+pub use call::{CallError, ReplyView, Request, Response, RosterEntry, StatusView, TicketView};
+pub use event::{Event, RejectCode, Stale};
+
+/// Something that happened. Fed to `Gateway::handle` with the time it happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A north-face call (MCP or REST) from an already-resolved principal.
+    Call {
+        call: CallId,
+        caller: Principal,
+        request: Request,
+    },
+    /// The answer to `Output::PollStatus`. `screen` is the pane text, which the driver attaches
+    /// when herdr says `unknown` so the core can refine it.
+    StatusSampled {
+        target: SessionId,
+        status: AgentStatus,
+        screen: Option<String>,
+    },
+    /// The answer to `Output::Inject`: the baseline read just before typing, or why it failed.
+    Injected {
+        target: SessionId,
+        msg: MsgId,
+        result: Result<String, PaneError>,
+    },
+    /// The answer to `Output::ReadPane`: the post-turn scrape of turn `msg`.
+    PaneRead {
+        target: SessionId,
+        msg: MsgId,
+        result: Result<String, PaneError>,
+    },
+    /// A member pane was started; nothing is typed into it until `MemberConnected`.
+    MemberStarted { target: SessionId },
+    /// At start: every member pane herdr lists (its `fleet:<gid>` label). Each is gated, then
+    /// adopted or closed by the core's restart rule (`gateway::adoption`).
+    MembersListed { members: Vec<SessionId> },
+    /// The member connected to this gateway's MCP: the real readiness signal (CB-306).
+    MemberConnected { target: SessionId },
+    /// The pane closed or its process exited.
+    PaneGone { target: SessionId },
+    /// herdr's event stream says the pane's status changed: sample it now instead of at the
+    /// next poll. Only a hint — the sample it triggers is what the injector judges, so an
+    /// event arriving late or out of order decides nothing.
+    StatusHint { target: SessionId },
+    /// A lead (or architect) with this gid is served by this gateway: it gets an inbox and
+    /// is announced in the roster.
+    LeadAttached { lead: SessionId },
+    /// The answer to `Output::SpawnPane`: the pane exists (labelled `fleet:<gid>`) and how its
+    /// readiness will be known, or why not.
+    Spawned {
+        gid: SessionId,
+        result: Result<Readiness, String>,
+    },
+    /// Something the broker did (cross-host mode only).
+    Broker(BrokerEvent),
+    /// The wall clock read `unix_ms` at this `now` (for envelope stamps and expiry). Fed at
+    /// start and whenever the driver notices the wall clock moved against the monotonic one.
+    WallClock { unix_ms: u64 },
+    /// The daemon is shutting down gracefully: delegations from other hosts still open here
+    /// are reported ABANDONED to their senders (nothing will feed their waiters now).
+    Shutdown,
+    /// `poll_timeout` was reached.
+    Tick,
+}
+
+impl Input {
+    /// The variant's name, for traces and invariant reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Input::Call { .. } => "call",
+            Input::StatusSampled { .. } => "status_sampled",
+            Input::Injected { .. } => "injected",
+            Input::PaneRead { .. } => "pane_read",
+            Input::MemberStarted { .. } => "member_started",
+            Input::MembersListed { .. } => "members_listed",
+            Input::MemberConnected { .. } => "member_connected",
+            Input::PaneGone { .. } => "pane_gone",
+            Input::StatusHint { .. } => "status_hint",
+            Input::LeadAttached { .. } => "lead_attached",
+            Input::Spawned { .. } => "spawned",
+            Input::Broker(BrokerEvent::Up { .. }) => "broker_up",
+            Input::Broker(BrokerEvent::Down) => "broker_down",
+            Input::Broker(BrokerEvent::Delivery { .. }) => "broker_delivery",
+            Input::Broker(BrokerEvent::Published { .. }) => "broker_published",
+            Input::WallClock { .. } => "wall_clock",
+            Input::Shutdown => "shutdown",
+            Input::Tick => "tick",
+        }
+    }
+}
+
+/// Why herdr could not do what an output asked of a pane. The core acts on the difference:
+/// a pane that is gone is not one that did not answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "error", content = "detail", rename_all = "snake_case")]
+pub enum PaneError {
+    /// herdr answered that no such pane exists (closed, or never was).
+    #[error("pane_not_found")]
+    NotFound,
+    /// herdr did not answer, or refused: the pane's state is unknown.
+    #[error("herdr unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// How a new member's readiness gate (CB-306) opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Readiness {
+    /// When the member connects to this gateway's MCP (`Input::MemberConnected`).
+    OnConnect,
+    /// It already has: the launcher saw the pane's program reach an injectable status within
+    /// the gate's bound (a `command` profile, which has no MCP connection to wait for).
+    Ready,
+}
+
+/// Please do this. Drained with `Gateway::poll_output` after every `handle`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Sample `target`'s status and answer with `Input::StatusSampled`.
+    PollStatus { target: SessionId },
+    /// Read the pane (the baseline), then type `text` and submit it; answer with
+    /// `Input::Injected`. Do it at most once: this message must never be typed twice.
+    Inject {
+        target: SessionId,
+        msg: MsgId,
+        text: String,
+    },
+    /// Read the pane after turn `msg`; answer with `Input::PaneRead`.
+    ReadPane { target: SessionId, msg: MsgId },
+    /// Answer call `call`.
+    Respond { call: CallId, response: Response },
+    /// An authorization decision, for the audit log. Never carries content.
+    Audit(AuditEvent),
+    /// A trace event, for logs, metrics and snapshots.
+    Event(Event),
+    /// Do this against the broker (cross-host mode only).
+    Broker(BrokerOp),
+    /// Start a member from `profile` in a new pane labelled `fleet:<gid>`; answer with
+    /// `Input::Spawned`, then report `MemberConnected` when it is ready.
+    SpawnPane {
+        gid: SessionId,
+        profile: String,
+        group: Option<String>,
+        /// Cut a worktree first; the member starts in it.
+        worktree: Option<crate::spawn_spec::Worktree>,
+    },
+    /// Close a member's pane (a spawn that never became ready is reaped).
+    ClosePane { gid: SessionId },
+}
+
+impl fmt::Display for Output {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Output::PollStatus { target } => write!(f, "poll_status {target}"),
+            Output::Inject { target, msg, text } => {
+                write!(f, "inject {target} msg={msg} text={text:?}")
+            }
+            Output::ReadPane { target, msg } => write!(f, "read_pane {target} msg={msg}"),
+            Output::Respond { call, response } => write!(f, "respond {call} {response}"),
+            Output::Audit(a) => write!(f, "{a}"),
+            Output::Event(e) => write!(f, "event {e}"),
+            Output::Broker(op) => write!(f, "broker {op}"),
+            Output::SpawnPane {
+                gid,
+                profile,
+                group,
+                worktree,
+            } => {
+                write!(
+                    f,
+                    "spawn_pane {gid} profile={profile} group={}",
+                    group.as_deref().unwrap_or("-")
+                )?;
+                match worktree {
+                    Some(w) => write!(
+                        f,
+                        " worktree={}@{}",
+                        w.repo,
+                        w.commit.as_deref().unwrap_or("HEAD")
+                    ),
+                    None => Ok(()),
+                }
+            }
+            Output::ClosePane { gid } => write!(f, "close_pane {gid}"),
+        }
+    }
+}
+
+impl fmt::Display for BrokerOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::envelope::HeaderValue;
+        match self {
+            BrokerOp::Declare(t) => write!(
+                f,
+                "declare {} exchange(s), queues [{}], {} binding(s), consume [{}]",
+                t.exchanges.len(),
+                t.queues
+                    .iter()
+                    .map(|q| q.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                t.bindings.len(),
+                t.consumers
+                    .iter()
+                    .map(|c| c.queue.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            BrokerOp::DeleteQueue { name } => write!(f, "delete_queue {name}"),
+            BrokerOp::Publish {
+                publish,
+                exchange,
+                key,
+                headers,
+                body,
+                ..
+            } => {
+                let get = |k: &str| match headers.get(k) {
+                    Some(HeaderValue::Str(s)) => s.as_str(),
+                    _ => "-",
+                };
+                write!(
+                    f,
+                    "publish#{} {exchange:?} key={key} {} msg={} from={}",
+                    publish.0,
+                    get("kind"),
+                    get("msgId"),
+                    get("from"),
+                )?;
+                for extra in ["re", "turnId", "outcome"] {
+                    if headers.contains_key(extra) {
+                        write!(f, " {extra}={}", get(extra))?;
+                    }
+                }
+                write!(f, " body={:?}", String::from_utf8_lossy(body))
+            }
+            BrokerOp::Ack { delivery } => write!(f, "ack {delivery}"),
+            BrokerOp::Reject { delivery } => write!(f, "reject {delivery}"),
+        }
+    }
+}
