@@ -73,6 +73,15 @@ pub struct RosterRow {
     pub liveness: Liveness,
 }
 
+/// What a heartbeat did to the roster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observed {
+    /// Recorded; `restarted` when it shows its host's gateway started again.
+    Seen { restarted: bool },
+    /// Refused: a fresh heartbeat binds the gid to `bound`, another host.
+    Claimed { bound: HostId },
+}
+
 #[derive(Debug)]
 pub struct Roster {
     ttl: Duration,
@@ -93,16 +102,23 @@ impl Roster {
         }
     }
 
-    /// A verified PRESENCE from `host` about `gid`. Returns true when it shows `host`'s
-    /// gateway restarted since its last heartbeat (a later `since`; an earlier one is a stale
-    /// copy and changes nothing).
+    /// A verified PRESENCE from `host` about `gid`. A gid bound to another host by a fresh
+    /// heartbeat stays bound there: the claim is refused (a gid is one host's for its life,
+    /// and only its binding's expiry frees it). `Seen { restarted }` says whether it shows
+    /// `host`'s gateway restarted since its last heartbeat (a later `since`; an earlier one is
+    /// a stale copy and changes nothing).
     pub fn observe(
         &mut self,
         now: Instant,
         host: &HostId,
         gid: &SessionId,
         presence: Presence,
-    ) -> bool {
+    ) -> Observed {
+        if gid.as_str() != GATEWAY_GID {
+            if let Some(bound) = self.host_of(now, gid).filter(|h| h != host) {
+                return Observed::Claimed { bound };
+            }
+        }
         let mut restarted = false;
         if let (Some(since), true) = (presence.since, gid.as_str() == GATEWAY_GID) {
             match self.boots.get(host).copied() {
@@ -123,7 +139,7 @@ impl Roster {
         } else {
             self.entities.insert(gid.clone(), entry);
         }
-        restarted
+        Observed::Seen { restarted }
     }
 
     fn fresh(&self, now: Instant, e: &Entry) -> bool {
@@ -273,22 +289,66 @@ mod tests {
             profiles: vec![],
             since: Some(since),
         };
-        assert!(!r.observe(Instant::ZERO, &b, &gw, boot(100)), "first sight");
-        assert!(
-            !r.observe(Instant::ZERO, &b, &gw, boot(100)),
+        assert_eq!(
+            r.observe(Instant::ZERO, &b, &gw, boot(100)),
+            Observed::Seen { restarted: false },
+            "first sight"
+        );
+        assert_eq!(
+            r.observe(Instant::ZERO, &b, &gw, boot(100)),
+            Observed::Seen { restarted: false },
             "same process"
         );
-        assert!(r.observe(Instant::ZERO, &b, &gw, boot(200)), "restarted");
-        assert!(
-            !r.observe(Instant::ZERO, &b, &gw, boot(100)),
+        assert_eq!(
+            r.observe(Instant::ZERO, &b, &gw, boot(200)),
+            Observed::Seen { restarted: true },
+            "restarted"
+        );
+        assert_eq!(
+            r.observe(Instant::ZERO, &b, &gw, boot(100)),
+            Observed::Seen { restarted: false },
             "a stale copy"
         );
-        assert!(!r.observe(Instant::ZERO, &b, &gw, boot(200)));
+        assert_eq!(
+            r.observe(Instant::ZERO, &b, &gw, boot(200)),
+            Observed::Seen { restarted: false }
+        );
         // Past expiry, a host that comes back restarted is still seen so.
         r.expire(Instant::from_millis(60_000));
-        assert!(r.observe(Instant::from_millis(60_000), &b, &gw, boot(300)));
+        assert_eq!(
+            r.observe(Instant::from_millis(60_000), &b, &gw, boot(300)),
+            Observed::Seen { restarted: true }
+        );
         // Member presences never carry it.
-        assert!(!r.observe(Instant::ZERO, &b, &SessionId::new("m"), member()));
+        assert_eq!(
+            r.observe(Instant::ZERO, &b, &SessionId::new("m"), member()),
+            Observed::Seen { restarted: false }
+        );
+    }
+
+    /// A gid bound to one host by a fresh heartbeat cannot be claimed by another; once that
+    /// binding expires, it can.
+    #[test]
+    fn a_live_binding_is_never_taken_over() {
+        let mut r = Roster::new(Duration::from_millis(20_000));
+        let (a, b, g) = (HostId::new("a"), HostId::new("b"), SessionId::new("g"));
+        let member = || Presence {
+            kind: EntityKind::Member,
+            status: None,
+            profiles: vec![],
+            since: None,
+        };
+        r.observe(Instant::ZERO, &a, &g, member());
+        assert_eq!(
+            r.observe(Instant::from_millis(5_000), &b, &g, member()),
+            Observed::Claimed { bound: a.clone() }
+        );
+        assert_eq!(r.host_of(Instant::from_millis(5_000), &g), Some(a.clone()));
+        assert_eq!(
+            r.observe(Instant::from_millis(30_000), &b, &g, member()),
+            Observed::Seen { restarted: false }
+        );
+        assert_eq!(r.host_of(Instant::from_millis(30_000), &g), Some(b));
     }
 
     #[test]

@@ -25,6 +25,33 @@ pub struct Worktree {
     pub commit: Option<String>,
 }
 
+/// Why `group` cannot name a broadcast group: it becomes a routing key segment
+/// (`broadcast.<group>`), so it is one word of letters, digits, `-` and `_` — never a
+/// wildcard (`#` would bind every group) nor a dot (another level of the key).
+pub fn invalid_group(group: &str) -> Option<String> {
+    let word = !group.is_empty()
+        && group.len() <= 64
+        && group
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    (!word).then(|| {
+        format!("group {group:?} is not one word of letters, digits, '-' and '_' (at most 64)")
+    })
+}
+
+impl SpawnSpec {
+    /// Why this spec cannot be asked of `remote` (another host) or of any host.
+    pub fn invalid(&self, remote: bool) -> Option<String> {
+        if self.profile.trim().is_empty() {
+            return Some("profile must not be empty".into());
+        }
+        if let Some(why) = self.group.as_deref().and_then(invalid_group) {
+            return Some(why);
+        }
+        self.worktree.as_ref().and_then(|w| w.invalid(remote))
+    }
+}
+
 impl Worktree {
     /// Why this worktree cannot be asked of `remote` (another host) or of any host.
     pub fn invalid(&self, remote: bool) -> Option<String> {

@@ -439,11 +439,8 @@ impl Gateway {
         if content.trim().is_empty() {
             return self.invalid(call, "content must not be empty");
         }
-        if group
-            .as_deref()
-            .is_some_and(|g| g.is_empty() || g.contains(['.', '*', '#']))
-        {
-            return self.invalid(call, "a group name is one word (no '.', '*' or '#')");
+        if let Some(why) = group.as_deref().and_then(crate::spawn_spec::invalid_group) {
+            return self.invalid(call, &why);
         }
         let Some(from) = caller.session.clone().filter(|s| !self.is_remote(s)) else {
             return self.invalid(call, "this caller is not attached to the gateway");

@@ -91,12 +91,9 @@ impl Gateway {
         host: Option<HostId>,
         spec: SpawnSpec,
     ) {
-        if spec.profile.trim().is_empty() {
-            return self.invalid(call, "profile must not be empty");
-        }
         let own = self.own_host();
         let host = host.unwrap_or_else(|| own.clone());
-        if let Some(why) = spec.worktree.as_ref().and_then(|w| w.invalid(host != own)) {
+        if let Some(why) = spec.invalid(host != own) {
             return self.invalid(call, &why);
         }
         let gid = self.ids.gid();
@@ -361,6 +358,12 @@ impl Gateway {
         );
     }
 
+    /// Requester side: the host a spawn waiting on SPAWN `re` was sent to.
+    pub(super) fn spawn_host(&self, re: MsgId) -> Option<HostId> {
+        let gid = self.spawns.by_msg.get(&re)?;
+        Some(self.spawns.waiting.get(gid)?.host.clone())
+    }
+
     /// Requester side: FAILED answering a SPAWN. Returns false if `re` is not a spawn.
     pub(super) fn spawn_failed(&mut self, re: MsgId, reason: String) -> bool {
         let Some(gid) = self.spawns.by_msg.remove(&re) else {
@@ -437,7 +440,7 @@ impl Gateway {
         }
         let spec: SpawnSpec =
             serde_json::from_slice(&env.body).map_err(|e| format!("SPAWN body: {e}"))?;
-        if let Some(why) = spec.worktree.as_ref().and_then(|w| w.invalid(true)) {
+        if let Some(why) = spec.invalid(true) {
             return Err(format!("SPAWN body: {why}"));
         }
         let reply = Reply::Remote {

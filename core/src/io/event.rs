@@ -44,6 +44,8 @@ pub enum RejectCode {
     GidClaimed,
     /// A stranded reply for a lead whose reply inbox is full.
     InboxFull,
+    /// An answer to a delegation, spawn or ask from someone other than its counterpart.
+    NotCounterpart,
 }
 
 impl RejectCode {
@@ -63,6 +65,7 @@ impl RejectCode {
             RejectCode::Misrouted => "misrouted",
             RejectCode::GidClaimed => "gid_claimed",
             RejectCode::InboxFull => "inbox_full",
+            RejectCode::NotCounterpart => "not_counterpart",
         }
     }
 }

@@ -2,6 +2,7 @@
 //! (`harness.rs`). Each test names the rule it pins; removing the rule fails the test.
 
 mod harness;
+mod hostile;
 mod model;
 
 use fleet_core::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange};

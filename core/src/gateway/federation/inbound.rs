@@ -222,6 +222,11 @@ impl Gateway {
             let why = format!("{} may not send control to this host", env.signer);
             return self.reject(delivery, queue, RejectCode::NotAllowed, why);
         }
+        if inbox {
+            if let Err(why) = self.check_counterpart(&env) {
+                return self.reject(delivery, queue, RejectCode::NotCounterpart, why);
+            }
+        }
         match env.kind {
             Kind::Spawn if control => {
                 if let Err(why) = self.on_spawn_message(now, delivery, env) {

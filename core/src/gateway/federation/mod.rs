@@ -27,6 +27,7 @@ use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, BTreeSet};
 
 mod confirms;
+mod counterpart;
 mod held;
 pub(super) mod inbound;
 mod parking;

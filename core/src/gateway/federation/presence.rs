@@ -9,7 +9,7 @@ use crate::envelope::{Envelope, Kind};
 use crate::gateway::{Gateway, TimerKind};
 use crate::ids::SessionId;
 use crate::io::{Event, Output, RejectCode};
-use crate::roster::{EntityKind, Presence, GATEWAY_GID};
+use crate::roster::{EntityKind, Observed, Presence, GATEWAY_GID};
 use crate::time::{Duration, Instant};
 
 impl Gateway {
@@ -46,9 +46,18 @@ impl Gateway {
             });
         }
         let since = p.since.unwrap_or(0);
-        let restarted = f.roster.observe(now, &env.signer, &env.from, p);
-        if restarted {
-            self.peer_restarted(now, &env.signer, since);
+        match f.roster.observe(now, &env.signer, &env.from, p) {
+            Observed::Seen { restarted: true } => self.peer_restarted(now, &env.signer, since),
+            Observed::Seen { restarted: false } => {}
+            Observed::Claimed { bound } => {
+                // A live binding is never taken over: the claimant is believed about nothing.
+                let why = format!("{} claims {}, which {bound} serves", env.signer, env.from);
+                return self.event(Event::Rejected {
+                    queue: queue.to_string(),
+                    code: RejectCode::GidClaimed,
+                    detail: why,
+                });
+            }
         }
         self.spawn_seen(&env.from, &env.signer);
         self.unpark(now, &env.from);

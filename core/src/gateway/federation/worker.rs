@@ -91,6 +91,18 @@ impl Gateway {
         member: &SessionId,
         env: Envelope,
     ) {
+        // Only a member's inbox takes broadcasts, and only those for all or for its own group:
+        // a queue someone else bound to `broadcast.#` (a lead's, or any inbox) gets nothing.
+        let group = self
+            .fed
+            .as_ref()
+            .and_then(|f| f.groups.get(member).cloned());
+        let addressed = env.to == "broadcast.all"
+            || group.is_some_and(|g| env.to.strip_prefix("broadcast.") == Some(g.as_str()));
+        if !self.is_live_member(member) || !addressed {
+            let why = format!("{} is not a broadcast for {member}", env.to);
+            return self.reject(delivery, queue, RejectCode::Misrouted, why);
+        }
         let Ok(text) = String::from_utf8(env.body.clone()) else {
             return self.reject(
                 delivery,

@@ -1,0 +1,88 @@
+//! Who may answer what (DESIGN §8): a message that answers a delegation — REPLY, FAILED,
+//! ABANDONED, ASK, INJECTED, TOO_LATE naming it by `re`, NO_WAITER naming a turn, a spawn's
+//! FAILED — is believed only from that delegation's real counterpart: the member the brief
+//! was sent to (admission has already checked that signed presence binds it to the signing
+//! host), or for a report about it (a `_gateway` FAILED: a dead-lettered brief), that host's
+//! own gateway or this one; for a spawn, the gateway of the host it was sent to; for
+//! NO_WAITER, the lead the question was asked of. `re` alone proves nothing: any peer that
+//! learns a msgId could otherwise end or answer someone else's delegation.
+
+use crate::envelope::{Envelope, Kind};
+use crate::gateway::delegation::Side;
+use crate::gateway::Gateway;
+use crate::roster::GATEWAY_GID;
+
+impl Gateway {
+    /// `Err` with why when `env` answers an open delegation (or spawn, or ask) it is not the
+    /// counterpart of; `Ok` when it is, or when it names nothing open here (which each
+    /// handler treats as it always has).
+    pub(super) fn check_counterpart(&self, env: &Envelope) -> Result<(), String> {
+        let Some(f) = &self.fed else { return Ok(()) };
+        let from_gateway = env.from.as_str() == GATEWAY_GID;
+        match env.kind {
+            Kind::Reply
+            | Kind::Failed
+            | Kind::Abandoned
+            | Kind::Ask
+            | Kind::Injected
+            | Kind::TooLate => {
+                let Some(re) = env.re else { return Ok(()) };
+                if let Some(d) = f
+                    .remote_waiters
+                    .get(&re)
+                    .and_then(|t| self.delegations.get(t))
+                {
+                    let member = env.from == d.target;
+                    // The DLQ report comes from whichever gateway's consumer got the dead
+                    // letter; until dead letters are routed to their target's host, this
+                    // gateway's own report is believed too.
+                    let its_gateway = from_gateway
+                        && env.kind == Kind::Failed
+                        && (f.roster.host_of(self.now, &d.target).as_ref() == Some(&env.signer)
+                            || env.signer == *f.host());
+                    if member || its_gateway {
+                        return Ok(());
+                    }
+                    return Err(format!(
+                        "{} {} from {} on {} answers {re}, which went to {}",
+                        env.kind, env.msg_id, env.from, env.signer, d.target
+                    ));
+                }
+                if let Some(host) = (env.kind == Kind::Failed)
+                    .then(|| self.spawn_host(re))
+                    .flatten()
+                {
+                    if from_gateway && env.signer == host {
+                        return Ok(());
+                    }
+                    return Err(format!(
+                        "FAILED {} from {} on {} answers spawn {re}, which went to {host}",
+                        env.msg_id, env.from, env.signer
+                    ));
+                }
+                Ok(())
+            }
+            Kind::NoWaiter => {
+                let Some(turn) = env.turn_id else {
+                    return Ok(());
+                };
+                let asked_of = self
+                    .delegations
+                    .paused_on(turn)
+                    .and_then(|t| self.delegations.get(&t))
+                    .and_then(|d| match &d.side {
+                        Side::Worker { reply_to, .. } => Some(reply_to.clone()),
+                        _ => None,
+                    });
+                match asked_of {
+                    Some(lead) if lead != env.from => Err(format!(
+                        "NO_WAITER {} from {} answers turn {turn}, which was asked of {lead}",
+                        env.msg_id, env.from
+                    )),
+                    _ => Ok(()),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+}
