@@ -26,16 +26,20 @@ pub enum PlantedBug {
     /// A released reply-path hold leaves its index entry behind: bookkeeping no outcome shows
     /// at once, caught by the core's own invariant check at the step it happens.
     HeldIndexSkew,
+    /// Answers to a delegation are matched by `re` alone, never by sender: a lying gateway
+    /// that learns a msgId ends or answers someone else's delegation (I8).
+    ReplyWithoutCounterpart,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 6] = [
+    pub const ALL: [PlantedBug; 7] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
         PlantedBug::SpawnWithoutReservation,
         PlantedBug::RosterNeverExpires,
         PlantedBug::HeldIndexSkew,
+        PlantedBug::ReplyWithoutCounterpart,
     ];
 
     pub fn name(self) -> &'static str {
@@ -46,6 +50,7 @@ impl PlantedBug {
             PlantedBug::SpawnWithoutReservation => "spawn-without-reservation",
             PlantedBug::RosterNeverExpires => "roster-never-expires",
             PlantedBug::HeldIndexSkew => "held-index-skew",
+            PlantedBug::ReplyWithoutCounterpart => "reply-without-counterpart",
         }
     }
 
@@ -62,6 +67,7 @@ impl PlantedBug {
             PlantedBug::SpawnWithoutReservation => "I6",
             PlantedBug::RosterNeverExpires => "I7",
             PlantedBug::HeldIndexSkew => INTERNAL,
+            PlantedBug::ReplyWithoutCounterpart => "I8",
         }
     }
 }

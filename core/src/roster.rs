@@ -90,7 +90,17 @@ pub struct Roster {
     /// The latest `since` each host's gateway announced. Kept past expiry (one number per
     /// host), so a host that comes back after its entries expired is still seen restarted.
     boots: BTreeMap<HostId, u64>,
+    /// The host each gid was first bound to, kept past expiry: a gid is one host's for its
+    /// life (a spawn id lives on the host it was spawned on), so a later claim from another
+    /// host is refused even in a gap in the owner's heartbeats. Bounded: past `OWNERS_CAP`
+    /// the oldest binding is forgotten first.
+    owners: BTreeMap<SessionId, (HostId, u64)>,
+    owner_order: std::collections::VecDeque<(u64, SessionId)>,
+    next_owner: u64,
 }
+
+/// How many gid → host bindings the roster remembers past their expiry.
+const OWNERS_CAP: usize = 65_536;
 
 impl Roster {
     pub fn new(ttl: Duration) -> Self {
@@ -99,6 +109,9 @@ impl Roster {
             entities: BTreeMap::new(),
             gateways: BTreeMap::new(),
             boots: BTreeMap::new(),
+            owners: BTreeMap::new(),
+            owner_order: std::collections::VecDeque::new(),
+            next_owner: 0,
         }
     }
 
@@ -115,9 +128,14 @@ impl Roster {
         presence: Presence,
     ) -> Observed {
         if gid.as_str() != GATEWAY_GID {
-            if let Some(bound) = self.host_of(now, gid).filter(|h| h != host) {
+            let owner = self.owners.get(gid).map(|(h, _)| h.clone());
+            if let Some(bound) = owner
+                .or_else(|| self.host_of(now, gid))
+                .filter(|h| h != host)
+            {
                 return Observed::Claimed { bound };
             }
+            self.own(gid, host);
         }
         let mut restarted = false;
         if let (Some(since), true) = (presence.since, gid.as_str() == GATEWAY_GID) {
@@ -140,6 +158,25 @@ impl Roster {
             self.entities.insert(gid.clone(), entry);
         }
         Observed::Seen { restarted }
+    }
+
+    /// Records `host` as `gid`'s owner, forgetting the oldest owner past the cap.
+    fn own(&mut self, gid: &SessionId, host: &HostId) {
+        if self.owners.contains_key(gid) {
+            return;
+        }
+        self.next_owner += 1;
+        self.owners
+            .insert(gid.clone(), (host.clone(), self.next_owner));
+        self.owner_order.push_back((self.next_owner, gid.clone()));
+        while self.owners.len() > OWNERS_CAP {
+            let Some((n, old)) = self.owner_order.pop_front() else {
+                break;
+            };
+            if self.owners.get(&old).is_some_and(|(_, m)| *m == n) {
+                self.owners.remove(&old);
+            }
+        }
     }
 
     fn fresh(&self, now: Instant, e: &Entry) -> bool {
@@ -187,7 +224,8 @@ impl Roster {
         gone
     }
 
-    /// Forgets one entity at once (a local member stopped, a remote one reported gone).
+    /// Forgets one entity at once (a local member stopped, a remote one reported gone). Its
+    /// owner is kept: the gid stays that host's.
     pub fn forget(&mut self, gid: &SessionId) {
         self.entities.remove(gid);
     }
@@ -326,8 +364,8 @@ mod tests {
         );
     }
 
-    /// A gid bound to one host by a fresh heartbeat cannot be claimed by another; once that
-    /// binding expires, it can.
+    /// A gid bound to one host cannot be claimed by another — not while its heartbeats are
+    /// fresh, and not in a gap in them either (a gid is one host's for its life).
     #[test]
     fn a_live_binding_is_never_taken_over() {
         let mut r = Roster::new(Duration::from_millis(20_000));
@@ -344,11 +382,17 @@ mod tests {
             Observed::Claimed { bound: a.clone() }
         );
         assert_eq!(r.host_of(Instant::from_millis(5_000), &g), Some(a.clone()));
+        // Its heartbeats stop: the gid leaves the view, but it stays a's.
+        assert_eq!(r.host_of(Instant::from_millis(30_000), &g), None);
         assert_eq!(
             r.observe(Instant::from_millis(30_000), &b, &g, member()),
+            Observed::Claimed { bound: a.clone() }
+        );
+        assert_eq!(
+            r.observe(Instant::from_millis(31_000), &a, &g, member()),
             Observed::Seen { restarted: false }
         );
-        assert_eq!(r.host_of(Instant::from_millis(30_000), &g), Some(b));
+        assert_eq!(r.host_of(Instant::from_millis(31_000), &g), Some(a));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! the invariants of `docs/invariants.md`. Safety is judged over the whole run; liveness
 //! (every send ended, rosters converged) after the quiet phase.
 
+use crate::adversary;
 use crate::host::PaneLog;
 use crate::lead::Ledger;
 use crate::oracle::Violation;
@@ -24,6 +25,10 @@ pub struct Facts<'a> {
     pub crashed: &'a BTreeSet<usize>,
     /// Hosts whose gateway lost its soft state at some point (a restart or a crash).
     pub restarted: &'a BTreeSet<usize>,
+    /// A lying gateway was in the world. Its tap binds `#` on the message exchange, so every
+    /// key is routable while it runs: a send to a gid that never existed cannot fail fast as
+    /// unknown (it still ends within its bound — it is slowed, not changed).
+    pub liar: bool,
 }
 
 pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
@@ -67,6 +72,36 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
         }
     }
 
+    // I8 in the hostile world: an adversary changes no outcome. Whatever the lying gateway
+    // writes carries its mark; no answer, reply or question a lead is told may.
+    let forged = |body: Option<&str>| body.is_some_and(|b| b.contains(adversary::MARK));
+    for s in &f.ledger.sends {
+        for (r, _) in &s.responses {
+            let body = match r {
+                Response::Outcome { body, .. } => body.as_deref(),
+                Response::Ticket(t) => t.body.as_deref().or(t.question.as_deref()),
+                _ => None,
+            };
+            if forged(body) {
+                violate(
+                    "I8",
+                    format!(
+                        "{:?} was ended or answered by the adversary: {r:?}",
+                        s.brief
+                    ),
+                );
+            }
+        }
+    }
+    for r in &f.ledger.received {
+        if forged(Some(&r.body)) {
+            violate(
+                "I8",
+                format!("lead{} was handed the adversary's {:?}", r.host, r.body),
+            );
+        }
+    }
+
     // I2, I5, I9 over what each send was told.
     for s in &f.ledger.sends {
         if s.lost {
@@ -82,13 +117,15 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
                     s.brief, s.target, s.responses
                 ),
             ),
-            Some(Response::Outcome { .. } | Response::Ticket(_)) if s.unknown => violate(
-                "I2",
-                format!(
-                    "{:?} to a recipient that never existed ended {last:?}",
-                    s.brief
-                ),
-            ),
+            Some(Response::Outcome { .. } | Response::Ticket(_)) if s.unknown && !f.liar => {
+                violate(
+                    "I2",
+                    format!(
+                        "{:?} to a recipient that never existed ended {last:?}",
+                        s.brief
+                    ),
+                )
+            }
             _ => {}
         }
         for (r, took) in &s.responses {
@@ -210,9 +247,20 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
         }
     }
 
-    // I7: after the quiet phase every lead's view is exactly the agents that are alive.
+    // I7: after the quiet phase every lead's view is exactly the agents that are alive. The
+    // lying gateway's own member is its own business; any other gid believed on its host is
+    // a takeover (I8).
     for (host, view) in &f.ledger.views {
-        let seen: BTreeSet<(SessionId, HostId)> = view.iter().cloned().collect();
+        let liar = HostId::new(adversary::HOST);
+        let honest = |g: &SessionId| f.ledger.targets.iter().any(|(t, _)| t == g);
+        for (gid, _) in view.iter().filter(|(g, h)| *h == liar && honest(g)) {
+            violate(
+                "I8",
+                format!("lead{host}'s roster believes the adversary's claim to {gid}"),
+            );
+        }
+        let seen: BTreeSet<(SessionId, HostId)> =
+            view.iter().filter(|(_, h)| *h != liar).cloned().collect();
         let stale: Vec<_> = seen.difference(f.truth).collect();
         let missing: Vec<_> = f.truth.difference(&seen).collect();
         if !stale.is_empty() || !missing.is_empty() {

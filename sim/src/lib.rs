@@ -8,6 +8,7 @@
 //!
 //! One seed is one run is one trace: same seed, same commit, same trace, byte for byte.
 
+pub mod adversary;
 pub mod agent;
 pub mod broker;
 pub mod host;

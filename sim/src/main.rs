@@ -108,6 +108,9 @@ struct WorldArgs {
     #[cfg(feature = "planted-bugs")]
     #[arg(long, value_parser = parse_bug)]
     plant: Option<fleet_core::planted::PlantedBug>,
+    /// Keep the world honest: no seed draws a lying gateway (by default one in four does).
+    #[arg(long)]
+    no_adversaries: bool,
 }
 
 impl WorldArgs {
@@ -120,6 +123,7 @@ impl WorldArgs {
             planted: self.plant,
             #[cfg(not(feature = "planted-bugs"))]
             planted: None,
+            adversaries: !self.no_adversaries,
         }
     }
 }
@@ -189,6 +193,7 @@ fn main() -> ExitCode {
                 members_per_host: workers,
                 sim_secs,
                 planted: None,
+                adversaries: true,
             };
             let bugs = bug.map_or_else(
                 || fleet_core::planted::PlantedBug::ALL.to_vec(),

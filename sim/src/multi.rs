@@ -4,6 +4,7 @@
 //! workload and the faults, a quiet phase with everything healed; then the oracle
 //! (`judge`) checks the history.
 
+use crate::adversary;
 use crate::agent::Behaviour;
 use crate::broker::SimBroker;
 use crate::host::{run_gateway, GatewaySpec, PaneLog, SimHerdr, Trace};
@@ -187,6 +188,8 @@ pub struct MultiConfig {
     pub sim_secs: u64,
     /// A protocol bug to switch on (takes effect only in `planted-bugs` builds).
     pub planted: Option<PlantedBug>,
+    /// Whether seeds may draw a lying gateway (`adversary`): one in four does.
+    pub adversaries: bool,
 }
 
 impl Default for MultiConfig {
@@ -196,6 +199,7 @@ impl Default for MultiConfig {
             members_per_host: 2,
             sim_secs: 60,
             planted: None,
+            adversaries: true,
         }
     }
 }
@@ -223,7 +227,12 @@ fn gid(host: usize, n: usize) -> SessionId {
 
 /// The command that replays `seed` with `cfg`, as printed beside every failure.
 pub fn replay_command(seed: u64, cfg: &MultiConfig) -> String {
-    match cfg.planted {
+    let honest = if cfg.adversaries {
+        ""
+    } else {
+        " --no-adversaries"
+    };
+    let cmd = match cfg.planted {
         Some(bug) => format!(
             "cargo run --release -p fleet-sim --features planted-bugs -- replay --seed {seed} --hosts {} --workers {} --sim-secs {} --plant {bug}",
             cfg.hosts, cfg.members_per_host, cfg.sim_secs
@@ -232,7 +241,19 @@ pub fn replay_command(seed: u64, cfg: &MultiConfig) -> String {
             "cargo run --release -p fleet-sim -- replay --seed {seed} --hosts {} --workers {} --sim-secs {}",
             cfg.hosts, cfg.members_per_host, cfg.sim_secs
         ),
-    }
+    };
+    format!("{cmd}{honest}")
+}
+
+/// The lying gateway a seed draws, if any: one seed in four when adversaries are on.
+pub fn liar_of(seed: u64, cfg: &MultiConfig) -> Option<adversary::Liar> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0bad_c0de_1a12_0001);
+    (cfg.adversaries && rng.next_u64() % 4 == 0).then(|| adversary::Liar {
+        secret: [0xee; 32],
+        seed: rng.next_u64(),
+        epoch_unix_ms: EPOCH_S * 1000,
+        namespace: "fleet".into(),
+    })
 }
 
 /// The seed's fault profile: its first draw.
@@ -286,6 +307,15 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
     for i in 0..cfg.hosts {
         let k = Keyring::new(names[i].clone(), secrets[i], &BTreeMap::new())?;
         publics.insert(names[i].clone(), k.public_key());
+    }
+    // A lying gateway, from its own stream of the seed (the other draws stay as they were):
+    // its key is trusted like any peer's.
+    let liar = liar_of(seed, cfg);
+    if let Some(l) = &liar {
+        let k = Keyring::new(HostId::new(adversary::HOST), l.secret, &BTreeMap::new())?;
+        publics.insert(HostId::new(adversary::HOST), k.public_key());
+        let l = l.clone();
+        sim.host(adversary::HOST, move || adversary::run(l.clone()));
     }
     let ledger: Rc<RefCell<Ledger>> = Rc::default();
     ledger.borrow_mut().targets = (0..cfg.hosts)
@@ -360,6 +390,12 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
     // Faults, chosen by the seed.
     let faults = schedule(profile, cfg, &mut rng);
     let mut fault_log = Vec::new();
+    if liar.is_some() {
+        fault_log.push(format!(
+            "0.0s a lying gateway ({}) taps the message exchange, answers every brief it sees and claims its target",
+            adversary::HOST
+        ));
+    }
     let end = workload_until + Duration::from_secs(QUIET_SECS);
     let mut next = 0;
     let mut events: Vec<(Duration, FaultStep)> = faults;
@@ -456,6 +492,7 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
         truth: &truth,
         crashed: &crashed,
         restarted: &restarted,
+        liar: liar.is_some(),
     });
     let outcomes = judge::outcomes(&ledger);
     let text = trace.text();

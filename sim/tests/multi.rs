@@ -10,6 +10,7 @@ fn a_batch_of_multi_host_seeds_holds_the_invariants() {
         members_per_host: 2,
         sim_secs: 40,
         planted: None,
+        adversaries: true,
     };
     let mut total = 0;
     for seed in 0..6 {
@@ -37,6 +38,7 @@ fn a_multi_host_seed_replays_byte_for_byte() {
         members_per_host: 2,
         sim_secs: 30,
         planted: None,
+        adversaries: true,
     };
     let one = run_multi(2, &cfg).expect("ran");
     let two = run_multi(2, &cfg).expect("ran");

@@ -12,6 +12,7 @@ fn a_fixed_three_host_seed_summary() {
         members_per_host: 2,
         sim_secs: 40,
         planted: None,
+        adversaries: true,
     };
     let seed = 25;
     let r = run_multi(seed, &cfg).expect("the simulation ran");

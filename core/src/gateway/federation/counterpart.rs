@@ -18,6 +18,12 @@ impl Gateway {
     /// handler treats as it always has).
     pub(super) fn check_counterpart(&self, env: &Envelope) -> Result<(), String> {
         let Some(f) = &self.fed else { return Ok(()) };
+        if self
+            .cfg
+            .planted(crate::planted::PlantedBug::ReplyWithoutCounterpart)
+        {
+            return Ok(());
+        }
         let from_gateway = env.from.as_str() == GATEWAY_GID;
         match env.kind {
             Kind::Reply

@@ -1,0 +1,162 @@
+//! A compromised gateway in the world (drawn per seed): a host with a valid fleet key that
+//! lies. It taps the message exchange as any broker client can (a queue bound to `#`), and
+//! for every brief it sees it answers as if it were the member — a REPLY, FAILED, INJECTED,
+//! ASK or TOO_LATE naming the brief by `re`, from its own announced member. Everything it
+//! writes carries [`MARK`], so the oracle can trace any outcome, answer or typed text back
+//! to it: I8 in the hostile world is "an adversary changes no outcome".
+//!
+//! It does not yet claim other hosts' gids in its presence: tried, the oracle found that a
+//! liar heartbeating faster than the owner wins a gid at any gateway that (re)starts and
+//! hears the liar first — first-heard is no authority. That needs the presence redesign
+//! (docs/security.md, "Who may answer what").
+
+use crate::net::SimBrokerClient;
+use fleet_core::admission::presence_key;
+use fleet_core::broker::{
+    Binding, BrokerEvent, BrokerOp, Consume, Exchange, PublishId, QueueArgs, QueueSpec, Topology,
+};
+use fleet_core::envelope::{Envelope, Kind, VERSION};
+use fleet_core::ids::IdMint;
+use fleet_core::roster::{EntityKind, Presence, GATEWAY_GID};
+use fleet_core::signing::Keyring;
+use fleet_core::{HostId, Outcome, SessionId};
+use fleetd::BrokerPort;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::time::Duration;
+
+/// What every forged text carries.
+pub const MARK: &str = "ADVERSARY";
+/// The lying gateway's host name.
+pub const HOST: &str = "liar";
+/// The member the liar announces as its own, so its forged answers pass admission.
+pub const MEMBER: &str = "dead0000-0000-4000-8000-00000000beef";
+
+/// How the liar behaves, from the seed.
+#[derive(Clone, Debug)]
+pub struct Liar {
+    pub secret: [u8; 32],
+    pub seed: u64,
+    pub epoch_unix_ms: u64,
+    pub namespace: String,
+}
+
+fn unix_ms(epoch_unix_ms: u64) -> u64 {
+    match turmoil::since_epoch() {
+        Some(d) => u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+        None => epoch_unix_ms,
+    }
+}
+
+/// An envelope from `from` on the liar's host, stamped now, signed with the liar's key.
+fn forge(ids: &mut IdMint, now: u64, kind: Kind, from: &SessionId, to: String) -> Envelope {
+    Envelope {
+        v: VERSION,
+        kind,
+        msg_id: ids.msg(),
+        trace_id: ids.trace(),
+        from: from.clone(),
+        to,
+        signer: HostId::new(""),
+        re: None,
+        turn_id: None,
+        spawn_id: None,
+        outcome: None,
+        ts: now,
+        expires_at: now + 60_000,
+        sig: None,
+        body: Vec::new(),
+    }
+}
+
+/// The liar's program, until its host goes down: tap, answer every brief falsely, claim every
+/// target gid, and announce itself so admission binds its member to its host.
+pub async fn run(liar: Liar) -> turmoil::Result {
+    let keyring = Keyring::new(
+        HostId::new(HOST),
+        liar.secret,
+        &std::collections::BTreeMap::new(),
+    )?;
+    let mut rng = ChaCha8Rng::seed_from_u64(liar.seed);
+    let mut ids = IdMint::from_seed(rng.next_u64());
+    let mut broker = SimBrokerClient::start("broker");
+    let member = SessionId::new(MEMBER);
+    let gateway = SessionId::new(GATEWAY_GID);
+    let tap = format!("{}.tap.{HOST}", liar.namespace);
+    let mut next_publish = 0u64;
+    let mut publish = |broker: &mut SimBrokerClient, exchange: Exchange, mut env: Envelope| {
+        keyring.sign(&mut env);
+        next_publish += 1;
+        broker.submit(BrokerOp::Publish {
+            publish: PublishId(next_publish),
+            exchange,
+            key: env.to.clone(),
+            mandatory: false,
+            persistent: false,
+            headers: env.to_headers(),
+            body: env.body,
+        });
+    };
+    let mut beat = tokio::time::interval(Duration::from_secs(1));
+    let mut up = false;
+    loop {
+        tokio::select! {
+            biased;
+            ev = broker.next_event() => match ev {
+                Some(BrokerEvent::Up { .. }) => {
+                    up = true;
+                    let t = Topology {
+                        exchanges: Exchange::ALL.to_vec(),
+                        queues: vec![QueueSpec {
+                            name: tap.clone(),
+                            durable: false,
+                            exclusive: true,
+                            auto_delete: true,
+                            args: QueueArgs::default(),
+                        }],
+                        bindings: vec![Binding { queue: tap.clone(), exchange: Exchange::Msg, key: "#".into() }],
+                        consumers: vec![Consume { queue: tap.clone(), exclusive: true, prefetch: 1_000 }],
+                    };
+                    broker.submit(BrokerOp::Declare(t));
+                }
+                Some(BrokerEvent::Down) => up = false,
+                Some(BrokerEvent::Delivery { delivery, headers, body, .. }) => {
+                    broker.submit(BrokerOp::Ack { delivery });
+                    let Ok(brief) = Envelope::from_parts(&headers, body) else { continue };
+                    if brief.kind != Kind::Send || brief.re.is_some() || brief.from == member {
+                        continue;
+                    }
+                    let now = unix_ms(liar.epoch_unix_ms);
+                    let kind = [Kind::Reply, Kind::Failed, Kind::Injected, Kind::Ask, Kind::TooLate]
+                        [(rng.next_u64() % 5) as usize];
+                    let mut env = forge(&mut ids, now, kind, &member, brief.from.to_string());
+                    env.re = Some(brief.msg_id);
+                    env.body = format!("{MARK}: forged {kind} for {}", brief.to).into_bytes();
+                    match kind {
+                        Kind::Reply => env.outcome = Some(Outcome::Replied),
+                        Kind::Failed => env.outcome = Some(Outcome::WorkerFailed),
+                        Kind::Ask => env.turn_id = Some(ids.turn()),
+                        _ => {}
+                    }
+                    publish(&mut broker, Exchange::Msg, env);
+                }
+                Some(BrokerEvent::Published { .. }) => {}
+                None => return Ok(()),
+            },
+            _ = beat.tick() => {
+                if !up {
+                    continue;
+                }
+                let now = unix_ms(liar.epoch_unix_ms);
+                let host = HostId::new(HOST);
+                let presence = |kind, profiles: Vec<String>| Presence { kind, status: None, profiles, since: None }.to_body();
+                let mut own = forge(&mut ids, now, Kind::Presence, &gateway, presence_key(&host, &gateway));
+                own.body = presence(EntityKind::Gateway, Vec::new());
+                publish(&mut broker, Exchange::Roster, own);
+                let mut me = forge(&mut ids, now, Kind::Presence, &member, presence_key(&host, &member));
+                me.body = presence(EntityKind::Member, Vec::new());
+                publish(&mut broker, Exchange::Roster, me);
+            }
+        }
+    }
+}
