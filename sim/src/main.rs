@@ -39,6 +39,14 @@ enum Cmd {
         /// Also run every seed a second time and compare trace hashes.
         #[arg(long)]
         check_determinism: bool,
+        /// Run the batch once per shape, as HOSTSxMEMBERS,… (for example `3x2,4x5,3x10`),
+        /// instead of `--hosts`/`--workers`.
+        #[arg(long, value_delimiter = ',', value_parser = parse_shape)]
+        shapes: Vec<(usize, usize)>,
+        /// Run only this machine's share of the seeds, as I/N: the seeds whose remainder
+        /// modulo N is I (so N machines with I = 0..N cover the range once).
+        #[arg(long, value_parser = parse_shard)]
+        shard: Option<(u64, u64)>,
     },
     /// Run one seed and print its timeline.
     Replay {
@@ -156,6 +164,44 @@ fn parse_range(s: &str) -> Result<Range<u64>, String> {
     Ok(a..b)
 }
 
+/// `HOSTSxMEMBERS`, a multi-host shape.
+fn parse_shape(s: &str) -> Result<(usize, usize), String> {
+    let (h, w) = s
+        .split_once('x')
+        .ok_or_else(|| format!("shape {s:?} is not HOSTSxMEMBERS (like 4x5)"))?;
+    let hosts: usize = h
+        .trim()
+        .parse()
+        .map_err(|e| format!("bad hosts in {s:?}: {e}"))?;
+    let members: usize = w
+        .trim()
+        .parse()
+        .map_err(|e| format!("bad members in {s:?}: {e}"))?;
+    if hosts < 2 || members == 0 {
+        return Err(format!("shape {s:?}: at least 2 hosts and 1 member"));
+    }
+    Ok((hosts, members))
+}
+
+/// `I/N`, a shard of the seeds.
+fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let (i, n) = s
+        .split_once('/')
+        .ok_or_else(|| format!("shard {s:?} is not I/N (like 0/4)"))?;
+    let i: u64 = i
+        .trim()
+        .parse()
+        .map_err(|e| format!("bad I in {s:?}: {e}"))?;
+    let n: u64 = n
+        .trim()
+        .parse()
+        .map_err(|e| format!("bad N in {s:?}: {e}"))?;
+    if n == 0 || i >= n {
+        return Err(format!("shard {s:?}: need 0 <= I < N"));
+    }
+    Ok((i, n))
+}
+
 fn main() -> ExitCode {
     match Cli::parse().cmd {
         Cmd::Run {
@@ -163,7 +209,35 @@ fn main() -> ExitCode {
             jobs,
             world,
             check_determinism,
-        } if world.hosts > 1 => multi_run(seeds, jobs.max(1), world.multi(), check_determinism),
+            shapes,
+            shard,
+        } if !shapes.is_empty() => {
+            let mut failed = false;
+            for (hosts, members) in shapes {
+                let cfg = MultiConfig {
+                    hosts,
+                    members_per_host: members,
+                    ..world.multi()
+                };
+                let code = multi_run(seeds.clone(), jobs.max(1), cfg, check_determinism, shard);
+                failed |= code != ExitCode::SUCCESS;
+            }
+            if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Cmd::Run {
+            seeds,
+            jobs,
+            world,
+            check_determinism,
+            shard,
+            ..
+        } if world.hosts > 1 => {
+            multi_run(seeds, jobs.max(1), world.multi(), check_determinism, shard)
+        }
         Cmd::Replay {
             seed,
             world,
@@ -175,6 +249,7 @@ fn main() -> ExitCode {
             jobs,
             world,
             check_determinism,
+            ..
         } => run(seeds, jobs.max(1), world.into(), check_determinism),
         Cmd::Replay {
             seed, world, trace, ..
@@ -378,17 +453,26 @@ type SeedOutcome = (u64, Result<MultiReport, String>, Vec<String>);
 /// The multi-host batch: each seed on its own turmoil world (worlds are independent, so
 /// seeds run on parallel threads; each is deterministic on its own).
 #[allow(clippy::disallowed_methods)] // wall-clock speed-up is reported, never fed to a run
-fn multi_run(seeds: Range<u64>, jobs: usize, cfg: MultiConfig, determinism: bool) -> ExitCode {
+fn multi_run(
+    seeds: Range<u64>,
+    jobs: usize,
+    cfg: MultiConfig,
+    determinism: bool,
+    shard: Option<(u64, u64)>,
+) -> ExitCode {
     let started = std::time::Instant::now();
-    let total = seeds.end - seeds.start;
+    let mine = |seed: u64| shard.is_none_or(|(i, n)| seed % n == i);
+    let total = seeds.clone().filter(|s| mine(*s)).count() as u64;
     println!(
-        "fleet-sim: seeds {}..{} ({total}), {jobs} job(s), {} hosts x {} members on turmoil, {} sim-s each{}",
+        "fleet-sim: seeds {}..{}{} ({total}), {jobs} job(s), {} hosts x {} members on turmoil, {} sim-s each{}{}",
         seeds.start,
         seeds.end,
+        shard.map_or_else(String::new, |(i, n)| format!(" shard {i}/{n}")),
         cfg.hosts,
         cfg.members_per_host,
         cfg.sim_secs,
-        if determinism { ", determinism check" } else { "" }
+        if determinism { ", determinism check" } else { "" },
+        if cfg.adversaries { ", adversaries" } else { ", no adversaries" }
     );
     let next = AtomicU64::new(seeds.start);
     let done = AtomicU64::new(0);
@@ -399,6 +483,9 @@ fn multi_run(seeds: Range<u64>, jobs: usize, cfg: MultiConfig, determinism: bool
                 let seed = next.fetch_add(1, Ordering::SeqCst);
                 if seed >= seeds.end {
                     break;
+                }
+                if !mine(seed) {
+                    continue;
                 }
                 let report = run_multi(seed, &cfg).map_err(|e| e.to_string());
                 let mut problems = Vec::new();
