@@ -1,7 +1,7 @@
 //! A herdr test double: a real Unix-socket server speaking herdr's protocol 20 — one JSON line
 //! in, one JSON line out, one request per connection — over in-memory panes. It stands in for
 //! herdr where no binary is available (crates.io has none that serves); every answer it writes
-//! is checked against `herdr-api.schema.json` when that file is present, and a violation is
+//! is checked against herdr's schema (`tests/data/herdr-api.schema.json`), and a violation is
 //! recorded for the test to fail on.
 
 use crate::schema;
@@ -112,7 +112,7 @@ impl HerdrDouble {
         let path = dir.join("herdr.sock");
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path)?;
-        let schema = schema::herdr_schema().map(Arc::new);
+        let schema = Some(Arc::new(schema::herdr_schema()));
         let st = state.clone();
         let server = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {

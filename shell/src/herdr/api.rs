@@ -1,4 +1,5 @@
-//! The herdr methods fleetd uses, typed (protocol 20; `../shared/herdr/herdr-api.schema.json`).
+//! The herdr methods fleetd uses, typed (protocol 20; its schema, as herdr 0.8.2 prints it, is
+//! `tests/data/herdr-api.schema.json`).
 //! Results are read leniently (unknown fields ignored, as herdr adds fields) but every field
 //! fleetd relies on is required.
 
