@@ -16,7 +16,7 @@ pub enum Exchange {
     Roster,
     /// direct: spawn and lifecycle; key = target host id.
     Control,
-    /// fanout: dead letters from every inbox, into the DLQ.
+    /// fanout: dead letters from every inbox, into the DLQ and each host's dead-letter tap.
     Dlx,
 }
 
@@ -94,8 +94,36 @@ impl Names {
         format!("{}.roster.{host}", self.namespace)
     }
 
+    /// The operators' dead-letter store: every dead letter of the fleet, capped, never
+    /// consumed by a gateway (nothing unsigned is believed, and operators keep what is there).
     pub fn dlq(&self) -> String {
         format!("{}.dlq", self.namespace)
+    }
+
+    /// `host`'s own copy of the dead letters, which its gateway drains to count the broker's
+    /// drops of its queues by reason (a metric, never grounds to end a delegation).
+    pub fn dead_letters(&self, host: &HostId) -> String {
+        format!("{}.dlq.{host}", self.namespace)
+    }
+
+    /// Where `gid`'s results wait for it to collect them: a queue of their own, consumed
+    /// with its own window, so uncollected results never hold the inbox's prefetch.
+    pub fn held(&self, gid: &SessionId) -> String {
+        format!("{}.agent.{gid}.held.v1", self.namespace)
+    }
+
+    /// The message-exchange key `gid`'s held queue is bound to.
+    pub fn held_key(gid: &SessionId) -> String {
+        format!("held.{gid}")
+    }
+
+    /// The gid whose held queue `queue` is, if it is one.
+    pub fn held_gid(&self, queue: &str) -> Option<SessionId> {
+        let gid = queue
+            .strip_prefix(&self.namespace)?
+            .strip_prefix(".agent.")?
+            .strip_suffix(".held.v1")?;
+        (!gid.is_empty()).then(|| SessionId::new(gid))
     }
 }
 

@@ -61,6 +61,9 @@ pub struct CoreConfig {
     pub max_body_bytes: usize,
     /// basic.qos prefetch per consumer: bounds the deliveries a gateway holds.
     pub prefetch: u16,
+    /// basic.qos prefetch of each held-results queue: how many collected-later results a
+    /// gateway keeps unacked per lead (more wait on the broker, durable, until some are taken).
+    pub held_prefetch: u16,
     /// Inbox queue arguments (x-max-length, x-message-ttl) and orphan expiry (x-expires).
     pub inbox_max_length: u64,
     pub inbox_message_ttl_ms: u64,
@@ -118,6 +121,7 @@ impl Default for CoreConfig {
             seen_capacity: 65_536,
             max_body_bytes: 1 << 20,
             prefetch: 64,
+            held_prefetch: 256,
             inbox_max_length: 10_000,
             inbox_message_ttl_ms: 7 * 86_400_000,
             worker_inbox_expires_ms: 3_600_000,
@@ -206,6 +210,7 @@ impl CoreConfig {
             ("seen_capacity", self.seen_capacity as u64),
             ("max_body_bytes", self.max_body_bytes as u64),
             ("prefetch", u64::from(self.prefetch)),
+            ("held_prefetch", u64::from(self.held_prefetch)),
             ("inbox_max_length", self.inbox_max_length),
             ("inbox_message_ttl_ms", self.inbox_message_ttl_ms),
             ("worker_inbox_expires_ms", self.worker_inbox_expires_ms),

@@ -29,10 +29,14 @@ pub enum PlantedBug {
     /// Answers to a delegation are matched by `re` alone, never by sender: a lying gateway
     /// that learns a msgId ends or answers someone else's delegation (I8).
     ReplyWithoutCounterpart,
+    /// A dead letter's unsigned broker headers are believed: a `maxlen` hint fails the brief's
+    /// delegation, so a key-less broker client that republishes a live brief into the DLX
+    /// ends it (I8).
+    DlqTrustsBrokerHeaders,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 7] = [
+    pub const ALL: [PlantedBug; 8] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -40,6 +44,7 @@ impl PlantedBug {
         PlantedBug::RosterNeverExpires,
         PlantedBug::HeldIndexSkew,
         PlantedBug::ReplyWithoutCounterpart,
+        PlantedBug::DlqTrustsBrokerHeaders,
     ];
 
     pub fn name(self) -> &'static str {
@@ -51,6 +56,7 @@ impl PlantedBug {
             PlantedBug::RosterNeverExpires => "roster-never-expires",
             PlantedBug::HeldIndexSkew => "held-index-skew",
             PlantedBug::ReplyWithoutCounterpart => "reply-without-counterpart",
+            PlantedBug::DlqTrustsBrokerHeaders => "dlq-trusts-broker-headers",
         }
     }
 
@@ -67,7 +73,7 @@ impl PlantedBug {
             PlantedBug::SpawnWithoutReservation => "I6",
             PlantedBug::RosterNeverExpires => "I7",
             PlantedBug::HeldIndexSkew => INTERNAL,
-            PlantedBug::ReplyWithoutCounterpart => "I8",
+            PlantedBug::ReplyWithoutCounterpart | PlantedBug::DlqTrustsBrokerHeaders => "I8",
         }
     }
 }

@@ -55,6 +55,11 @@ pub const SERIES: &[(&str, &str, &str)] = &[
         "deliveries rejected to the dead-letter exchange, by code",
     ),
     (
+        "fleet_broker_drops_total",
+        "counter",
+        "messages of this host's queues the broker dead-lettered itself, by reason (its unsigned x-first-death-reason: a hint)",
+    ),
+    (
         "fleet_broker_malformed_total",
         "counter",
         "deliveries refused before the core (bad AMQP headers)",

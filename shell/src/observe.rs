@@ -100,8 +100,7 @@ impl DaemonObserver {
             | Event::TurnFailed { msg, .. }
             | Event::Dropped { msg, .. }
             | Event::Suppressed { msg, .. }
-            | Event::Nudged { msg, .. }
-            | Event::DeadLetterReported { msg, .. } => msg,
+            | Event::Nudged { msg, .. } => msg,
             _ => return None,
         };
         Some(
@@ -118,6 +117,10 @@ impl DaemonObserver {
             Event::Rejected { code, .. } => {
                 self.metrics
                     .inc("fleet_dead_letters_total", &[("code", code.as_str())]);
+            }
+            Event::BrokerDropped { reason, .. } => {
+                self.metrics
+                    .inc("fleet_broker_drops_total", &[("reason", reason.as_str())]);
             }
             _ => {}
         }

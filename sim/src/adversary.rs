@@ -1,9 +1,11 @@
 //! A compromised gateway in the world (drawn per seed): a host with a valid fleet key that
 //! lies. It taps the message exchange as any broker client can (a queue bound to `#`), and
 //! for every brief it sees it answers as if it were the member — a REPLY, FAILED, INJECTED,
-//! ASK or TOO_LATE naming the brief by `re`, from its own announced member. Everything it
-//! writes carries [`MARK`], so the oracle can trace any outcome, answer or typed text back
-//! to it: I8 in the hostile world is "an adversary changes no outcome".
+//! ASK or TOO_LATE naming the brief by `re`, from its own announced member. Half the briefs
+//! it also copies into the DLX with forged broker headers (`x-first-death-reason: maxlen`),
+//! as a client with credentials and no key can. Everything it writes carries [`MARK`] (the
+//! forged reason too), so the oracle can trace any outcome, answer or typed text back to it:
+//! I8 in the hostile world is "an adversary changes no outcome".
 //!
 //! It does not yet claim other hosts' gids in its presence: tried, the oracle found that a
 //! liar heartbeating faster than the owner wins a gid at any gateway that (re)starts and
@@ -15,7 +17,7 @@ use fleet_core::admission::presence_key;
 use fleet_core::broker::{
     Binding, BrokerEvent, BrokerOp, Consume, Exchange, PublishId, QueueArgs, QueueSpec, Topology,
 };
-use fleet_core::envelope::{Envelope, Kind, VERSION};
+use fleet_core::envelope::{Envelope, HeaderValue, Kind, VERSION};
 use fleet_core::ids::IdMint;
 use fleet_core::roster::{EntityKind, Presence, GATEWAY_GID};
 use fleet_core::signing::Keyring;
@@ -84,6 +86,8 @@ pub async fn run(liar: Liar) -> turmoil::Result {
     let gateway = SessionId::new(GATEWAY_GID);
     let tap = format!("{}.tap.{HOST}", liar.namespace);
     let mut next_publish = 0u64;
+    // The key-less copies are numbered apart from the signed publishes.
+    let mut dead_publish = 1u64 << 40;
     let mut publish = |broker: &mut SimBrokerClient, exchange: Exchange, mut env: Envelope| {
         keyring.sign(&mut env);
         next_publish += 1;
@@ -122,9 +126,27 @@ pub async fn run(liar: Liar) -> turmoil::Result {
                 Some(BrokerEvent::Down) => up = false,
                 Some(BrokerEvent::Delivery { delivery, headers, body, .. }) => {
                     broker.submit(BrokerOp::Ack { delivery });
-                    let Ok(brief) = Envelope::from_parts(&headers, body) else { continue };
+                    let Ok(brief) = Envelope::from_parts(&headers, body.clone()) else { continue };
                     if brief.kind != Kind::Send || brief.re.is_some() || brief.from == member {
                         continue;
+                    }
+                    // What any broker client can do without a key: copy the live brief into
+                    // the DLX as if the broker had dropped it from its inbox.
+                    if rng.next_u64() % 2 == 0 {
+                        let mut dead = headers.clone();
+                        let inbox = format!("{}.agent.{}.inbox.v2", liar.namespace, brief.to);
+                        dead.insert("x-first-death-reason".into(), HeaderValue::Str(format!("maxlen ({MARK})")));
+                        dead.insert("x-first-death-queue".into(), HeaderValue::Str(inbox));
+                        dead_publish += 1;
+                        broker.submit(BrokerOp::Publish {
+                            publish: PublishId(dead_publish),
+                            exchange: Exchange::Dlx,
+                            key: String::new(),
+                            mandatory: false,
+                            persistent: false,
+                            headers: dead,
+                            body,
+                        });
                     }
                     let now = unix_ms(liar.epoch_unix_ms);
                     let kind = [Kind::Reply, Kind::Failed, Kind::Injected, Kind::Ask, Kind::TooLate]

@@ -362,27 +362,40 @@ impl TestFleet {
         }
         let names = Names::new(&self.ns);
         let mut queues = vec![names.dlq()];
+        let mut gids: Vec<SessionId> = Vec::new();
         for i in 0..self.hosts {
             queues.push(names.control(&host(i)));
-            queues.push(names.inbox(&lead(i)));
+            queues.push(names.dead_letters(&host(i)));
+            gids.push(lead(i));
         }
-        for gids in self.members.values() {
-            queues.extend(gids.iter().map(|(g, _)| names.inbox(g)));
+        for members in self.members.values() {
+            gids.extend(members.iter().map(|(g, _)| g.clone()));
         }
         for g in &self.gateways {
-            queues.extend(g.herdr.gids().iter().map(|gid| names.inbox(gid)));
+            gids.extend(g.herdr.gids());
         }
-        queues.extend(extra.iter().map(|gid| names.inbox(gid)));
+        gids.extend(extra.iter().cloned());
+        for g in &gids {
+            queues.push(names.inbox(g));
+            queues.push(names.held(g));
+        }
         delete_all(&amqp_uri(), &queues, &names).await;
     }
 }
 
-/// Deletes what a fleet under `ns` declared: the dead-letter queue, each host's control
-/// queue, the inboxes of `gids`, and the exchanges (other inboxes expire by `x-expires`).
+/// Deletes what a fleet under `ns` declared: the dead-letter queues, each host's control
+/// queue, the inboxes and held queues of `gids`, and the exchanges (others expire by
+/// `x-expires`).
 pub async fn delete_namespace(ns: &str, hosts: &[&str], gids: &[&str]) {
     let names = Names::new(ns);
     let mut queues = vec![names.dlq()];
-    queues.extend(hosts.iter().map(|h| names.control(&HostId::new(h))));
-    queues.extend(gids.iter().map(|g| names.inbox(&SessionId::new(g))));
+    for h in hosts.iter().map(HostId::new) {
+        queues.push(names.control(&h));
+        queues.push(names.dead_letters(&h));
+    }
+    for g in gids.iter().map(SessionId::new) {
+        queues.push(names.inbox(&g));
+        queues.push(names.held(&g));
+    }
     delete_all(&amqp_uri(), &queues, &names).await;
 }

@@ -3,9 +3,10 @@
 //! processes serve a live delegation while it publishes forged SEND, SPAWN and PRESENCE, an
 //! unsigned brief, a captured genuine brief replayed and re-addressed, a newer-major envelope,
 //! an expired one, one claiming a sender on another host, one with ill-typed headers, a
-//! 10 MiB body, and a flood past `x-max-length`. Each is dead-lettered (seen on a tap of the
-//! DLX) and counted under its code; nothing is typed, spawned or believed; the live
-//! delegation and the traffic after it are served with nothing lost.
+//! 10 MiB body, a live brief copied into the DLX with forged broker headers, and a flood past
+//! `x-max-length`. Each is dead-lettered (seen on a tap of the DLX) and counted under its code;
+//! nothing is typed, spawned or believed; the live delegation and the traffic after it are
+//! served with nothing lost.
 
 use fleet_core::broker::{Exchange, Names};
 use fleet_core::envelope::{Envelope, HeaderValue, Headers, Kind, Version, VERSION};
@@ -177,6 +178,19 @@ async fn dead_letters(h: &Host) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// `fleet_broker_drops_total{reason=…}` on `h` now, by reason.
+async fn broker_drops(h: &Host) -> BTreeMap<String, u64> {
+    let (_, text) = Rest::new(&h.proc.url, Some(&h.token)).get("/metrics").await;
+    let text = text.as_str().unwrap_or_default().to_string();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("fleet_broker_drops_total{reason=\""))
+        .filter_map(|l| {
+            let (reason, rest) = l.split_once("\"}")?;
+            Some((reason.to_string(), rest.trim().parse::<f64>().ok()? as u64))
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_nothing() {
     let dir = Dir::new("rogue");
@@ -253,6 +267,30 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
         fleetd::amqp::from_table(Some(&copy_headers)).unwrap_or_else(|e| panic!("{e}"));
     eventually("the genuine brief typed on beta", 20, || async {
         typed(&hosts[1], &gid_b, "genuine brief").await == 1
+    })
+    .await;
+
+    // The live brief, copied into the DLX as if the broker had dropped it from beta's inbox:
+    // the first build believed the unsigned header and failed the delegation. Now beta counts a
+    // broker drop of its queue — a metric — and the delegation goes on to REPLIED (below).
+    let mut forged_death = copy_headers.clone();
+    for (k, v) in [
+        ("x-first-death-reason", "maxlen".to_string()),
+        ("x-first-death-queue", names.inbox(&SessionId::new(&gid_b))),
+    ] {
+        forged_death.insert(k.into(), HeaderValue::Str(v));
+    }
+    let dlx_copy = Rogue {
+        what: "a live brief republished into the DLX with forged broker headers",
+        exchange: Exchange::Dlx,
+        key: String::new(),
+        headers: forged_death,
+        body: copy_body.clone(),
+        code: "",
+    };
+    publish(&ch, &names, &dlx_copy).await;
+    eventually("beta counts the (forged) broker drop", 20, || async {
+        broker_drops(&hosts[1]).await.get("maxlen").copied() == Some(1)
     })
     .await;
 
@@ -452,15 +490,15 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
 
     // A flood past x-max-length while beta is away: the overflow dead-letters at the broker
     // (maxlen), the rest is rejected by beta when it is back; every one reaches the DLX. A
-    // genuine brief alpha sent just before it is pushed out first — and alpha's sender hears
-    // FAILED from the DLQ, not silence.
+    // genuine brief alpha sent just before it is pushed out first — and, since no dead letter
+    // is believed, alpha's sender hears TIMED_OUT_QUEUED at its deadline: never typed.
     let beta = &mut hosts[1];
     let s = beta.proc.term(Duration::from_secs(20)).await;
     assert!(s.is_ok_and(|s| s.success()), "beta's stop");
     let (ok, t) = alpha
         .call(
             "fleet_send",
-            json!({"sessionId": gid_b, "message": "pushed out", "wait": false}),
+            json!({"sessionId": gid_b, "message": "pushed out", "wait": false, "timeoutMs": 15000}),
         )
         .await;
     assert!(ok, "{t}");
@@ -510,8 +548,12 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
     assert_eq!(typed(&hosts[1], &gid_b, "flood").await, 0);
     assert_eq!(typed(&hosts[1], &gid_b, "pushed out").await, 0);
     let end = ticket_end(&alpha, &pushed, 30).await.unwrap_or_default();
-    assert_eq!(end["outcome"], "WORKER_FAILED", "{end}\n{}", logs(&hosts));
-    assert!(end.to_string().contains("dead-lettered"), "{end}");
+    assert_eq!(
+        end["outcome"],
+        "TIMED_OUT_QUEUED",
+        "{end}\n{}",
+        logs(&hosts)
+    );
 
     // The fleet serves real traffic after all of it.
     let (ok, out) = alpha

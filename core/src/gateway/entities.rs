@@ -98,9 +98,11 @@ impl Gateway {
         if f.local.remove(gid).is_some() {
             f.roster.forget(gid);
             f.groups.remove(gid);
-            let name = f.names.inbox(gid);
-            self.out
-                .push_back(Output::Broker(BrokerOp::DeleteQueue { name }));
+            // Results held for a member that is gone have no one left to collect them.
+            for name in [f.names.inbox(gid), f.names.held(gid)] {
+                self.out
+                    .push_back(Output::Broker(BrokerOp::DeleteQueue { name }));
+            }
         }
     }
 }

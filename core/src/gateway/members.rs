@@ -49,8 +49,12 @@ impl Gateway {
             return;
         }
         let lead = self.last_delegator.get(&session).cloned();
-        if let Some(remote_lead) = lead.clone().filter(|l| self.is_remote(l)) {
-            return self.reply_to_remote_lead(call, &session, &remote_lead, content);
+        // With a broker, a stranded reply to a lead on this host waits on that lead's held
+        // queue like any other result, so a gateway restart does not lose it; without one it
+        // is held in memory (and a restart loses it).
+        let through_broker = |l: &SessionId| self.is_remote(l) || self.broker_is_up();
+        if let Some(l) = lead.clone().filter(through_broker) {
+            return self.reply_to_remote_lead(call, &session, &l, content);
         }
         let id = self.ids.reply();
         let held = HeldReply {

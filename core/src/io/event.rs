@@ -190,8 +190,9 @@ pub enum Event {
         to: SessionId,
         why: String,
     },
-    /// A dead-lettered forward brief was reported to its sender as FAILED.
-    DeadLetterReported { msg: MsgId, sender: SessionId },
+    /// The broker dead-lettered a message of one of this gateway's queues for `reason`
+    /// (`maxlen`, `expired`, `delivery_limit`) — as its unsigned headers say: a metric only.
+    BrokerDropped { queue: String, reason: String },
     /// A member's session changed state (`from` is none for a new session).
     Session {
         gid: SessionId,
@@ -228,7 +229,7 @@ impl Event {
             Event::RosterExpired { .. } => "roster_expired",
             Event::PeerRestarted { .. } => "peer_restarted",
             Event::Undelivered { .. } => "undelivered",
-            Event::DeadLetterReported { .. } => "dead_letter_reported",
+            Event::BrokerDropped { .. } => "broker_dropped",
             Event::Session { .. } => "session",
             Event::Reaped { .. } => "reaped",
             Event::Rebuilt { .. } => "rebuilt",
@@ -309,8 +310,8 @@ impl fmt::Display for Event {
             Event::RosterExpired { gid } => write!(f, "roster_expired {gid}"),
             Event::PeerRestarted { host } => write!(f, "peer_restarted {host}"),
             Event::Undelivered { kind, to, why } => write!(f, "undelivered {kind} to {to}: {why}"),
-            Event::DeadLetterReported { msg, sender } => {
-                write!(f, "dead_letter_reported msg={msg} to {sender}")
+            Event::BrokerDropped { queue, reason } => {
+                write!(f, "broker_dropped {queue}: {reason}")
             }
             Event::Session { gid, from, to } => match from {
                 Some(from) => write!(f, "session {gid} {from} -> {to}"),

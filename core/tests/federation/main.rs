@@ -4,6 +4,7 @@
 mod harness;
 mod hostile;
 mod model;
+mod negligent;
 
 use fleet_core::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange};
 use fleet_core::envelope::{Envelope, HeaderValue, Kind, VERSION};
@@ -681,27 +682,52 @@ fn an_oversized_body_is_refused_on_the_wire_and_at_the_faces() {
     assert_eq!(f.response(0, c), None, "in flight");
 }
 
-/// A genuine brief that ends in the DLQ is reported to its sender as FAILED: the caps never
-/// become a silent loss channel.
+/// A client with broker credentials and no key copies a queued brief into the DLX with a
+/// forged `x-first-death-reason: maxlen`. The worker's gateway counts it as a broker drop of
+/// its queue — a metric — and nothing fails: the brief is typed and its delegation ends
+/// REPLIED. (The first build believed the header and failed the live delegation.)
 #[test]
-fn a_dead_lettered_brief_is_reported_to_its_sender() {
+fn a_forged_dead_letter_fails_nothing() {
     let (mut f, lead, worker) = two_hosts();
-    // Take b off the broker so the brief waits in the queue, then dead-letter it by hand.
     f.partitioned.insert(1);
     let c = f.call(0, lead, send(&worker, "task", true));
     let inbox = format!("test.agent.{worker}.inbox.v2");
-    let mut m = f.take_stalled(1, &inbox).expect("on its way to b");
+    let mut m = f.stalled_copy(1, &inbox).expect("on its way to b");
     f.partitioned.remove(&1);
-    // The broker dropped it undelivered: its inbox overflowed.
-    m.headers.insert(
-        "x-first-death-reason".into(),
-        HeaderValue::Str("maxlen".into()),
-    );
-    f.broker.push("test.dlq", m);
+    for (k, v) in [
+        ("x-first-death-reason", "maxlen"),
+        ("x-first-death-queue", &inbox),
+    ] {
+        m.headers.insert(k.into(), HeaderValue::Str(v.to_string()));
+    }
+    for tap in ["test.dlq.a", "test.dlq.b"] {
+        f.broker.push(tap, m.clone());
+    }
     f.settle();
-    let (o, body) = outcome(f.response(0, c)).expect("reported");
-    assert_eq!(o, Outcome::WorkerFailed);
-    assert!(body.unwrap_or_default().contains("dead-lettered"));
+    f.advance(Duration::from_secs(1));
+    assert_eq!(f.hosts[1].panes[&worker].typed, vec!["task"]);
+    assert_eq!(f.response(0, c), None, "the live delegation is untouched");
+    let drops = |h: usize| {
+        f.events(h)
+            .filter(|e| matches!(e, Event::BrokerDropped { reason, .. } if reason == "maxlen"))
+            .count()
+    };
+    assert_eq!(
+        (drops(0), drops(1)),
+        (0, 1),
+        "counted by the queue's own host"
+    );
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "done".into(),
+        },
+    );
+    assert_eq!(
+        outcome(f.response(0, c)),
+        Some((Outcome::Replied, Some("done".into())))
+    );
 }
 
 /// Anyone with broker access can replay a genuine brief it captured. The worker's gateway
@@ -781,12 +807,18 @@ fn the_topology_is_this_gateways_slice() {
         names,
         vec![
             "test.dlq".to_string(),
+            "test.dlq.b".into(),
             "test.control.b".into(),
             "test.roster.b".into(),
-            format!("test.agent.{worker}.inbox.v2")
+            format!("test.agent.{worker}.inbox.v2"),
+            format!("test.agent.{worker}.held.v1"),
         ]
     );
-    let inbox = &t.queues[3];
+    assert!(
+        !t.consumers.iter().any(|c| c.queue == "test.dlq"),
+        "the operators' DLQ is never drained by a gateway"
+    );
+    let inbox = &t.queues[4];
     assert_eq!(inbox.args.dead_letter_exchange.as_deref(), Some("test.dlx"));
     assert!(inbox.args.max_length.is_some() && inbox.args.expires_ms.is_some());
     assert!(t.consumers.iter().all(|c| c.prefetch > 0));

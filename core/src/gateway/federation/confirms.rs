@@ -22,6 +22,8 @@ pub(crate) enum Pending {
     },
     /// A turn's ending reported to its sender; a failure here is loud.
     Report { to: SessionId, kind: Kind },
+    /// A result's copy on its lead's held queue: the inbox delivery is acked at the confirm.
+    Move(MsgId),
 }
 
 /// A member's reply to another host, as published: if the publish fails, the member is told the

@@ -5,7 +5,7 @@
 use super::confirms::Pending;
 use super::Draft;
 use crate::admission::{admit_in, Arrived, Rejection};
-use crate::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange, PublishResult};
+use crate::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange, Names, PublishResult};
 use crate::envelope::{Envelope, HeaderValue, Headers, Kind};
 use crate::gateway::delegation::{RemoteBrief, Side};
 use crate::gateway::{Gateway, TimerKind};
@@ -116,6 +116,7 @@ impl Gateway {
     /// A publish's fate, as the confirm (or its absence) tells it.
     fn confirmed(&mut self, now: Instant, what: Pending, result: PublishResult) {
         match (what, result) {
+            (Pending::Move(msg), r) => self.result_moved(msg, r == PublishResult::Routed),
             (Pending::MemberReply { call, held, .. }, PublishResult::Routed) => {
                 self.respond(call, Response::ReplyAccepted { held })
             }
@@ -154,7 +155,7 @@ impl Gateway {
     fn on_delivery(&mut self, now: Instant, d: Delivery) {
         let unix = self.unix_now();
         let Some(f) = &mut self.fed else { return };
-        if d.queue == f.names.dlq() {
+        if d.queue == f.names.dead_letters(&f.cfg.host) {
             return self.on_dead_letter(d);
         }
         // Checked first: a body this size is refused before anything hashes or copies it.
@@ -169,10 +170,17 @@ impl Gateway {
         let (roster, keyring) = (&f.roster, &f.cfg.keyring);
         let roster_queue = d.queue == f.names.roster(&f.cfg.host);
         let kept = (!roster_queue).then(|| d.body.clone());
+        // A result's copy on its lead's held queue travels under `held.<gid>`; it is addressed
+        // to that gid all the same.
+        let held_key = f
+            .names
+            .held_gid(&d.queue)
+            .filter(|g| d.routing_key == Names::held_key(g))
+            .map(|g| g.to_string());
         let arrived = Arrived {
             headers: &d.headers,
             body: d.body,
-            routing_key: &d.routing_key,
+            routing_key: held_key.as_deref().unwrap_or(&d.routing_key),
             queue: &d.queue,
         };
         let admitted = admit_in(
@@ -215,7 +223,20 @@ impl Gateway {
         let Some(f) = &mut self.fed else { return };
         let control = queue == f.names.control(&f.cfg.host);
         let roster_q = queue == f.names.roster(&f.cfg.host);
-        let inbox_of = f.names.inbox_gid(queue).filter(|g| f.local.contains_key(g));
+        let held_q = f.names.held_gid(queue).filter(|g| f.local.contains_key(g));
+        if held_q.is_some() && env.kind != Kind::Reply {
+            let why = format!(
+                "{} has no meaning on {queue}: only results wait there",
+                env.kind
+            );
+            return self.reject(delivery, queue, RejectCode::Misrouted, why);
+        }
+        let held_queue = held_q.is_some();
+        let inbox_of = f
+            .names
+            .inbox_gid(queue)
+            .filter(|g| f.local.contains_key(g))
+            .or(held_q);
         // Point-to-point kinds must be addressed to the inbox they arrived in.
         let inbox = inbox_of.as_ref().is_some_and(|g| g.as_str() == env.to);
         if control && !f.cfg.control_allowlist.contains(&env.signer) {
@@ -248,7 +269,7 @@ impl Gateway {
                 self.ack(delivery);
                 self.on_answer_message(env);
             }
-            Kind::Reply if inbox => self.on_reply_message(now, delivery, env),
+            Kind::Reply if inbox => self.on_reply_message(now, delivery, held_queue, env),
             Kind::Failed | Kind::Abandoned if inbox => {
                 self.ack(delivery);
                 self.on_failed_message(now, env);
@@ -365,24 +386,47 @@ impl Gateway {
         }
     }
 
-    /// A genuine forward brief that was dead-lettered (an overflowing inbox, an expired
-    /// message, a rejected delivery) is reported to its sender as FAILED: the caps never
-    /// become a silent loss channel. Anything else in the DLQ is acked and left to operators.
+    /// A dead letter on this host's copy of the DLX: counted, when it names one of this
+    /// gateway's queues, as a broker drop by reason — and nothing more. The broker's headers
+    /// are unsigned (any client with credentials can publish into the DLX with a forged
+    /// `x-first-death-reason`), so they are hints for a metric, never grounds to fail or end a
+    /// delegation (DESIGN §8): a brief the broker really dropped ends at its sender's deadline.
+    /// Drops this gateway caused itself (`rejected`) were counted when it rejected them.
     fn on_dead_letter(&mut self, d: Delivery) {
         self.ack(d.delivery);
-        // Only a brief the broker dropped undelivered (its inbox overflowed, or its TTL ran
-        // out) is reported. One a gateway rejected was refused on admission — an expired,
-        // replayed or re-addressed copy — and its genuine original was handled, or its
-        // sender's INJECTED bound covers it; reporting the copy would let anyone with broker
-        // access fail a live delegation by replaying it.
-        let undelivered = matches!(
-            d.headers.get("x-first-death-reason"),
-            Some(HeaderValue::Str(r)) if r == "maxlen" || r == "expired"
-        );
-        if !undelivered {
+        let hint = |k: &str| match d.headers.get(k) {
+            Some(HeaderValue::Str(s)) => Some(s.clone()),
+            _ => None,
+        };
+        let (Some(reason), Some(queue)) =
+            (hint("x-first-death-reason"), hint("x-first-death-queue"))
+        else {
+            return;
+        };
+        if reason == "rejected" {
             return;
         }
-        let Ok(env) = Envelope::from_parts(&d.headers, d.body) else {
+        let Some(f) = &self.fed else { return };
+        let host = &f.cfg.host;
+        let ours = queue == f.names.control(host)
+            || queue == f.names.roster(host)
+            || f.names
+                .inbox_gid(&queue)
+                .or_else(|| f.names.held_gid(&queue))
+                .is_some_and(|g| f.local.contains_key(&g));
+        if !ours {
+            return;
+        }
+        if self.cfg.planted(PlantedBug::DlqTrustsBrokerHeaders) {
+            self.report_dead_letter(&d, &reason);
+        }
+        self.event(Event::BrokerDropped { queue, reason });
+    }
+
+    /// The planted `DlqTrustsBrokerHeaders` bug: the first build's DLQ report, which believed
+    /// the broker's unsigned headers and failed the brief's delegation.
+    fn report_dead_letter(&mut self, d: &Delivery, reason: &str) {
+        let Ok(env) = Envelope::from_parts(&d.headers, d.body.clone()) else {
             return;
         };
         let genuine = self
@@ -397,15 +441,10 @@ impl Gateway {
         let draft = Draft::new(Kind::Failed, &gateway, env.from.to_string(), ttl)
             .re(env.msg_id)
             .outcome(Outcome::WorkerFailed)
-            .body(format!("dead-lettered before delivery to {}", env.to).into_bytes())
+            .body(format!("dead-lettered before delivery to {} ({reason})", env.to).into_bytes())
             .trace(env.trace_id);
         let report = self.seal(draft);
-        if self.publish(Exchange::Msg, report).is_some() {
-            self.event(Event::DeadLetterReported {
-                msg: env.msg_id,
-                sender: env.from,
-            });
-        }
+        self.publish(Exchange::Msg, report);
     }
 
     /// INJECTED: the worker's gateway typed our brief.

@@ -1,7 +1,7 @@
 //! Envelopes out, acks and rejections: a `Draft` says what a message is, `seal` numbers and
 //! stamps it, `publish` signs it and hands it to the broker.
 
-use crate::broker::{BrokerOp, DeliveryId, Exchange, PublishId};
+use crate::broker::{BrokerOp, DeliveryId, Exchange, Names, PublishId};
 use crate::envelope::{Envelope, Kind, VERSION};
 use crate::gateway::Gateway;
 use crate::ids::{HostId, MsgId, SessionId, TraceId, TurnId};
@@ -108,12 +108,45 @@ impl Gateway {
     }
 
     /// Signs and publishes. Returns the publish id, or `None` with the broker down.
-    pub(crate) fn publish(&mut self, exchange: Exchange, mut env: Envelope) -> Option<PublishId> {
+    pub(crate) fn publish(&mut self, exchange: Exchange, env: Envelope) -> Option<PublishId> {
+        let key = env.to.clone();
+        self.publish_keyed(exchange, key, env)
+    }
+
+    /// Signs and publishes under routing key `key`.
+    pub(crate) fn publish_keyed(
+        &mut self,
+        exchange: Exchange,
+        key: String,
+        mut env: Envelope,
+    ) -> Option<PublishId> {
         let f = self.fed.as_mut()?;
         if !f.broker_up {
             return None;
         }
         f.cfg.keyring.sign(&mut env);
+        self.publish_signed(exchange, key, env)
+    }
+
+    /// Copies a result, as its signer signed it, to `lead`'s held queue.
+    pub(crate) fn publish_to_held(
+        &mut self,
+        lead: &SessionId,
+        env: &Envelope,
+    ) -> Option<PublishId> {
+        if !self.fed.as_ref().is_some_and(|f| f.broker_up) {
+            return None;
+        }
+        self.publish_signed(Exchange::Msg, Names::held_key(lead), env.clone())
+    }
+
+    fn publish_signed(
+        &mut self,
+        exchange: Exchange,
+        key: String,
+        env: Envelope,
+    ) -> Option<PublishId> {
+        let f = self.fed.as_mut()?;
         let publish = f.confirms.next();
         let mandatory = env.kind != Kind::Broadcast;
         let persistent = matches!(
@@ -123,7 +156,7 @@ impl Gateway {
         self.out.push_back(Output::Broker(BrokerOp::Publish {
             publish,
             exchange,
-            key: env.to.clone(),
+            key,
             mandatory,
             persistent,
             headers: env.to_headers(),

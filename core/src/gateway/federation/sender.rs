@@ -159,14 +159,30 @@ impl Gateway {
     /// The reply/pull path (at-least-once): a REPLY stays unacked until its lead has it —
     /// answered to a blocking call at once, or held for a poll or a drain — and a redelivered
     /// copy is recognised by msgId.
-    pub(super) fn on_reply_message(&mut self, now: Instant, delivery: DeliveryId, env: Envelope) {
+    pub(super) fn on_reply_message(
+        &mut self,
+        now: Instant,
+        delivery: DeliveryId,
+        held_queue: bool,
+        env: Envelope,
+    ) {
         let dedup = !self.cfg.planted(PlantedBug::NoReplyDedup);
         let Some(f) = &mut self.fed else { return };
         if dedup {
-            match f.held.arrived(env.msg_id, delivery) {
+            match f.held.arrived(env.msg_id, delivery, held_queue) {
                 Arrival::New => {}
                 Arrival::Adopted => return,
                 Arrival::Duplicate | Arrival::Handed => return self.ack(delivery),
+                Arrival::Stray => {
+                    let lead = SessionId::new(&env.to);
+                    if let Some(p) = self.publish_to_held(&lead, &env) {
+                        self.expect_confirm(p, Pending::Move(env.msg_id));
+                        if let Some(f) = &mut self.fed {
+                            f.held.move_again(env.msg_id, delivery);
+                        }
+                    }
+                    return;
+                }
             }
         }
         let ticket = env.re.and_then(|re| f.remote_waiters.get(&re).copied());
@@ -187,16 +203,12 @@ impl Gateway {
                 f.held.handed(env.msg_id, env.expires_at, unix);
                 return self.ack(delivery);
             }
-            return f.held.hold(
-                env.msg_id,
-                delivery,
-                env.expires_at,
-                HeldFor::Ticket(ticket),
-            );
+            return self.keep(delivery, held_queue, &env, HeldFor::Ticket(ticket));
         }
-        // No waiter: a stranded reply (U3), held for the lead to drain.
+        // No waiter: a stranded reply (U3), held for the lead to drain — under an id its
+        // msgId gives, so a copy redelivered after a restart keeps the id the lead knew.
         let lead = SessionId::new(&env.to);
-        let id = self.ids.reply();
+        let id = ReplyId(env.msg_id.0);
         let held = HeldReply {
             id,
             target: env.from.clone(),
@@ -218,13 +230,11 @@ impl Gateway {
                         id,
                     },
                 );
-                if let Some(f) = &mut self.fed {
-                    let what = HeldFor::Inbox {
-                        reply: id,
-                        member: env.from.clone(),
-                    };
-                    f.held.hold(env.msg_id, delivery, env.expires_at, what);
-                }
+                let what = HeldFor::Inbox {
+                    reply: id,
+                    member: env.from.clone(),
+                };
+                self.keep(delivery, held_queue, &env, what);
             }
             Err(full) => {
                 let queue = self
@@ -242,13 +252,41 @@ impl Gateway {
         }
     }
 
-    /// The lead has what `holder` held: ack the held delivery (or remember to, if its tag was
-    /// voided).
+    /// Keeps a result until its lead collects it — off the inbox: one that came on the inbox
+    /// is copied to the lead's held queue and its inbox delivery acked at that confirm; one
+    /// that came on the held queue (or could not be copied) is held as it is.
+    fn keep(&mut self, delivery: DeliveryId, held_queue: bool, env: &Envelope, what: HeldFor) {
+        let lead = SessionId::new(&env.to);
+        let moved = (!held_queue)
+            .then(|| self.publish_to_held(&lead, env))
+            .flatten();
+        if let Some(p) = moved {
+            self.expect_confirm(p, Pending::Move(env.msg_id));
+        }
+        let Some(f) = &mut self.fed else { return };
+        if moved.is_some() {
+            f.held
+                .hold_moving(env.msg_id, delivery, env.expires_at, what);
+        } else {
+            f.held.hold(env.msg_id, delivery, env.expires_at, what);
+        }
+    }
+
+    /// A result's copy on the held queue is confirmed, or failed.
+    pub(super) fn result_moved(&mut self, msg: MsgId, routed: bool) {
+        let Some(f) = &mut self.fed else { return };
+        if let Some(d) = f.held.moved(msg, routed) {
+            self.ack_if_current(d);
+        }
+    }
+
+    /// The lead has what `holder` held: ack the held deliveries (or remember to, if their tags
+    /// were voided).
     fn release(&mut self, holder: Holder) {
         let unix = self.unix_now();
         let Some(f) = &mut self.fed else { return };
-        if let Some(d) = f.held.release(holder, unix) {
-            self.ack(d);
+        for d in f.held.release(holder, unix) {
+            self.ack_if_current(d);
         }
     }
 

@@ -1,5 +1,6 @@
-//! This gateway's slice of the broker topology: the shared exchanges, its control, roster and
-//! dead-letter queues, and one inbox per entity it serves, with their caps, TTLs and bindings.
+//! This gateway's slice of the broker topology: the shared exchanges and the operators' DLQ,
+//! its control, roster and dead-letter queues, and one inbox and one held-results queue per
+//! entity it serves, with their caps, TTLs and bindings.
 
 use super::Fed;
 use crate::broker::{Binding, Consume, Exchange, QueueArgs, QueueSpec, Topology};
@@ -41,6 +42,20 @@ pub(crate) fn slice(
                 ..QueueArgs::default()
             },
         });
+        // Each host's own copy of the dead letters, drained to count the broker's drops of its
+        // queues; durable so drops while it is down are still counted, and it expires with
+        // a host that never comes back.
+        t.queues.push(QueueSpec {
+            name: n.dead_letters(host),
+            durable: true,
+            exclusive: false,
+            auto_delete: false,
+            args: QueueArgs {
+                max_length: Some(cfg.inbox_max_length),
+                expires_ms: Some(cfg.worker_inbox_expires_ms),
+                ..QueueArgs::default()
+            },
+        });
         t.queues.push(QueueSpec {
             name: n.control(host),
             durable: true,
@@ -70,6 +85,11 @@ pub(crate) fn slice(
             key: String::new(),
         });
         t.bindings.push(Binding {
+            queue: n.dead_letters(host),
+            exchange: Exchange::Dlx,
+            key: String::new(),
+        });
+        t.bindings.push(Binding {
             queue: n.control(host),
             exchange: Exchange::Control,
             key: host.to_string(),
@@ -82,7 +102,7 @@ pub(crate) fn slice(
         for (queue, exclusive) in [
             (n.control(host), true),
             (n.roster(host), true),
-            (n.dlq(), false),
+            (n.dead_letters(host), true),
         ] {
             t.consumers.push(Consume {
                 queue,
@@ -132,6 +152,29 @@ pub(crate) fn slice(
             queue: name,
             exclusive: true,
             prefetch: cfg.prefetch,
+        });
+        let held = n.held(gid);
+        t.queues.push(QueueSpec {
+            name: held.clone(),
+            durable: true,
+            exclusive: false,
+            auto_delete: false,
+            args: QueueArgs {
+                dead_letter_exchange: dlx.clone(),
+                max_length: Some(cfg.inbox_max_length),
+                message_ttl_ms: Some(cfg.inbox_message_ttl_ms),
+                expires_ms: Some(expires),
+            },
+        });
+        t.bindings.push(Binding {
+            queue: held.clone(),
+            exchange: Exchange::Msg,
+            key: crate::broker::Names::held_key(gid),
+        });
+        t.consumers.push(Consume {
+            queue: held,
+            exclusive: true,
+            prefetch: cfg.held_prefetch,
         });
     }
     t

@@ -5,7 +5,7 @@
 
 use super::confirms::{Pending, Unsent};
 use super::Draft;
-use crate::broker::{DeliveryId, Exchange};
+use crate::broker::{DeliveryId, Exchange, Names};
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::delegation::{Delegation, Side};
 use crate::gateway::{Gateway, TimerKind};
@@ -245,7 +245,7 @@ impl Gateway {
         }
     }
 
-    fn expect_confirm(&mut self, publish: crate::broker::PublishId, what: Pending) {
+    pub(super) fn expect_confirm(&mut self, publish: crate::broker::PublishId, what: Pending) {
         if let Some(f) = &mut self.fed {
             f.confirms.expect(publish, what);
         }
@@ -330,7 +330,13 @@ impl Gateway {
         let env = self.seal(draft);
         // A reply to a delegation resolved its waiter here already: nothing is held.
         let held = sent.re.is_none().then_some(ReplyId(sent.msg_id.0));
-        match self.publish(Exchange::Msg, env) {
+        // To a lead on this host it goes straight to the lead's held queue.
+        let key = if self.is_remote(&sent.to) {
+            sent.to.to_string()
+        } else {
+            Names::held_key(&sent.to)
+        };
+        match self.publish_keyed(Exchange::Msg, key, env) {
             Some(publish) => self.expect_confirm(
                 publish,
                 Pending::MemberReply {
