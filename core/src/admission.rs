@@ -8,6 +8,7 @@ use crate::ids::{HostId, MsgId, SessionId};
 use crate::io::RejectCode;
 use crate::roster::GATEWAY_GID;
 use crate::signing::{Keyring, SignatureError};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -34,6 +35,11 @@ pub enum Rejection {
         now: u64,
     },
     Replayed(MsgId),
+    /// The replay record holds `cap` unexpired msgIds: a new one is refused rather than an
+    /// unexpired one forgotten (forgetting one would let its replay through).
+    RecordFull {
+        cap: usize,
+    },
 }
 
 impl Rejection {
@@ -47,6 +53,7 @@ impl Rejection {
             Rejection::WrongRoutingKey { .. } => RejectCode::WrongRoutingKey,
             Rejection::Expired { .. } => RejectCode::Expired,
             Rejection::Replayed(_) => RejectCode::Replayed,
+            Rejection::RecordFull { .. } => RejectCode::RecordFull,
         }
     }
 }
@@ -73,6 +80,10 @@ impl fmt::Display for Rejection {
                 write!(f, "expired: at {expires_at}, now {now}")
             }
             Rejection::Replayed(m) => write!(f, "replayed: {m}"),
+            Rejection::RecordFull { cap } => write!(
+                f,
+                "replay_record_full: {cap} unexpired msgIds remembered (seen_capacity); refused, not forgotten"
+            ),
         }
     }
 }
@@ -167,23 +178,45 @@ pub fn admit_in(
     // must never be typed again, nor be mistaken for an attack.) The reply path is
     // at-least-once instead, deduped by msgId later.
     if let Some(seen) = seen {
-        if env.kind.replay_guarded()
-            && !seen.insert_scoped(env.msg_id, queue, env.expires_at, now_unix_ms)
-        {
-            return Err(Rejection::Replayed(env.msg_id));
+        if env.kind.replay_guarded() {
+            match seen.insert_scoped(env.msg_id, queue, env.expires_at, now_unix_ms) {
+                Insert::Fresh => {}
+                Insert::Replayed => return Err(Rejection::Replayed(env.msg_id)),
+                Insert::Full => return Err(Rejection::RecordFull { cap: seen.cap }),
+            }
         }
     }
     Ok(env)
 }
 
 /// The msgIds admitted and not yet expired: a replay within `expiresAt` is caught here.
-/// Bounded: past `cap`, the entry closest to expiry is forgotten first (size `cap` to the
-/// message rate times the longest TTL so that this never happens in practice).
+/// Bounded, and never by forgetting: past `cap` unexpired entries a new one is refused
+/// (`Insert::Full`). Each new entry is also journalled, so the shell can keep the record on
+/// disk (the replay record under `state_dir`) and give it back after a restart.
 #[derive(Debug)]
 pub struct SeenSet {
     cap: usize,
     by_id: BTreeMap<(MsgId, u64), u64>,
     by_expiry: BTreeSet<(u64, MsgId, u64)>,
+    journal: Vec<Remembered>,
+}
+
+/// One entry of the replay record: a msgId, the scope (queue) it was admitted in, and when it
+/// stops mattering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Remembered {
+    pub msg: MsgId,
+    pub scope: u64,
+    pub expires_at: u64,
+}
+
+/// What recording a msgId found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Insert {
+    Fresh,
+    Replayed,
+    /// `cap` unexpired entries already: refused.
+    Full,
 }
 
 /// FNV-1a of a scope name: a compact, stable key part.
@@ -199,33 +232,70 @@ impl SeenSet {
             cap: cap.max(1),
             by_id: BTreeMap::new(),
             by_expiry: BTreeSet::new(),
+            journal: Vec::new(),
         }
     }
 
-    /// Records `id`; false if it was already there (a replay).
+    /// Records `id`; false if it was already there (a replay) or the record is full.
     pub fn insert(&mut self, id: MsgId, expires_at: u64, now: u64) -> bool {
-        self.insert_key((id, 0), expires_at, now)
+        self.insert_key((id, 0), expires_at, now) == Insert::Fresh
     }
 
     /// Records `id` within `scope` (a queue): the same id in another scope is not a replay.
-    pub fn insert_scoped(&mut self, id: MsgId, scope: &str, expires_at: u64, now: u64) -> bool {
+    pub fn insert_scoped(&mut self, id: MsgId, scope: &str, expires_at: u64, now: u64) -> Insert {
         self.insert_key((id, scope_key(scope)), expires_at, now)
     }
 
-    fn insert_key(&mut self, key: (MsgId, u64), expires_at: u64, now: u64) -> bool {
+    /// Forgets what has expired by `now`.
+    fn expire(&mut self, now: u64) {
         while let Some(&(at, old, s)) = self.by_expiry.first() {
-            if at >= now && self.by_id.len() < self.cap {
+            if at >= now {
                 break;
             }
             self.by_expiry.pop_first();
             self.by_id.remove(&(old, s));
         }
+    }
+
+    fn insert_key(&mut self, key: (MsgId, u64), expires_at: u64, now: u64) -> Insert {
+        self.expire(now);
         if self.by_id.contains_key(&key) {
-            return false;
+            return Insert::Replayed;
+        }
+        if self.by_id.len() >= self.cap {
+            return Insert::Full;
         }
         self.by_id.insert(key, expires_at);
         self.by_expiry.insert((expires_at, key.0, key.1));
-        true
+        self.journal.push(Remembered {
+            msg: key.0,
+            scope: key.1,
+            expires_at,
+        });
+        Insert::Fresh
+    }
+
+    /// The entries recorded since the last call, for the shell to keep.
+    pub fn take_journal(&mut self) -> Vec<Remembered> {
+        std::mem::take(&mut self.journal)
+    }
+
+    /// Takes back a kept record after a restart: unexpired entries, up to the cap (not
+    /// journalled again: they are on disk already). Returns how many were taken.
+    pub fn restore(&mut self, entries: &[Remembered], now: u64) -> usize {
+        self.expire(now);
+        let mut n = 0;
+        for e in entries.iter().filter(|e| e.expires_at >= now) {
+            if self.by_id.len() >= self.cap {
+                break;
+            }
+            let key = (e.msg, e.scope);
+            if self.by_id.insert(key, e.expires_at).is_none() {
+                self.by_expiry.insert((e.expires_at, e.msg, e.scope));
+                n += 1;
+            }
+        }
+        n
     }
 
     pub fn contains(&self, id: MsgId) -> bool {
@@ -242,5 +312,50 @@ impl SeenSet {
 
     pub fn is_empty(&self) -> bool {
         self.by_id.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u128) -> MsgId {
+        MsgId(uuid::Uuid::from_u128(n))
+    }
+
+    /// Full of unexpired entries, the record refuses a new one and forgets none; once they
+    /// expire there is room again.
+    #[test]
+    fn a_full_record_refuses_rather_than_forgets() {
+        let mut s = SeenSet::new(2);
+        assert_eq!(s.insert_scoped(id(1), "q", 100, 0), Insert::Fresh);
+        assert_eq!(s.insert_scoped(id(2), "q", 100, 0), Insert::Fresh);
+        assert_eq!(s.insert_scoped(id(3), "q", 100, 0), Insert::Full);
+        assert_eq!(s.insert_scoped(id(1), "q", 100, 0), Insert::Replayed);
+        assert_eq!(s.insert_scoped(id(3), "q", 200, 101), Insert::Fresh);
+        assert_eq!(s.take_journal().len(), 3);
+    }
+
+    /// What a restart gives back is a replay again; expired entries are not taken, nor
+    /// journalled twice.
+    #[test]
+    fn a_restored_record_catches_replays() {
+        let mut s = SeenSet::new(8);
+        let kept = [
+            Remembered {
+                msg: id(1),
+                scope: scope_key("q"),
+                expires_at: 500,
+            },
+            Remembered {
+                msg: id(2),
+                scope: scope_key("q"),
+                expires_at: 5,
+            },
+        ];
+        assert_eq!(s.restore(&kept, 10), 1);
+        assert!(s.take_journal().is_empty());
+        assert_eq!(s.insert_scoped(id(1), "q", 500, 20), Insert::Replayed);
+        assert_eq!(s.insert_scoped(id(2), "q", 500, 20), Insert::Fresh);
     }
 }

@@ -117,6 +117,14 @@ macro_rules! uuid_id {
                 fmt::Display::fmt(&self.0, f)
             }
         }
+
+        impl std::str::FromStr for $name {
+            type Err = uuid::Error;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Uuid::parse_str(s).map($name)
+            }
+        }
     };
 }
 

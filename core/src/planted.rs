@@ -33,10 +33,18 @@ pub enum PlantedBug {
     /// delegation, so a key-less broker client that republishes a live brief into the DLX
     /// ends it (I8).
     DlqTrustsBrokerHeaders,
+    /// Results waiting for their lead are held unacked in its inbox, as the first build did:
+    /// a lead that leaves a window of them uncollected wedges its inbox, and its later
+    /// blocking sends time out although their replies were sent (I11).
+    ResultsHeldInInbox,
+    /// The replay record is not taken back after a restart (memory only, as the first build
+    /// kept it): a captured brief replayed after the worker's gateway restarted is typed again
+    /// (I1).
+    ReplayRecordForgotten,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 8] = [
+    pub const ALL: [PlantedBug; 10] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -45,6 +53,8 @@ impl PlantedBug {
         PlantedBug::HeldIndexSkew,
         PlantedBug::ReplyWithoutCounterpart,
         PlantedBug::DlqTrustsBrokerHeaders,
+        PlantedBug::ResultsHeldInInbox,
+        PlantedBug::ReplayRecordForgotten,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,6 +67,8 @@ impl PlantedBug {
             PlantedBug::HeldIndexSkew => "held-index-skew",
             PlantedBug::ReplyWithoutCounterpart => "reply-without-counterpart",
             PlantedBug::DlqTrustsBrokerHeaders => "dlq-trusts-broker-headers",
+            PlantedBug::ResultsHeldInInbox => "results-held-in-inbox",
+            PlantedBug::ReplayRecordForgotten => "replay-record-forgotten",
         }
     }
 
@@ -74,6 +86,8 @@ impl PlantedBug {
             PlantedBug::RosterNeverExpires => "I7",
             PlantedBug::HeldIndexSkew => INTERNAL,
             PlantedBug::ReplyWithoutCounterpart | PlantedBug::DlqTrustsBrokerHeaders => "I8",
+            PlantedBug::ResultsHeldInInbox => "I11",
+            PlantedBug::ReplayRecordForgotten => "I1",
         }
     }
 }

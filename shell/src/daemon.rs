@@ -11,7 +11,7 @@ use crate::identity::{Identity, Lead};
 use crate::metrics::Metrics;
 use crate::observe::{AuditSink, DaemonObserver};
 use crate::ports::{BrokerPort, NoBroker};
-use crate::{mcp, rest, Clock, TokioClock};
+use crate::{mcp, rest, Clock, RecordFile, TokioClock};
 use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::Next;
 use axum::response::IntoResponse;
@@ -294,6 +294,31 @@ pub struct Started {
     pub addr: SocketAddr,
 }
 
+/// Opens the replay record under `state` and gives the gateway what it holds, before the
+/// broker connects: a brief admitted before this process started is a replay now too.
+fn replay_record(
+    state: &Path,
+    clock: &TokioClock,
+    gw: &mut Gateway,
+) -> Result<RecordFile, DaemonError> {
+    let path = state.join("replay.record");
+    let opened = RecordFile::open(&path, clock.unix_ms()).map_err(|reason| DaemonError::State {
+        path: path.display().to_string(),
+        reason,
+    })?;
+    if opened.skipped > 0 {
+        tracing::warn!(path = %path.display(), lines = opened.skipped, "replay record lines that do not parse were skipped");
+    }
+    tracing::info!(path = %path.display(), entries = opened.entries.len(), "replay record");
+    gw.handle(
+        clock.now(),
+        Input::ReplayRecord {
+            entries: opened.entries,
+        },
+    );
+    Ok(opened.record)
+}
+
 /// Runs the daemon until `shutdown` resolves. Must run inside a `tokio::task::LocalSet` on a
 /// current-thread runtime (the herdr client is single-threaded by design). `started` hears
 /// the bound address once the server accepts connections.
@@ -307,7 +332,7 @@ pub async fn run(
     let secret = gateway_key(&cfg)?;
     let mkey = member_key(&secret);
     let clock = TokioClock::new();
-    let gw = gateway(&cfg, secret, &clock)?;
+    let mut gw = gateway(&cfg, secret, &clock)?;
     let hc = herdr_config(&cfg, &state, mkey)?;
     let client = HerdrClient::new(hc.clone());
     match client.api().ping().await {
@@ -340,9 +365,11 @@ pub async fn run(
     let (stop_loop, loop_stopped) = oneshot::channel();
     let (broker_status, done) = match amqp_config(&cfg)? {
         Some(a) => {
+            let record = replay_record(&state, &clock, &mut gw)?;
             let broker = AmqpBroker::start(a).map_err(|e| DaemonError::Broker(e.to_string()))?;
             let status = broker.status();
-            let driver = Driver::new(gw, client.clone(), broker, clock, observer);
+            let driver =
+                Driver::new(gw, client.clone(), broker, clock, observer).with_record(record);
             (Some(status), spawn_loop(driver, calls, loop_stopped))
         }
         None => {

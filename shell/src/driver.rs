@@ -7,6 +7,7 @@
 //! so, given the same events, the loop takes them in the same order.
 
 use crate::ports::{BrokerPort, Clock, HerdrError, HerdrPort, PortFuture};
+use crate::replay_record::{InMemory, ReplayRecord};
 use fleet_core::{
     CallId, Gateway, Input, Instant, Output, PaneError, Principal, Request, Response,
 };
@@ -98,6 +99,8 @@ pub struct Driver<H, B, C, O = Quiet> {
     next_call: u64,
     /// The wall clock as last told to the core, and the monotonic instant it was read at.
     wall: (fleet_core::Instant, u64),
+    /// Where `Output::Remember` is kept (memory only unless `with_record` says otherwise).
+    record: Box<dyn ReplayRecord>,
 }
 
 /// What woke the loop.
@@ -122,7 +125,14 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             waiting: BTreeMap::new(),
             next_call: 0,
             wall,
+            record: Box::new(InMemory),
         }
+    }
+
+    /// Keeps the replay record in `record` (the daemon: a file under `state_dir`).
+    pub fn with_record(mut self, record: impl ReplayRecord + 'static) -> Self {
+        self.record = Box::new(record);
+        self
     }
 
     /// A handle for the north faces and the loop's call queue, to pass to `run`.
@@ -286,6 +296,12 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                     }
                 }
                 Output::Broker(op) => self.broker.submit(op),
+                // Synchronously, before any later output of the step (its ack, its inject).
+                Output::Remember(entries) => {
+                    if let Err(why) = self.record.keep(&entries, self.clock.unix_ms()) {
+                        tracing::error!(%why, "the replay record could not be kept: a restart may forget these msgIds");
+                    }
+                }
                 Output::Audit(_) | Output::Event(_) => {}
             }
         }

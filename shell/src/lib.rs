@@ -27,6 +27,7 @@ pub mod metrics;
 #[cfg(feature = "daemon")]
 pub mod observe;
 pub mod ports;
+pub mod replay_record;
 #[cfg(feature = "daemon")]
 pub mod rest;
 
@@ -35,3 +36,4 @@ pub use amqp::{AmqpBroker, AmqpConfig};
 pub use clock::TokioClock;
 pub use driver::{Call, Driver, Gone, Handle, Observer, Quiet, ToLoop};
 pub use ports::{BrokerPort, Clock, HerdrError, HerdrPort, NoBroker, PortFuture, Sample};
+pub use replay_record::{InMemory, RecordFile, ReplayRecord};

@@ -185,7 +185,7 @@ impl Observer for DaemonObserver {
                     "publish"
                 );
             }
-            Output::Broker(_) | Output::Respond { .. } => {}
+            Output::Broker(_) | Output::Respond { .. } | Output::Remember(_) => {}
         }
     }
 

@@ -3,7 +3,9 @@
 //! for every brief it sees it answers as if it were the member — a REPLY, FAILED, INJECTED,
 //! ASK or TOO_LATE naming the brief by `re`, from its own announced member. Half the briefs
 //! it also copies into the DLX with forged broker headers (`x-first-death-reason: maxlen`),
-//! as a client with credentials and no key can. Everything it writes carries [`MARK`] (the
+//! as a client with credentials and no key can; and every brief it captures it replays,
+//! unchanged, 5–40 s later (a replay after the worker's gateway restarted is caught only by a
+//! replay record that survived the restart). Everything it writes carries [`MARK`] (the
 //! forged reason too), so the oracle can trace any outcome, answer or typed text back to it:
 //! I8 in the hostile world is "an adversary changes no outcome".
 //!
@@ -88,6 +90,13 @@ pub async fn run(liar: Liar) -> turmoil::Result {
     let mut next_publish = 0u64;
     // The key-less copies are numbered apart from the signed publishes.
     let mut dead_publish = 1u64 << 40;
+    // Captured briefs to publish again, unchanged, and when.
+    let mut replays: Vec<(
+        tokio::time::Instant,
+        String,
+        fleet_core::envelope::Headers,
+        Vec<u8>,
+    )> = Vec::new();
     let mut publish = |broker: &mut SimBrokerClient, exchange: Exchange, mut env: Envelope| {
         keyring.sign(&mut env);
         next_publish += 1;
@@ -130,6 +139,10 @@ pub async fn run(liar: Liar) -> turmoil::Result {
                     if brief.kind != Kind::Send || brief.re.is_some() || brief.from == member {
                         continue;
                     }
+                    // Replay it, unchanged, 5–40 s from now: after a restart of the worker's
+                    // gateway only a replay record that survived it can tell.
+                    let at = tokio::time::Instant::now() + Duration::from_millis(5_000 + rng.next_u64() % 35_000);
+                    replays.push((at, brief.to.clone(), headers.clone(), body.clone()));
                     // What any broker client can do without a key: copy the live brief into
                     // the DLX as if the broker had dropped it from its inbox.
                     if rng.next_u64() % 2 == 0 {
@@ -168,6 +181,21 @@ pub async fn run(liar: Liar) -> turmoil::Result {
             _ = beat.tick() => {
                 if !up {
                     continue;
+                }
+                let now = tokio::time::Instant::now();
+                let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut replays).into_iter().partition(|r| r.0 <= now);
+                replays = later;
+                for (_, key, headers, body) in due {
+                    dead_publish += 1;
+                    broker.submit(BrokerOp::Publish {
+                        publish: PublishId(dead_publish),
+                        exchange: Exchange::Msg,
+                        key,
+                        mandatory: false,
+                        persistent: false,
+                        headers,
+                        body,
+                    });
                 }
                 let now = unix_ms(liar.epoch_unix_ms);
                 let host = HostId::new(HOST);

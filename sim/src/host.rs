@@ -77,6 +77,9 @@ pub struct PaneLog {
     pub typed: Vec<(SessionId, String)>,
     /// Gids launched into a second pane while their first one still lived.
     pub duplicates: Vec<SessionId>,
+    /// (task text, sim ms) for every `fleet_reply` the gateway accepted — for a reply to
+    /// another host, once the broker confirmed it.
+    pub replied: Vec<(String, u64)>,
 }
 
 const HERDR_LATENCY: Duration = Duration::from_millis(3);
@@ -332,6 +335,15 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
                             Ok(Response::Error(CallError::BrokerUnavailable)) => {
                                 tokio::time::sleep(REPLY_RETRY).await
                             }
+                            Ok(Response::ReplyAccepted { .. }) => {
+                                let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
+                                panes_of
+                                    .log
+                                    .borrow_mut()
+                                    .replied
+                                    .push((task.text.clone(), at));
+                                break;
+                            }
                             _ => break,
                         }
                     }
@@ -385,6 +397,11 @@ impl Trace {
     pub fn timeline(&self) -> String {
         crate::timeline::render(&self.lines.borrow(), &self.traces.borrow())
     }
+
+    /// msgId → traceId of every envelope published.
+    pub fn trace_ids(&self) -> BTreeMap<String, String> {
+        self.traces.borrow().clone()
+    }
 }
 
 /// One host's view onto the shared trace.
@@ -436,6 +453,30 @@ pub struct GatewaySpec {
     pub starts: Rc<RefCell<u64>>,
     /// This host's wall-clock error, in ms (clock-jump faults move it).
     pub skew_ms: Rc<std::cell::Cell<i64>>,
+    /// This host's disk: the replay record, which outlives gateway restarts and host crashes.
+    pub disk: SimDisk,
+}
+
+/// The replay record on a simulated host's disk (written synchronously, like the daemon's
+/// synced file: what was kept is there after any crash).
+#[derive(Clone, Debug, Default)]
+pub struct SimDisk {
+    record: Rc<RefCell<Vec<fleet_core::admission::Remembered>>>,
+}
+
+impl fleetd::ReplayRecord for SimDisk {
+    fn keep(
+        &mut self,
+        entries: &[fleet_core::admission::Remembered],
+        now_unix_ms: u64,
+    ) -> Result<(), String> {
+        let mut r = self.record.borrow_mut();
+        r.extend_from_slice(entries);
+        if r.len() > 4_096 {
+            r.retain(|e| e.expires_at >= now_unix_ms);
+        }
+        Ok(())
+    }
 }
 
 /// The gateway host's program: the driver loop with simulated ports, its agents, and
@@ -458,13 +499,15 @@ where
         namespace: "fleet".into(),
         control_allowlist: spec.allow.clone(),
     };
-    let gw = Gateway::federated(
+    let mut gw = Gateway::federated(
         spec.cfg.clone(),
         federation,
         spec.seed.wrapping_add(start.wrapping_mul(0x9e37_79b9)),
         clock.now(),
         clock.unix_ms(),
     )?;
+    let entries = spec.disk.record.borrow().clone();
+    gw.handle(clock.now(), Input::ReplayRecord { entries });
     let herdr = spec.herdr.clone();
     if start == 1 {
         for (gid, b) in &spec.members {
@@ -476,7 +519,8 @@ where
         host: spec.host.clone(),
         trace: spec.trace.clone(),
     };
-    let driver = Driver::new(gw, herdr.clone(), broker, clock, observer);
+    let driver =
+        Driver::new(gw, herdr.clone(), broker, clock, observer).with_record(spec.disk.clone());
     let (handle, calls) = Driver::<SimHerdr, SimBrokerClient, SimClock, HostTrace>::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     for lead in &spec.leads {

@@ -29,7 +29,14 @@ pub struct Facts<'a> {
     /// key is routable while it runs: a send to a gid that never existed cannot fail fast as
     /// unknown (it still ends within its bound — it is slowed, not changed).
     pub liar: bool,
+    /// No fault was scheduled: every link and process stayed up (liveness is judged tight).
+    pub quiet: bool,
 }
+
+/// How long before a blocking send's deadline its reply must have been accepted for the
+/// oracle to expect it delivered in a world with no faults: the hops from the worker's
+/// gateway through the broker to the lead's take milliseconds.
+const REPLY_SLACK_MS: u64 = 2_000;
 
 pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
     let mut v = Vec::new();
@@ -166,6 +173,40 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
                         format!(
                             "{:?} failed for the broker after {took} ms, not fast",
                             s.brief
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    // I11: uncollected results never delay a lead's other flows. In a world with no faults, a
+    // blocking call whose reply the worker's gateway accepted well before the call's deadline
+    // does not time out — whatever results its lead has left uncollected (a window full of
+    // them wedged the first build's inbox, and this is how the planted
+    // `results-held-in-inbox` shows).
+    if f.quiet {
+        let replied: BTreeMap<&str, u64> = f
+            .logs
+            .iter()
+            .flat_map(|l| l.replied.iter().map(|(t, at)| (t.as_str(), *at)))
+            .collect();
+        for s in f.ledger.sends.iter().filter(|s| !s.lost) {
+            let Some((Response::Outcome { outcome, .. }, _)) = s.responses.last() else {
+                continue;
+            };
+            if !matches!(outcome, Outcome::TimedOutQueued | Outcome::TimedOutWorking) {
+                continue;
+            }
+            let deadline = s.last_call_ms.saturating_add(s.last_timeout_ms);
+            if let Some(at) = replied.get(s.brief.as_str()) {
+                if *at >= s.last_call_ms && at + REPLY_SLACK_MS <= deadline {
+                    violate(
+                        "I11",
+                        format!(
+                            "{:?} ended {outcome} at its deadline ({deadline} ms) although its reply was accepted at {at} ms{}",
+                            s.brief,
+                            if f.ledger.negligent.contains(&s.host) { ", behind its negligent lead's uncollected results" } else { "" }
                         ),
                     );
                 }

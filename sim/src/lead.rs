@@ -31,6 +31,10 @@ pub struct SendRecord {
     pub responses: Vec<(Response, u64)>,
     /// The async ticket, while it is polled.
     pub ticket: Option<TicketId>,
+    /// When its last call was made (sim ms since the world began) and with what timeout: the
+    /// bound its final response is judged against.
+    pub last_call_ms: u64,
+    pub last_timeout_ms: u64,
     /// The send reached its end (a terminal outcome or error).
     pub ended: bool,
     /// The lead's own gateway went down while the send was open: its calls died with the
@@ -63,6 +67,8 @@ pub struct Ledger {
     pub late_answers: u64,
     /// Every broadcast text sent (each may be typed once into every member).
     pub broadcasts: Vec<String>,
+    /// Leads that never collect during the workload (their hosts).
+    pub negligent: BTreeSet<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -105,6 +111,10 @@ pub struct LeadPlan {
     pub until: Duration,
     /// … and the final roster view and drain happen here, after the quiet phase.
     pub settle_at: Duration,
+    /// A lead that never collects while it works: it polls no ticket and drains no reply
+    /// until the quiet phase, and sends async work in fan-out bursts — its uncollected results
+    /// must not slow its own blocking sends (I11).
+    pub negligent: bool,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -119,23 +129,37 @@ pub async fn lead(plan: LeadPlan, gateway: Handle, ledger: Rc<RefCell<Ledger>>) 
     tokio::time::sleep(Duration::from_secs(3)).await;
     while sim_now() < plan.until {
         n += 1;
-        let roll = rng.next_u64() % 100;
+        let mut roll = rng.next_u64() % 100;
+        // A negligent lead fans out: half its steps are async bursts.
+        if plan.negligent && (20..70).contains(&roll) {
+            roll = 45;
+        }
         match roll {
             0..=44 => {
                 send(&plan, &me, &gateway, &ledger, &mut rng, n, Shape::Blocking).await;
             }
             45..=69 => {
-                if let Some(i) =
-                    send(&plan, &me, &gateway, &ledger, &mut rng, n, Shape::Async).await
-                {
-                    polling.push(i);
+                let burst = if plan.negligent {
+                    2 + rng.next_u64() % 7
+                } else {
+                    1
+                };
+                for k in 0..burst {
+                    if k > 0 {
+                        n += 1;
+                    }
+                    if let Some(i) =
+                        send(&plan, &me, &gateway, &ledger, &mut rng, n, Shape::Async).await
+                    {
+                        polling.push(i);
+                    }
                 }
             }
             70..=77 => spawn(&plan, &me, &gateway, &ledger, &mut rng).await,
             78..=82 => {
                 send(&plan, &me, &gateway, &ledger, &mut rng, n, Shape::ToNobody).await;
             }
-            83..=90 => drain(&plan, &me, &gateway, &ledger).await,
+            83..=90 if !plan.negligent => drain(&plan, &me, &gateway, &ledger).await,
             91..=92 => broadcast(&plan, &me, &gateway, &ledger, n).await,
             _ => {
                 let _ = gateway.call(me.clone(), Request::List).await;
@@ -143,7 +167,7 @@ pub async fn lead(plan: LeadPlan, gateway: Handle, ledger: Rc<RefCell<Ledger>>) 
         }
         // Tickets are looked at now and then, not after every step: a finished one's reply
         // stays held (unacked) on the lead's gateway until then.
-        if rng.next_u64() % 3 == 0 {
+        if rng.next_u64() % 3 == 0 && !plan.negligent {
             poll(&plan, &me, &gateway, &ledger, &mut polling).await;
         }
         tokio::time::sleep(Duration::from_millis(500 + rng.next_u64() % 4_000)).await;
@@ -215,6 +239,8 @@ async fn send(
             unknown,
             responses: Vec::new(),
             ticket: None,
+            last_call_ms: 0,
+            last_timeout_ms: 0,
             ended: false,
             lost: false,
         });
@@ -229,6 +255,15 @@ async fn send(
     };
     loop {
         let at = sim_now();
+        let timeout = match &request {
+            Request::Send { timeout_ms, .. } | Request::Answer { timeout_ms, .. } => *timeout_ms,
+            _ => None,
+        };
+        {
+            let mut l = ledger.borrow_mut();
+            l.sends[index].last_call_ms = ms(at);
+            l.sends[index].last_timeout_ms = timeout.unwrap_or(u64::MAX);
+        }
         let Ok(r) = gateway.call(me.clone(), request).await else {
             return None; // the gateway is gone; `host_down` marks the send lost
         };

@@ -61,6 +61,11 @@ enum Cmd {
         /// Print a per-host timeline with the traceId on every line (multi-host world).
         #[arg(long)]
         timeline: bool,
+        /// Print one flow across every host in time order: the lines about the messages whose
+        /// traceId (or, for a local message, msgId) starts with this (from `--timeline`'s
+        /// `[trace …]` tags). Multi-host world.
+        #[arg(long, value_name = "TRACE_ID")]
+        flow: Option<String>,
     },
     /// Prove the oracle can fail: for each planted protocol bug, run seeds in order until one
     /// is caught, and print that seed with its replay command. Exits 1 if a bug goes uncaught.
@@ -243,7 +248,8 @@ fn main() -> ExitCode {
             world,
             trace,
             timeline,
-        } if world.hosts > 1 => multi_replay(seed, world.multi(), trace, timeline),
+            flow,
+        } if world.hosts > 1 => multi_replay(seed, world.multi(), trace, timeline, flow),
         Cmd::Run {
             seeds,
             jobs,
@@ -589,6 +595,7 @@ fn multi_replay(
     cfg: MultiConfig,
     trace: Option<std::path::PathBuf>,
     timeline: bool,
+    flow: Option<String>,
 ) -> ExitCode {
     let report = match run_multi(seed, &cfg) {
         Ok(r) => r,
@@ -598,6 +605,21 @@ fn multi_replay(
         }
     };
     println!("{}", describe_multi(&report));
+    if let Some(id) = flow {
+        let lines = fleet_sim::timeline::flow(report.trace.lines(), &report.trace_ids, &id);
+        if lines.is_empty() {
+            eprintln!("no line of seed {seed} is about a trace or message starting {id:?} (see --timeline for the ids)");
+            return ExitCode::FAILURE;
+        }
+        println!(
+            "== flow {id}: {} line(s), every host, in simulation order",
+            lines.len()
+        );
+        for l in lines {
+            println!("{l}");
+        }
+        return ExitCode::SUCCESS;
+    }
     let violations: Vec<String> = report.violations.iter().map(|v| v.to_string()).collect();
     if timeline {
         print!("{}", report.timeline);

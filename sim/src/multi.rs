@@ -219,6 +219,8 @@ pub struct MultiReport {
     pub trace: String,
     /// The same, per host, with traceIds (`replay --timeline`).
     pub timeline: String,
+    /// msgId → traceId of every envelope published (`replay --flow`).
+    pub trace_ids: BTreeMap<String, String>,
 }
 
 fn gid(host: usize, n: usize) -> SessionId {
@@ -282,6 +284,7 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
             sim_ms: 0,
             trace: String::new(),
             timeline: String::new(),
+            trace_ids: BTreeMap::new(),
         }),
     }
 }
@@ -329,6 +332,10 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
     let mut core = CoreConfig {
         profiles: vec!["claude".into()],
         spawn_ready_timeout_ms: 30_000,
+        // A small window, so a negligent lead's uncollected results fill it many times over
+        // within a minute (with results held in the inbox, as the first build did, they wedge).
+        prefetch: 4,
+        held_prefetch: 16,
         ..CoreConfig::default()
     };
     #[cfg(feature = "planted-bugs")]
@@ -364,8 +371,14 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
             herdr: herdrs[h].clone(),
             starts: Rc::default(),
             skew_ms: skews[h].clone(),
+            disk: Default::default(),
         };
         let lead_seed = rng.next_u64();
+        // One lead in three never collects while it works (from its own draw: no other moves).
+        let negligent = lead_seed.is_multiple_of(3);
+        if negligent {
+            ledger.borrow_mut().negligent.insert(h);
+        }
         let (ledger, hosts) = (ledger.clone(), names.clone());
         sim.host(names[h].to_string(), move || {
             if *spec.starts.borrow() > 0 {
@@ -379,6 +392,7 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
                 hosts: hosts.clone(),
                 until: workload_until,
                 settle_at,
+                negligent,
             };
             let ledger = ledger.clone();
             run_gateway(spec.clone(), move |gateway, _herdr| async move {
@@ -394,6 +408,11 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
         fault_log.push(format!(
             "0.0s a lying gateway ({}) taps the message exchange, answers every brief it sees and claims its target",
             adversary::HOST
+        ));
+    }
+    for h in ledger.borrow().negligent.iter() {
+        fault_log.push(format!(
+            "0.0s lead{h} is negligent: it collects nothing until the quiet phase, async work in bursts"
         ));
     }
     let end = workload_until + Duration::from_secs(QUIET_SECS);
@@ -493,6 +512,7 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
         crashed: &crashed,
         restarted: &restarted,
         liar: liar.is_some(),
+        quiet: profile == FaultProfile::None,
     });
     let outcomes = judge::outcomes(&ledger);
     let text = trace.text();
@@ -507,5 +527,6 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
         sim_ms: u64::try_from(sim.elapsed().as_millis()).unwrap_or(u64::MAX),
         trace: text,
         timeline: trace.timeline(),
+        trace_ids: trace.trace_ids(),
     })
 }

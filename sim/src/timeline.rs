@@ -48,6 +48,38 @@ pub fn render(lines: &[String], traces: &BTreeMap<String, String>) -> String {
     out
 }
 
+/// `fleet-sim replay --flow <id>`: the lines of one flow — every line about a message (its
+/// `msg=`, or the `re=` it answers) whose traceId starts with `id` (or, for a local message
+/// with no envelope, whose msgId does) — across every host, in simulation order.
+pub fn flow<'a>(
+    lines: impl IntoIterator<Item = &'a str>,
+    traces: &BTreeMap<String, String>,
+    id: &str,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in lines {
+        let trimmed = line.trim_start();
+        let mut parts = trimmed.splitn(3, ' ');
+        let (Some(time), Some(host), Some(what)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        // A line is about its message and, for an answer or report, the message it names.
+        let ids = ["msg=", "re="].iter().filter_map(|key| {
+            let at = what.find(key)? + key.len();
+            let m = what.get(at..at + 36)?;
+            m.bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b'-')
+                .then_some(m)
+        });
+        let mut about = ids.flat_map(|m| [Some(m), traces.get(m).map(String::as_str)]);
+        if about.any(|x| x.is_some_and(|x| x.starts_with(id))) {
+            out.push(format!("{time:>9} {host:<6} {what}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +100,26 @@ mod tests {
             t,
             "== gw0 (2 lines)\n   1.000s [trace abcdef01] broker publish#1 Msg key=w SEND msg=11111111-2222-4333-8444-555555555555 from=l\n   1.300s [msg 99999999]   inject x msg=99999999-2222-4333-8444-555555555555 text=\"local\"\n== gw1 (2 lines)\n   1.100s [trace abcdef01] inject w msg=11111111-2222-4333-8444-555555555555 text=\"brief\"\n   1.200s [-]              broker ack 1/1\n"
         );
+    }
+
+    /// A flow is every host's lines about its trace, in order, and nothing else.
+    #[test]
+    fn a_flow_follows_one_trace_across_hosts() {
+        let m = "11111111-2222-4333-8444-555555555555";
+        let r = "66666666-2222-4333-8444-555555555555";
+        let lines = [
+            format!("    1.000s gw0 broker publish#1 Msg key=w SEND msg={m} from=l"),
+            "    1.050s gw2 inject z msg=99999999-2222-4333-8444-555555555555 text=\"other\""
+                .to_string(),
+            format!("    1.100s gw1 inject w msg={m} text=\"brief\""),
+            format!("    2.000s gw1 broker publish#4 Msg key=l REPLY msg={r} re={m}"),
+        ];
+        let traces = BTreeMap::from([
+            (m.to_string(), "abcdef0123456789".to_string()),
+            (r.to_string(), "0000000000000000".to_string()),
+        ]);
+        let f = flow(lines.iter().map(String::as_str), &traces, "abcdef01");
+        assert_eq!(f.len(), 3);
+        assert!(f[0].contains("gw0") && f[1].contains("gw1 ") && f[2].contains("REPLY"));
     }
 }

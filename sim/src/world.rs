@@ -316,7 +316,8 @@ impl World {
             | Output::Event(_)
             | Output::Broker(_)
             | Output::SpawnPane { .. }
-            | Output::ClosePane { .. } => {}
+            | Output::ClosePane { .. }
+            | Output::Remember(_) => {}
         }
     }
 

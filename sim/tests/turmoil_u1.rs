@@ -44,6 +44,7 @@ fn specs(trace: &Trace) -> (GatewaySpec, GatewaySpec) {
         herdr: Default::default(),
         starts: Rc::default(),
         skew_ms: Rc::default(),
+        disk: Default::default(),
     };
     let mut a = spec(0);
     a.leads.push(SessionId::new(LEAD));

@@ -354,8 +354,8 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
         what: "the captured brief, re-addressed to beta's lead",
         exchange: Exchange::Msg,
         key: "lead-beta".into(),
-        headers: copy_headers,
-        body: copy_body,
+        headers: copy_headers.clone(),
+        body: copy_body.clone(),
         code: "wrong_routing_key",
     });
     let mut newer = envelope(
@@ -547,6 +547,28 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
     );
     assert_eq!(typed(&hosts[1], &gid_b, "flood").await, 0);
     assert_eq!(typed(&hosts[1], &gid_b, "pushed out").await, 0);
+
+    // The live brief captured at the start, replayed once more now that beta has restarted:
+    // the replay record beta kept under its state directory still knows it.
+    let replay = Rogue {
+        what: "the captured brief, replayed after beta's restart",
+        exchange: Exchange::Msg,
+        key: gid_b.clone(),
+        headers: copy_headers.clone(),
+        body: copy_body.clone(),
+        code: "replayed",
+    };
+    publish(&ch, &names, &replay).await;
+    eventually("beta refuses the replay after its restart", 20, || async {
+        dead_letters(&hosts[1]).await.get("replayed").copied() == Some(1)
+    })
+    .await;
+    assert_eq!(
+        typed(&hosts[1], &gid_b, "genuine brief").await,
+        1,
+        "{}",
+        logs(&hosts)
+    );
     let end = ticket_end(&alpha, &pushed, 30).await.unwrap_or_default();
     assert_eq!(
         end["outcome"],

@@ -261,6 +261,7 @@ impl Gateway {
             Input::PaneGone { target } => self.on_pane_gone(now, &target),
             Input::Shutdown => self.abandon_all(now),
             Input::Tick => self.on_tick(now),
+            Input::ReplayRecord { entries } => self.restore_replay_record(&entries),
         }
         self.settle(now);
         #[cfg(any(debug_assertions, feature = "invariants"))]

@@ -46,6 +46,8 @@ pub enum RejectCode {
     InboxFull,
     /// An answer to a delegation, spawn or ask from someone other than its counterpart.
     NotCounterpart,
+    /// The replay record is full of unexpired msgIds: refused rather than one forgotten.
+    RecordFull,
 }
 
 impl RejectCode {
@@ -66,6 +68,7 @@ impl RejectCode {
             RejectCode::GidClaimed => "gid_claimed",
             RejectCode::InboxFull => "inbox_full",
             RejectCode::NotCounterpart => "not_counterpart",
+            RejectCode::RecordFull => "replay_record_full",
         }
     }
 }
@@ -190,6 +193,9 @@ pub enum Event {
         to: SessionId,
         why: String,
     },
+    /// The replay record kept across a restart was taken back: `entries` unexpired msgIds
+    /// (`expired` were past their expiry, or beyond the cap).
+    ReplayRecordRestored { entries: usize, expired: usize },
     /// The broker dead-lettered a message of one of this gateway's queues for `reason`
     /// (`maxlen`, `expired`, `delivery_limit`) — as its unsigned headers say: a metric only.
     BrokerDropped { queue: String, reason: String },
@@ -230,6 +236,7 @@ impl Event {
             Event::PeerRestarted { .. } => "peer_restarted",
             Event::Undelivered { .. } => "undelivered",
             Event::BrokerDropped { .. } => "broker_dropped",
+            Event::ReplayRecordRestored { .. } => "replay_record_restored",
             Event::Session { .. } => "session",
             Event::Reaped { .. } => "reaped",
             Event::Rebuilt { .. } => "rebuilt",
@@ -310,6 +317,12 @@ impl fmt::Display for Event {
             Event::RosterExpired { gid } => write!(f, "roster_expired {gid}"),
             Event::PeerRestarted { host } => write!(f, "peer_restarted {host}"),
             Event::Undelivered { kind, to, why } => write!(f, "undelivered {kind} to {to}: {why}"),
+            Event::ReplayRecordRestored { entries, expired } => {
+                write!(
+                    f,
+                    "replay_record_restored {entries} msgId(s), {expired} dropped"
+                )
+            }
             Event::BrokerDropped { queue, reason } => {
                 write!(f, "broker_dropped {queue}: {reason}")
             }

@@ -73,6 +73,12 @@ pub enum Input {
     Shutdown,
     /// `poll_timeout` was reached.
     Tick,
+    /// The replay record kept from before this process started (`Output::Remember`): fed
+    /// once, before the broker comes up, so no brief admitted before a restart is admitted
+    /// again within its expiry.
+    ReplayRecord {
+        entries: Vec<crate::admission::Remembered>,
+    },
 }
 
 impl Input {
@@ -97,6 +103,7 @@ impl Input {
             Input::WallClock { .. } => "wall_clock",
             Input::Shutdown => "shutdown",
             Input::Tick => "tick",
+            Input::ReplayRecord { .. } => "replay_record",
         }
     }
 }
@@ -146,6 +153,10 @@ pub enum Output {
     Event(Event),
     /// Do this against the broker (cross-host mode only).
     Broker(BrokerOp),
+    /// Keep these replay-record entries durably before carrying out any later output of
+    /// this step (the ack and the inject that follow the admission they record), and give
+    /// them back after a restart (`Input::ReplayRecord`).
+    Remember(Vec<crate::admission::Remembered>),
     /// Start a member from `profile` in a new pane labelled `fleet:<gid>`; answer with
     /// `Input::Spawned`, then report `MemberConnected` when it is ready.
     SpawnPane {
@@ -171,6 +182,7 @@ impl fmt::Display for Output {
             Output::Audit(a) => write!(f, "{a}"),
             Output::Event(e) => write!(f, "event {e}"),
             Output::Broker(op) => write!(f, "broker {op}"),
+            Output::Remember(entries) => write!(f, "remember {} msgId(s)", entries.len()),
             Output::SpawnPane {
                 gid,
                 profile,

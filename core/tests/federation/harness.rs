@@ -373,6 +373,17 @@ impl Fleet {
     /// members from the panes (herdr labels, by the core's restart rule) and its leads from
     /// its config.
     pub fn restart(&mut self, h: usize, leads: &[SessionId]) {
+        self.restart_keeping(h, leads, Vec::new());
+    }
+
+    /// `restart`, the new process given back the replay record `kept` before its broker
+    /// comes up, as the daemon does from its state directory.
+    pub fn restart_keeping(
+        &mut self,
+        h: usize,
+        leads: &[SessionId],
+        kept: Vec<fleet_core::admission::Remembered>,
+    ) {
         self.cut(h);
         let unix = T0_UNIX + self.now.as_millis();
         self.hosts[h].gw = Gateway::federated(
@@ -389,6 +400,7 @@ impl Fleet {
             host_name(h)
         ));
         self.cut_off.remove(&h);
+        self.input(h, Input::ReplayRecord { entries: kept });
         let generation = self.broker.connect(conn(h));
         self.generation.insert(h, generation);
         self.input(h, Input::Broker(BrokerEvent::Up { generation }));
@@ -398,6 +410,19 @@ impl Fleet {
         let members: Vec<SessionId> = self.hosts[h].panes.keys().cloned().collect();
         self.input(h, Input::MembersListed { members });
         self.settle();
+    }
+
+    /// Everything host `h` asked to keep in its replay record so far.
+    pub fn kept(&self, h: usize) -> Vec<fleet_core::admission::Remembered> {
+        self.hosts[h]
+            .outputs
+            .iter()
+            .filter_map(|o| match o {
+                Output::Remember(e) => Some(e.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
     }
 
     /// The whole trace of host `h`, one line per output.

@@ -232,3 +232,45 @@ fn broadcasts_reach_only_member_inboxes_of_their_group() {
         Some(Response::Error(CallError::InvalidArgument { .. }))
     ));
 }
+
+/// A brief captured off the broker and replayed after the worker's gateway restarted: the
+/// replay record the old process kept (`Output::Remember`, given back as
+/// `Input::ReplayRecord`) refuses it, where the first build's in-memory seen-set had forgotten
+/// it and typed it again.
+#[test]
+fn a_brief_replayed_after_the_workers_restart_is_refused_by_the_kept_record() {
+    let (mut f, lead, worker) = two_hosts();
+    let inbox = format!("test.agent.{worker}.inbox.v2");
+    f.partitioned.insert(1);
+    f.call(0, lead, send(&worker, "task", false));
+    let captured = f.stalled_copy(1, &inbox).expect("on its way to b");
+    f.partitioned.remove(&1);
+    f.advance(Duration::from_secs(1));
+    assert_eq!(f.hosts[1].panes[&worker].typed, vec!["task"]);
+    let kept = f.kept(1);
+    assert_eq!(kept.len(), 1, "the admitted brief was kept");
+    // The member's turn ends; after the restart its pane is adopted and ready again.
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "done".into(),
+        },
+    );
+    f.advance(Duration::from_secs(1));
+    f.restart_keeping(1, &[], kept);
+    f.advance(Duration::from_secs(2));
+    f.broker.push(&inbox, captured);
+    f.advance(Duration::from_secs(2));
+    assert_eq!(
+        f.hosts[1].panes[&worker].typed,
+        vec!["task"],
+        "typed once\n{}",
+        f.trace(1)
+    );
+    assert!(
+        codes(&f, 1).contains(&RejectCode::Replayed),
+        "{:?}",
+        codes(&f, 1)
+    );
+}

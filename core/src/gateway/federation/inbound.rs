@@ -190,6 +190,12 @@ impl Gateway {
             |g| roster.host_of(now, g),
             (!d.redelivered).then_some(&mut f.seen),
         );
+        // What admission recorded is kept durably before the ack and inject it leads to.
+        let journal = f.seen.take_journal();
+        if !journal.is_empty() {
+            self.out.push_back(Output::Remember(journal));
+        }
+        let Some(f) = &mut self.fed else { return };
         let env = match admitted {
             Ok(env) => env,
             // Nothing binds the sender to a host *yet*: wait for its presence (bounded).
@@ -346,6 +352,24 @@ impl Gateway {
             }
             _ => {}
         }
+    }
+
+    /// The replay record kept across the restart: every unexpired msgId admitted before it
+    /// is a replay again.
+    pub(in crate::gateway) fn restore_replay_record(
+        &mut self,
+        entries: &[crate::admission::Remembered],
+    ) {
+        if self.cfg.planted(PlantedBug::ReplayRecordForgotten) {
+            return;
+        }
+        let unix = self.unix_now();
+        let Some(f) = &mut self.fed else { return };
+        let taken = f.seen.restore(entries, unix);
+        self.event(Event::ReplayRecordRestored {
+            entries: taken,
+            expired: entries.len() - taken,
+        });
     }
 
     /// `gid`'s presence arrived: what waited for it is admitted again, in arrival order.
