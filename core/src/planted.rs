@@ -41,10 +41,14 @@ pub enum PlantedBug {
     /// kept it): a captured brief replayed after the worker's gateway restarted is typed again
     /// (I1).
     ReplayRecordForgotten,
+    /// A ticket that expires unpolled leaves its result held: one hold per forgotten ticket,
+    /// each for the reply's whole TTL — memory no bound covers (caught by the core's own
+    /// invariant, I10).
+    HoldOutlivesTicket,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 10] = [
+    pub const ALL: [PlantedBug; 11] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -55,6 +59,7 @@ impl PlantedBug {
         PlantedBug::DlqTrustsBrokerHeaders,
         PlantedBug::ResultsHeldInInbox,
         PlantedBug::ReplayRecordForgotten,
+        PlantedBug::HoldOutlivesTicket,
     ];
 
     pub fn name(self) -> &'static str {
@@ -69,6 +74,7 @@ impl PlantedBug {
             PlantedBug::DlqTrustsBrokerHeaders => "dlq-trusts-broker-headers",
             PlantedBug::ResultsHeldInInbox => "results-held-in-inbox",
             PlantedBug::ReplayRecordForgotten => "replay-record-forgotten",
+            PlantedBug::HoldOutlivesTicket => "hold-outlives-ticket",
         }
     }
 
@@ -84,7 +90,7 @@ impl PlantedBug {
             PlantedBug::AnswerWithoutTurnCheck => "I5",
             PlantedBug::SpawnWithoutReservation => "I6",
             PlantedBug::RosterNeverExpires => "I7",
-            PlantedBug::HeldIndexSkew => INTERNAL,
+            PlantedBug::HeldIndexSkew | PlantedBug::HoldOutlivesTicket => INTERNAL,
             PlantedBug::ReplyWithoutCounterpart | PlantedBug::DlqTrustsBrokerHeaders => "I8",
             PlantedBug::ResultsHeldInInbox => "I11",
             PlantedBug::ReplayRecordForgotten => "I1",

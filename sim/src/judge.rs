@@ -111,7 +111,7 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
 
     // I2, I5, I9 over what each send was told.
     for s in &f.ledger.sends {
-        if s.lost {
+        if s.lost || s.forgotten {
             continue;
         }
         let last = s.responses.last().map(|(r, _)| r);
@@ -322,6 +322,8 @@ pub fn outcomes(ledger: &Ledger) -> BTreeMap<String, u64> {
     for s in &ledger.sends {
         let name = if s.lost {
             "lost with its lead's gateway".to_string()
+        } else if s.forgotten {
+            "ticket forgotten by its lead".to_string()
         } else {
             match s.responses.last().map(|(r, _)| r) {
                 Some(Response::Outcome { outcome, .. }) => outcome.to_string(),

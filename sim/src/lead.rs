@@ -40,6 +40,9 @@ pub struct SendRecord {
     /// The lead's own gateway went down while the send was open: its calls died with the
     /// connection (an MCP client sees a dropped request), so no outcome is owed.
     pub lost: bool,
+    /// A negligent lead never polled this async ticket: it expires unpolled on its gateway
+    /// (`ticket_ttl_ms`), and what was held for it must go with it (I10).
+    pub forgotten: bool,
 }
 
 /// One `fleet_spawn`.
@@ -151,7 +154,12 @@ pub async fn lead(plan: LeadPlan, gateway: Handle, ledger: Rc<RefCell<Ledger>>) 
                     if let Some(i) =
                         send(&plan, &me, &gateway, &ledger, &mut rng, n, Shape::Async).await
                     {
-                        polling.push(i);
+                        // A negligent lead forgets half its tickets for good.
+                        if plan.negligent && rng.next_u64().is_multiple_of(2) {
+                            ledger.borrow_mut().sends[i].forgotten = true;
+                        } else {
+                            polling.push(i);
+                        }
                     }
                 }
             }
@@ -243,6 +251,7 @@ async fn send(
             last_timeout_ms: 0,
             ended: false,
             lost: false,
+            forgotten: false,
         });
         l.sends.len() - 1
     };

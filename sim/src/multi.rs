@@ -336,6 +336,9 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
         // within a minute (with results held in the inbox, as the first build did, they wedge).
         prefetch: 4,
         held_prefetch: 16,
+        // Tickets a negligent lead forgets expire within the run (what was held for them must
+        // go with them); the ones it polls are polled in the quiet phase, before this.
+        ticket_ttl_ms: 120_000,
         ..CoreConfig::default()
     };
     #[cfg(feature = "planted-bugs")]

@@ -122,6 +122,15 @@ impl Gateway {
                 ));
             }
         }
+        // Together with the one above: what is held is bounded by the tickets kept and the
+        // reply inbox's caps (I10), never by how long a lead stays away.
+        for ticket in f.held.ticket_holds() {
+            if !self.tickets.contains_key(&ticket) {
+                return Err(format!(
+                    "a result is held for ticket {ticket}, which has expired: nothing will release it"
+                ));
+            }
+        }
         for tag in f.held.tags().chain(f.parking.tags()) {
             if !f.is_current(tag) {
                 return Err(format!(

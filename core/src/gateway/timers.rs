@@ -97,6 +97,14 @@ impl Gateway {
                 self.uncollect(&lead, &Attention::Ticket(ticket));
             }
         }
+        // Its result, held for the poll that never came, goes with it: held on past its
+        // ticket it would stay for the reply's whole TTL (days), one per unpolled ticket.
+        if !self
+            .cfg
+            .planted(crate::planted::PlantedBug::HoldOutlivesTicket)
+        {
+            self.ticket_collected(ticket);
+        }
         self.event(Event::TicketExpired { ticket });
     }
 

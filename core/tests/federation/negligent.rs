@@ -111,3 +111,37 @@ fn held_results_survive_the_lead_gateways_restart() {
         assert_eq!(got, 1, "{m}'s result after the restart\n{}", f.trace(0));
     }
 }
+
+/// A ticket its lead never polls expires (`ticket_ttl_ms`), and the result held for it goes
+/// with it — acked, not held for the reply's whole TTL, one more for every forgotten ticket.
+#[test]
+fn a_ticket_that_expires_unpolled_releases_its_held_result() {
+    let cfg = fleet_core::CoreConfig {
+        ticket_ttl_ms: 5_000,
+        ..small_window()
+    };
+    let mut f = Fleet::with(2, cfg);
+    let lead = f.lead(0, LEAD);
+    let worker = f.member(1, WORKER);
+    f.advance(Duration::from_millis(10));
+    f.call(0, lead, send(&worker, "task", false));
+    f.advance(Duration::from_secs(1));
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "never polled".into(),
+        },
+    );
+    f.advance(Duration::from_secs(1));
+    assert_eq!(f.hosts[0].gw.held_deliveries(), 1, "held for the poll");
+    f.advance(Duration::from_secs(10));
+    assert!(f
+        .events(0)
+        .any(|e| matches!(e, Event::TicketExpired { .. })));
+    assert_eq!(
+        f.hosts[0].gw.held_deliveries(),
+        0,
+        "released with its ticket"
+    );
+}

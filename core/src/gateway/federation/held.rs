@@ -237,6 +237,15 @@ impl HeldDeliveries {
             .flat_map(|h| h.tag.into_iter().chain(h.moving))
     }
 
+    /// The tickets results are held for: each must still be a ticket.
+    #[cfg(any(debug_assertions, feature = "invariants", test))]
+    pub(crate) fn ticket_holds(&self) -> impl Iterator<Item = TicketId> + '_ {
+        self.held.values().filter_map(|h| match &h.what {
+            HeldFor::Ticket(t) => Some(*t),
+            HeldFor::Inbox { .. } => None,
+        })
+    }
+
     /// The stranded replies held, by member: each must still be in the reply inbox.
     #[cfg(any(debug_assertions, feature = "invariants", test))]
     pub(crate) fn inbox_holds(&self) -> impl Iterator<Item = (&SessionId, ReplyId)> + '_ {
