@@ -1,9 +1,11 @@
 //! A compromised gateway in the world (drawn per seed): a host with a valid fleet key that
 //! lies. It taps the message exchange as any broker client can (a queue bound to `#`), and
 //! for every brief it sees it answers as if it were the member — a REPLY, FAILED, INJECTED,
-//! ASK or TOO_LATE naming the brief by `re`, from its own announced member. Half the briefs
+//! ABANDONED, ASK or TOO_LATE naming the brief by `re`, from its own announced member, and it
+//! floods every lead it has seen with unsolicited replies. Half the briefs
 //! it also copies into the DLX with forged broker headers (`x-first-death-reason: maxlen`),
-//! as a client with credentials and no key can; and every brief it captures it replays,
+//! as a client with credentials and no key can, binds the inboxes it learns of (leads' too) to
+//! every broadcast; and every brief it captures it replays,
 //! unchanged, 5–40 s later (a replay after the worker's gateway restarted is caught only by a
 //! replay record that survived the restart). Everything it writes carries [`MARK`] (the
 //! forged reason too), so the oracle can trace any outcome, answer or typed text back to it:
@@ -90,6 +92,9 @@ pub async fn run(liar: Liar) -> turmoil::Result {
     let mut next_publish = 0u64;
     // The key-less copies are numbered apart from the signed publishes.
     let mut dead_publish = 1u64 << 40;
+    // Gids whose inboxes it has bound to every broadcast, and the leads it floods.
+    let mut learned: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let mut leads: std::collections::BTreeSet<SessionId> = std::collections::BTreeSet::new();
     // Captured briefs to publish again, unchanged, and when.
     let mut replays: Vec<(
         tokio::time::Instant,
@@ -136,6 +141,22 @@ pub async fn run(liar: Liar) -> turmoil::Result {
                 Some(BrokerEvent::Delivery { delivery, headers, body, .. }) => {
                     broker.submit(BrokerOp::Ack { delivery });
                     let Ok(brief) = Envelope::from_parts(&headers, body.clone()) else { continue };
+                    // Bind every inbox it learns exists — a lead's that sent a brief, a member's
+                    // that replied — to every broadcast, as any client with credentials may: a
+                    // copy in a lead's inbox or outside a member's group must be refused, and a
+                    // second copy in one inbox is a replay.
+                    let exists = match brief.kind {
+                        Kind::Send | Kind::Reply if brief.from != member => Some(brief.from.to_string()),
+                        _ => None,
+                    };
+                    if let Some(g) = exists.filter(|g| learned.insert(g.clone())) {
+                        let bindings = vec![Binding {
+                            queue: format!("{}.agent.{g}.inbox.v2", liar.namespace),
+                            exchange: Exchange::Msg,
+                            key: "broadcast.#".into(),
+                        }];
+                        broker.submit(BrokerOp::Declare(Topology { bindings, ..Topology::default() }));
+                    }
                     if brief.kind != Kind::Send || brief.re.is_some() || brief.from == member {
                         continue;
                     }
@@ -161,9 +182,10 @@ pub async fn run(liar: Liar) -> turmoil::Result {
                             body,
                         });
                     }
+                    leads.insert(brief.from.clone());
                     let now = unix_ms(liar.epoch_unix_ms);
-                    let kind = [Kind::Reply, Kind::Failed, Kind::Injected, Kind::Ask, Kind::TooLate]
-                        [(rng.next_u64() % 5) as usize];
+                    let kind = [Kind::Reply, Kind::Failed, Kind::Abandoned, Kind::Injected, Kind::Ask, Kind::TooLate]
+                        [(rng.next_u64() % 6) as usize];
                     let mut env = forge(&mut ids, now, kind, &member, brief.from.to_string());
                     env.re = Some(brief.msg_id);
                     env.body = format!("{MARK}: forged {kind} for {}", brief.to).into_bytes();
@@ -198,6 +220,15 @@ pub async fn run(liar: Liar) -> turmoil::Result {
                     });
                 }
                 let now = unix_ms(liar.epoch_unix_ms);
+                // A flood of unsolicited replies, one a second to every lead it has seen: held
+                // at most `inbox_cap_per_target` for its member, refused beyond, never handed
+                // over.
+                for lead in &leads {
+                    let mut env = forge(&mut ids, now, Kind::Reply, &member, lead.to_string());
+                    env.outcome = Some(Outcome::Replied);
+                    env.body = format!("{MARK}: unsolicited").into_bytes();
+                    publish(&mut broker, Exchange::Msg, env);
+                }
                 let host = HostId::new(HOST);
                 let presence = |kind, profiles: Vec<String>| Presence { kind, status: None, profiles, since: None }.to_body();
                 let mut own = forge(&mut ids, now, Kind::Presence, &gateway, presence_key(&host, &gateway));

@@ -339,6 +339,8 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
         // Tickets a negligent lead forgets expire within the run (what was held for them must
         // go with them); the ones it polls are polled in the quiet phase, before this.
         ticket_ttl_ms: 120_000,
+        // The liar's flood of unsolicited replies reaches this within the run.
+        inbox_cap_per_target: 64,
         ..CoreConfig::default()
     };
     #[cfg(feature = "planted-bugs")]
