@@ -2,9 +2,9 @@
 //! ABANDONED, ASK, INJECTED, TOO_LATE naming it by `re`, NO_WAITER naming a turn, a spawn's
 //! FAILED — is believed only from that delegation's real counterpart: the member the brief
 //! was sent to (admission has already checked that signed presence binds it to the signing
-//! host), or for a report about it (a `_gateway` FAILED: a dead-lettered brief), that host's
-//! own gateway or this one; for a spawn, the gateway of the host it was sent to; for
-//! NO_WAITER, the lead the question was asked of. `re` alone proves nothing: any peer that
+//! host), or for a report about it (a `_gateway` FAILED, which no honest gateway sends now),
+//! that host's own gateway or this one; for a spawn, the gateway of the host it was sent to;
+//! for NO_WAITER, the lead the question was asked of. `re` alone proves nothing: any peer that
 //! learns a msgId could otherwise end or answer someone else's delegation.
 
 use crate::envelope::{Envelope, Kind};
@@ -39,9 +39,10 @@ impl Gateway {
                     .and_then(|t| self.delegations.get(t))
                 {
                     let member = env.from == d.target;
-                    // The DLQ report comes from whichever gateway's consumer got the dead
-                    // letter; until dead letters are routed to their target's host, this
-                    // gateway's own report is believed too.
+                    // A `_gateway` FAILED about a delegation is believed from the member's host
+                    // or this one. No honest gateway sends one since dead letters stopped being
+                    // reported (only the planted `dlq-trusts-broker-headers` does): it stays a
+                    // counterpart rule, not a channel.
                     let its_gateway = from_gateway
                         && env.kind == Kind::Failed
                         && (f.roster.host_of(self.now, &d.target).as_ref() == Some(&env.signer)
