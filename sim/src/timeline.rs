@@ -4,15 +4,20 @@
 
 use std::collections::BTreeMap;
 
-/// The first `msg=`/`re=` id on a line, if any.
-fn message_id(line: &str) -> Option<&str> {
-    ["msg=", "re="].iter().find_map(|key| {
+/// The `msg=` and `re=` ids on a line, in that order.
+fn message_ids(line: &str) -> impl Iterator<Item = &str> {
+    ["msg=", "re="].into_iter().filter_map(move |key| {
         let at = line.find(key)? + key.len();
         let id = line.get(at..at + 36)?;
         id.bytes()
             .all(|b| b.is_ascii_hexdigit() || b == b'-')
             .then_some(id)
     })
+}
+
+/// The first `msg=`/`re=` id on a line, if any.
+fn message_id(line: &str) -> Option<&str> {
+    message_ids(line).next()
 }
 
 /// `lines` are `"<time> <host> <what>"`; `traces` maps msgIds to traceIds.
@@ -65,14 +70,8 @@ pub fn flow<'a>(
             continue;
         };
         // A line is about its message and, for an answer or report, the message it names.
-        let ids = ["msg=", "re="].iter().filter_map(|key| {
-            let at = what.find(key)? + key.len();
-            let m = what.get(at..at + 36)?;
-            m.bytes()
-                .all(|b| b.is_ascii_hexdigit() || b == b'-')
-                .then_some(m)
-        });
-        let mut about = ids.flat_map(|m| [Some(m), traces.get(m).map(String::as_str)]);
+        let mut about =
+            message_ids(what).flat_map(|m| [Some(m), traces.get(m).map(String::as_str)]);
         if about.any(|x| x.is_some_and(|x| x.starts_with(id))) {
             out.push(format!("{time:>9} {host:<6} {what}"));
         }

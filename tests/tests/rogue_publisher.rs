@@ -165,30 +165,28 @@ fn header(t: &FieldTable, name: &str) -> String {
     }
 }
 
-/// `fleet_dead_letters_total{code=…}` on `h` now, by code.
-async fn dead_letters(h: &Host) -> BTreeMap<String, u64> {
+/// The series of counter `name` on `h` now, by its one label `label`.
+async fn counter(h: &Host, name: &str, label: &str) -> BTreeMap<String, u64> {
     let (_, text) = Rest::new(&h.proc.url, Some(&h.token)).get("/metrics").await;
     let text = text.as_str().unwrap_or_default().to_string();
+    let prefix = format!("{name}{{{label}=\"");
     text.lines()
-        .filter_map(|l| l.strip_prefix("fleet_dead_letters_total{code=\""))
+        .filter_map(|l| l.strip_prefix(prefix.as_str()))
         .filter_map(|l| {
-            let (code, rest) = l.split_once("\"}")?;
-            Some((code.to_string(), rest.trim().parse::<f64>().ok()? as u64))
+            let (value, rest) = l.split_once("\"}")?;
+            Some((value.to_string(), rest.trim().parse::<f64>().ok()? as u64))
         })
         .collect()
 }
 
+/// `fleet_dead_letters_total{code=…}` on `h` now, by code.
+async fn dead_letters(h: &Host) -> BTreeMap<String, u64> {
+    counter(h, "fleet_dead_letters_total", "code").await
+}
+
 /// `fleet_broker_drops_total{reason=…}` on `h` now, by reason.
 async fn broker_drops(h: &Host) -> BTreeMap<String, u64> {
-    let (_, text) = Rest::new(&h.proc.url, Some(&h.token)).get("/metrics").await;
-    let text = text.as_str().unwrap_or_default().to_string();
-    text.lines()
-        .filter_map(|l| l.strip_prefix("fleet_broker_drops_total{reason=\""))
-        .filter_map(|l| {
-            let (reason, rest) = l.split_once("\"}")?;
-            Some((reason.to_string(), rest.trim().parse::<f64>().ok()? as u64))
-        })
-        .collect()
+    counter(h, "fleet_broker_drops_total", "reason").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

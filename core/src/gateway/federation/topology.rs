@@ -117,17 +117,19 @@ pub(crate) fn slice(
             EntityKind::Member => cfg.worker_inbox_expires_ms,
             _ => cfg.lead_inbox_expires_ms,
         };
+        // The held queue is capped, expires and dead-letters exactly as the inbox does.
+        let args = QueueArgs {
+            dead_letter_exchange: dlx.clone(),
+            max_length: Some(cfg.inbox_max_length),
+            message_ttl_ms: Some(cfg.inbox_message_ttl_ms),
+            expires_ms: Some(expires),
+        };
         t.queues.push(QueueSpec {
             name: name.clone(),
             durable: true,
             exclusive: false,
             auto_delete: false,
-            args: QueueArgs {
-                dead_letter_exchange: dlx.clone(),
-                max_length: Some(cfg.inbox_max_length),
-                message_ttl_ms: Some(cfg.inbox_message_ttl_ms),
-                expires_ms: Some(expires),
-            },
+            args: args.clone(),
         });
         t.bindings.push(Binding {
             queue: name.clone(),
@@ -159,12 +161,7 @@ pub(crate) fn slice(
             durable: true,
             exclusive: false,
             auto_delete: false,
-            args: QueueArgs {
-                dead_letter_exchange: dlx.clone(),
-                max_length: Some(cfg.inbox_max_length),
-                message_ttl_ms: Some(cfg.inbox_message_ttl_ms),
-                expires_ms: Some(expires),
-            },
+            args,
         });
         t.bindings.push(Binding {
             queue: held.clone(),
