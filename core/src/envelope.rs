@@ -12,8 +12,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use uuid::Uuid;
 
-/// The envelope schema this build writes.
-pub const VERSION: Version = Version { major: 1, minor: 0 };
+/// The envelope schema this build writes. 1.1: presence is a host snapshot plus ordered
+/// per-entity deltas (`roster::Presence`'s `seq`, `entities`, `group`, `gone`); 1.0 readers
+/// ignore those fields (docs/federation.md, "Presence").
+pub const VERSION: Version = Version { major: 1, minor: 1 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Version {

@@ -45,10 +45,14 @@ pub enum PlantedBug {
     /// each for the reply's whole TTL — memory no bound covers (caught by the core's own
     /// invariant, I10).
     HoldOutlivesTicket,
+    /// The roster applies a presence delta whatever its order: a replayed or late delta
+    /// undoes a newer snapshot or leave, and a member that left reappears (caught by the
+    /// roster's own invariant: no entry's order goes back).
+    DeltaAppliedOutOfOrder,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 11] = [
+    pub const ALL: [PlantedBug; 12] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -60,6 +64,7 @@ impl PlantedBug {
         PlantedBug::ResultsHeldInInbox,
         PlantedBug::ReplayRecordForgotten,
         PlantedBug::HoldOutlivesTicket,
+        PlantedBug::DeltaAppliedOutOfOrder,
     ];
 
     pub fn name(self) -> &'static str {
@@ -75,6 +80,7 @@ impl PlantedBug {
             PlantedBug::ResultsHeldInInbox => "results-held-in-inbox",
             PlantedBug::ReplayRecordForgotten => "replay-record-forgotten",
             PlantedBug::HoldOutlivesTicket => "hold-outlives-ticket",
+            PlantedBug::DeltaAppliedOutOfOrder => "delta-applied-out-of-order",
         }
     }
 
@@ -90,7 +96,9 @@ impl PlantedBug {
             PlantedBug::AnswerWithoutTurnCheck => "I5",
             PlantedBug::SpawnWithoutReservation => "I6",
             PlantedBug::RosterNeverExpires => "I7",
-            PlantedBug::HeldIndexSkew | PlantedBug::HoldOutlivesTicket => INTERNAL,
+            PlantedBug::HeldIndexSkew
+            | PlantedBug::HoldOutlivesTicket
+            | PlantedBug::DeltaAppliedOutOfOrder => INTERNAL,
             PlantedBug::ReplyWithoutCounterpart | PlantedBug::DlqTrustsBrokerHeaders => "I8",
             PlantedBug::ResultsHeldInInbox => "I11",
             PlantedBug::ReplayRecordForgotten => "I1",

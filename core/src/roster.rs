@@ -1,16 +1,28 @@
-//! The roster (U5): every gateway heartbeats signed presence for its local entities and for
-//! itself (`_gateway`, carrying its profile names); every gateway folds what it hears into an
-//! eventually-consistent union view. Entries expire on missed heartbeats. Signed presence is
-//! also what binds a gid to a host for admission's sender check.
+//! The roster (U5). Presence is one signed host snapshot per interval — `roster.<host>._gateway`,
+//! listing every entity the host serves with the host's profiles and start time — plus a
+//! signed delta on `roster.<host>.<gid>` the moment an entity joins, leaves or changes status.
+//! Every gateway folds what it hears into an eventually-consistent union view. A host's
+//! presence is ordered by its gateway's start time and a per-process sequence number
+//! ([`Order`]): a delta older than the snapshot is ignored, a newer one applies, and a stale
+//! copy changes nothing. Entries expire when their host goes silent. Signed presence is also
+//! what binds a gid to a host for admission's sender check, and a live binding is never taken
+//! over.
+//!
+//! Wire 1.0 gateways sent one heartbeat per entity and a `_gateway` entry without a list; both
+//! are still read (as [`Announcement::Heartbeat`] and [`Announcement::Host`]).
 
 use crate::ids::{HostId, SessionId};
 use crate::status::AgentStatus;
 use crate::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The gid a gateway speaks as when it speaks for itself (its host entry, its DLQ reports).
 pub const GATEWAY_GID: &str = "_gateway";
+
+/// How many entities one snapshot may list; a longer one is refused whole (a host with a key
+/// could otherwise grow every roster without bound in one message).
+pub const MAX_LISTED: usize = 16_384;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -20,7 +32,8 @@ pub enum EntityKind {
     Gateway,
 }
 
-/// The body of a PRESENCE message.
+/// The body of a PRESENCE message. 1.0 readers ignore the fields they do not know, so they
+/// still read a 1.1 snapshot as their host entry and a delta as a heartbeat.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Presence {
     pub kind: EntityKind,
@@ -29,14 +42,126 @@ pub struct Presence {
     /// For `_gateway` entries: the profile names this host can spawn.
     #[serde(default)]
     pub profiles: Vec<String>,
-    /// For `_gateway` entries: when this gateway process started (Unix ms). A larger value
-    /// than last seen means the host restarted and lost its soft state — the turn records of
-    /// the briefs it had typed among them.
+    /// When this gateway process started (Unix ms). A larger value than last seen means the
+    /// host restarted and lost its soft state — the turn records of the briefs it had typed
+    /// among them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<u64>,
+    /// 1.1: this gateway process's presence sequence number; with `since`, the order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// 1.1, on `_gateway`: every entity the host serves. Replaces what was known of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entities: Option<Vec<Listed>>,
+    /// 1.1, on an entity's key: the broadcast group it joined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// 1.1, on an entity's key: it left.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gone: bool,
+}
+
+/// One entity as presence describes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entity {
+    pub kind: EntityKind,
+    #[serde(default)]
+    pub status: Option<AgentStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+}
+
+/// One line of a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listed {
+    pub gid: SessionId,
+    pub kind: EntityKind,
+    #[serde(default)]
+    pub status: Option<AgentStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+}
+
+/// Where one host's presence stands: its gateway process, then that process's sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Order {
+    pub since: u64,
+    pub seq: u64,
+}
+
+/// A PRESENCE body, read for what it says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Announcement {
+    /// The host's whole set, as of `at`.
+    Snapshot {
+        at: Order,
+        profiles: Vec<String>,
+        entities: Vec<(SessionId, Entity)>,
+    },
+    /// A 1.0 host entry: the host and its profiles, no list.
+    Host {
+        since: Option<u64>,
+        profiles: Vec<String>,
+    },
+    /// One entity joined or changed (`Some`) or left (`None`), as of `at`.
+    Delta {
+        at: Order,
+        gid: SessionId,
+        change: Option<Entity>,
+    },
+    /// A 1.0 per-entity heartbeat: unordered, current.
+    Heartbeat { gid: SessionId, entity: Entity },
 }
 
 impl Presence {
+    /// A snapshot of this host (`_gateway`).
+    pub fn snapshot(at: Order, profiles: Vec<String>, entities: Vec<Listed>) -> Presence {
+        Presence {
+            kind: EntityKind::Gateway,
+            status: None,
+            profiles,
+            since: Some(at.since),
+            seq: Some(at.seq),
+            entities: Some(entities),
+            group: None,
+            gone: false,
+        }
+    }
+
+    /// A delta for one entity: its state now, or `None` when it left.
+    pub fn delta(at: Order, change: Option<Entity>) -> Presence {
+        let gone = change.is_none();
+        let e = change.unwrap_or(Entity {
+            kind: EntityKind::Member,
+            status: None,
+            group: None,
+        });
+        Presence {
+            kind: e.kind,
+            status: e.status,
+            profiles: Vec::new(),
+            since: Some(at.since),
+            seq: Some(at.seq),
+            entities: None,
+            group: e.group,
+            gone,
+        }
+    }
+
+    /// A wire 1.0 body: an entity's heartbeat, or with `since` a host entry.
+    pub fn v1_0(kind: EntityKind, status: Option<AgentStatus>, since: Option<u64>) -> Presence {
+        Presence {
+            kind,
+            status,
+            profiles: Vec::new(),
+            since,
+            seq: None,
+            entities: None,
+            group: None,
+            gone: false,
+        }
+    }
+
     pub fn to_body(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
     }
@@ -46,11 +171,111 @@ impl Presence {
     }
 }
 
+impl Announcement {
+    /// Reads the body of a PRESENCE sent as `from` (the gid its routing key names).
+    pub fn parse(from: &SessionId, body: &[u8]) -> Result<Announcement, String> {
+        let p = Presence::from_body(body)?;
+        let order = match (p.since, p.seq) {
+            (Some(since), Some(seq)) => Some(Order { since, seq }),
+            _ => None,
+        };
+        if from.as_str() == GATEWAY_GID {
+            if p.kind != EntityKind::Gateway {
+                return Err(format!("a _gateway entry of kind {:?}", p.kind));
+            }
+            return match (order, p.entities) {
+                (Some(at), Some(listed)) => {
+                    if listed.len() > MAX_LISTED {
+                        return Err(format!(
+                            "a snapshot of {} entities, more than {MAX_LISTED}",
+                            listed.len()
+                        ));
+                    }
+                    let mut entities = Vec::with_capacity(listed.len());
+                    let mut gids = BTreeSet::new();
+                    for l in listed {
+                        if l.kind == EntityKind::Gateway || l.gid.as_str() == GATEWAY_GID {
+                            return Err(format!("a snapshot lists {} as a gateway", l.gid));
+                        }
+                        if !gids.insert(l.gid.clone()) {
+                            return Err(format!("a snapshot lists {} twice", l.gid));
+                        }
+                        let entity = Entity {
+                            kind: l.kind,
+                            status: l.status,
+                            group: l.group,
+                        };
+                        entities.push((l.gid, entity));
+                    }
+                    Ok(Announcement::Snapshot {
+                        at,
+                        profiles: p.profiles,
+                        entities,
+                    })
+                }
+                _ => Ok(Announcement::Host {
+                    since: p.since,
+                    profiles: p.profiles,
+                }),
+            };
+        }
+        if p.kind == EntityKind::Gateway {
+            return Err(format!("{from} announced as a gateway"));
+        }
+        if p.entities.is_some() {
+            return Err(format!("{from}'s presence carries a snapshot"));
+        }
+        let entity = Entity {
+            kind: p.kind,
+            status: p.status,
+            group: p.group,
+        };
+        Ok(match order {
+            Some(at) => Announcement::Delta {
+                at,
+                gid: from.clone(),
+                change: (!p.gone).then_some(entity),
+            },
+            None => Announcement::Heartbeat {
+                gid: from.clone(),
+                entity,
+            },
+        })
+    }
+
+    /// The gateway start time it announces, if any.
+    fn since(&self) -> Option<u64> {
+        match self {
+            Announcement::Snapshot { at, .. } | Announcement::Delta { at, .. } => Some(at.since),
+            Announcement::Host { since, .. } => *since,
+            Announcement::Heartbeat { .. } => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum State {
+    Present(Entity),
+    /// It left. Kept until its expiry, so a late report it signed is still admitted and a
+    /// stale join is recognised as older than the leave.
+    Left,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Entry {
     host: HostId,
-    presence: Presence,
+    state: State,
     seen_at: Instant,
+    /// The presence that set it (`None`: a 1.0 heartbeat).
+    at: Option<Order>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct HostEntry {
+    profiles: Vec<String>,
+    seen_at: Instant,
+    /// The latest snapshot applied.
+    snapshot: Option<Order>,
 }
 
 /// Whether a row can be trusted right now.
@@ -73,30 +298,42 @@ pub struct RosterRow {
     pub liveness: Liveness,
 }
 
-/// What a heartbeat did to the roster.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Observed {
-    /// Recorded; `restarted` when it shows its host's gateway started again.
-    Seen { restarted: bool },
-    /// Refused: a fresh heartbeat binds the gid to `bound`, another host.
-    Claimed { bound: HostId },
+/// What one presence did to the roster.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// It shows the host's gateway started again since last heard.
+    pub restarted: bool,
+    /// Older than what is known of the host or the entity: it changed nothing.
+    pub stale: bool,
+    /// The gids it binds to its host now.
+    pub bound: Vec<SessionId>,
+    /// The gids it says are gone (a leave, or absent from a newer snapshot).
+    pub left: Vec<SessionId>,
+    /// Gids it claims that another host holds, with that host: refused, each.
+    pub claimed: Vec<(SessionId, HostId)>,
 }
 
 #[derive(Debug)]
 pub struct Roster {
     ttl: Duration,
     entities: BTreeMap<SessionId, Entry>,
-    gateways: BTreeMap<HostId, Entry>,
+    hosts: BTreeMap<HostId, HostEntry>,
+    /// The gids each host's presence put in `entities`, for a snapshot to replace.
+    by_host: BTreeMap<HostId, BTreeSet<SessionId>>,
     /// The latest `since` each host's gateway announced. Kept past expiry (one number per
     /// host), so a host that comes back after its entries expired is still seen restarted.
     boots: BTreeMap<HostId, u64>,
     /// The host each gid was first bound to, kept past expiry: a gid is one host's for its
     /// life (a spawn id lives on the host it was spawned on), so a later claim from another
-    /// host is refused even in a gap in the owner's heartbeats. Bounded: past `OWNERS_CAP`
+    /// host is refused even in a gap in the owner's presence. Bounded: past `OWNERS_CAP`
     /// the oldest binding is forgotten first.
     owners: BTreeMap<SessionId, (HostId, u64)>,
-    owner_order: std::collections::VecDeque<(u64, SessionId)>,
+    owner_order: VecDeque<(u64, SessionId)>,
     next_owner: u64,
+    /// The planted `delta-applied-out-of-order`: deltas skip the order check.
+    unordered: bool,
+    /// The first entry whose order went backwards (never, unless the order check is broken).
+    broken: Option<String>,
 }
 
 /// How many gid → host bindings the roster remembers past their expiry.
@@ -107,57 +344,234 @@ impl Roster {
         Roster {
             ttl,
             entities: BTreeMap::new(),
-            gateways: BTreeMap::new(),
+            hosts: BTreeMap::new(),
+            by_host: BTreeMap::new(),
             boots: BTreeMap::new(),
             owners: BTreeMap::new(),
-            owner_order: std::collections::VecDeque::new(),
+            owner_order: VecDeque::new(),
             next_owner: 0,
+            unordered: false,
+            broken: None,
         }
     }
 
-    /// A verified PRESENCE from `host` about `gid`. A gid bound to another host by a fresh
-    /// heartbeat stays bound there: the claim is refused (a gid is one host's for its life,
-    /// and only its binding's expiry frees it). `Seen { restarted }` says whether it shows
-    /// `host`'s gateway restarted since its last heartbeat (a later `since`; an earlier one is
-    /// a stale copy and changes nothing).
-    pub fn observe(
-        &mut self,
-        now: Instant,
-        host: &HostId,
-        gid: &SessionId,
-        presence: Presence,
-    ) -> Observed {
-        if gid.as_str() != GATEWAY_GID {
-            let owner = self.owners.get(gid).map(|(h, _)| h.clone());
-            if let Some(bound) = owner
-                .or_else(|| self.host_of(now, gid))
-                .filter(|h| h != host)
-            {
-                return Observed::Claimed { bound };
-            }
-            self.own(gid, host);
-        }
-        let mut restarted = false;
-        if let (Some(since), true) = (presence.since, gid.as_str() == GATEWAY_GID) {
+    /// The planted `delta-applied-out-of-order`: every delta applies, whatever its order.
+    pub fn with_unordered_deltas(mut self, on: bool) -> Self {
+        self.unordered = on;
+        self
+    }
+
+    /// A verified PRESENCE signed by `host`. A gid bound to another host stays bound there:
+    /// that claim is refused (`claimed`) and the rest of the presence applies.
+    pub fn observe(&mut self, now: Instant, host: &HostId, ann: Announcement) -> Observed {
+        let mut seen = Observed::default();
+        if let Some(since) = ann.since() {
             match self.boots.get(host).copied() {
                 Some(known) if since <= known => {}
                 known => {
-                    restarted = known.is_some();
+                    seen.restarted = known.is_some();
                     self.boots.insert(host.clone(), since);
                 }
             }
         }
+        match ann {
+            Announcement::Host { profiles, .. } => {
+                let h = self.host_entry(now, host);
+                h.profiles = profiles;
+                h.seen_at = now;
+            }
+            Announcement::Snapshot {
+                at,
+                profiles,
+                entities,
+            } => self.snapshot(now, host, at, profiles, entities, &mut seen),
+            Announcement::Delta { at, gid, change } => {
+                if self.claimed(now, host, &gid, &mut seen) {
+                    return seen;
+                }
+                let older_than_snapshot = self
+                    .hosts
+                    .get(host)
+                    .and_then(|h| h.snapshot)
+                    .is_some_and(|s| s >= at);
+                let older_than_entry = self
+                    .entities
+                    .get(&gid)
+                    .and_then(|e| e.at)
+                    .is_some_and(|e| e >= at);
+                if !self.unordered && (older_than_snapshot || older_than_entry) {
+                    seen.stale = true;
+                    return seen;
+                }
+                match change {
+                    Some(entity) => {
+                        self.set(now, host, &gid, State::Present(entity), Some(at));
+                        seen.bound.push(gid);
+                    }
+                    None => {
+                        if self.is_present(&gid) {
+                            seen.left.push(gid.clone());
+                        }
+                        self.set(now, host, &gid, State::Left, Some(at));
+                    }
+                }
+            }
+            Announcement::Heartbeat { gid, entity } => {
+                if self.claimed(now, host, &gid, &mut seen) {
+                    return seen;
+                }
+                if self
+                    .entities
+                    .get(&gid)
+                    .is_some_and(|e| e.state == State::Left)
+                {
+                    // Unordered: it cannot undo a leave.
+                    seen.stale = true;
+                    return seen;
+                }
+                let at = self.entities.get(&gid).and_then(|e| e.at);
+                self.set(now, host, &gid, State::Present(entity), at);
+                seen.bound.push(gid);
+            }
+        }
+        seen
+    }
+
+    fn snapshot(
+        &mut self,
+        now: Instant,
+        host: &HostId,
+        at: Order,
+        profiles: Vec<String>,
+        entities: Vec<(SessionId, Entity)>,
+        seen: &mut Observed,
+    ) {
+        if self
+            .hosts
+            .get(host)
+            .and_then(|h| h.snapshot)
+            .is_some_and(|s| s >= at)
+        {
+            seen.stale = true;
+            return;
+        }
+        let h = self.host_entry(now, host);
+        h.profiles = profiles;
+        h.seen_at = now;
+        h.snapshot = Some(at);
+        let mut listed = BTreeSet::new();
+        for (gid, entity) in entities {
+            if self.claimed(now, host, &gid, seen) {
+                continue;
+            }
+            listed.insert(gid.clone());
+            match self.entities.get_mut(&gid) {
+                // A delta newer than this snapshot already said more: keep it, and the
+                // snapshot still shows the entity alive.
+                Some(e) if e.at.is_some_and(|e| e > at) => {
+                    e.seen_at = now;
+                    if matches!(e.state, State::Present(_)) {
+                        seen.bound.push(gid);
+                    }
+                }
+                _ => {
+                    self.set(now, host, &gid, State::Present(entity), Some(at));
+                    seen.bound.push(gid);
+                }
+            }
+        }
+        let unlisted: Vec<SessionId> = self
+            .by_host
+            .get(host)
+            .map(|gids| gids.difference(&listed).cloned().collect())
+            .unwrap_or_default();
+        for gid in unlisted {
+            let Some(e) = self.entities.get_mut(&gid) else {
+                continue;
+            };
+            if e.at.is_some_and(|e| e > at) || e.state == State::Left {
+                continue;
+            }
+            e.state = State::Left;
+            e.at = Some(at);
+            seen.left.push(gid);
+        }
+    }
+
+    fn host_entry(&mut self, now: Instant, host: &HostId) -> &mut HostEntry {
+        self.hosts.entry(host.clone()).or_insert(HostEntry {
+            profiles: Vec::new(),
+            seen_at: now,
+            snapshot: None,
+        })
+    }
+
+    fn is_present(&self, gid: &SessionId) -> bool {
+        self.entities
+            .get(gid)
+            .is_some_and(|e| matches!(e.state, State::Present(_)))
+    }
+
+    fn set(
+        &mut self,
+        now: Instant,
+        host: &HostId,
+        gid: &SessionId,
+        state: State,
+        at: Option<Order>,
+    ) {
         let entry = Entry {
             host: host.clone(),
-            presence,
+            state,
             seen_at: now,
+            at,
         };
-        if gid.as_str() == GATEWAY_GID {
-            self.gateways.insert(host.clone(), entry);
-        } else {
-            self.entities.insert(gid.clone(), entry);
+        if let Some(old) = self.entities.insert(gid.clone(), entry) {
+            if let (Some(was), Some(now_at), None) = (old.at, at, &self.broken) {
+                if now_at < was {
+                    self.broken = Some(format!(
+                        "roster: {gid} went back from {was:?} to {now_at:?}"
+                    ));
+                }
+            }
+            if &old.host != host {
+                self.unindex(&old.host, gid);
+            }
         }
-        Observed::Seen { restarted }
+        self.by_host
+            .entry(host.clone())
+            .or_default()
+            .insert(gid.clone());
+    }
+
+    fn unindex(&mut self, host: &HostId, gid: &SessionId) {
+        if let Some(gids) = self.by_host.get_mut(host) {
+            gids.remove(gid);
+            if gids.is_empty() {
+                self.by_host.remove(host);
+            }
+        }
+    }
+
+    /// Whether `gid` is bound to a host other than `host`; records it in `seen` if so, and
+    /// binds it to `host` if it was free.
+    fn claimed(
+        &mut self,
+        now: Instant,
+        host: &HostId,
+        gid: &SessionId,
+        seen: &mut Observed,
+    ) -> bool {
+        let owner = self.owners.get(gid).map(|(h, _)| h.clone());
+        if let Some(bound) = owner
+            .or_else(|| self.host_of(now, gid))
+            .filter(|h| h != host)
+        {
+            seen.claimed.push((gid.clone(), bound));
+            return true;
+        }
+        self.own(gid, host);
+        false
     }
 
     /// Records `host` as `gid`'s owner, forgetting the oldest owner past the cap.
@@ -179,235 +593,137 @@ impl Roster {
         }
     }
 
-    fn fresh(&self, now: Instant, e: &Entry) -> bool {
-        e.seen_at + self.ttl > now
+    fn fresh(&self, now: Instant, seen_at: Instant) -> bool {
+        seen_at + self.ttl > now
     }
 
-    /// The host signed presence binds `gid` to, if its heartbeat is fresh.
+    /// The host signed presence binds `gid` to, while its presence is fresh. An entity that
+    /// left stays bound until then: a report it signed on its way out is still its own.
     pub fn host_of(&self, now: Instant, gid: &SessionId) -> Option<HostId> {
         self.entities
             .get(gid)
-            .filter(|e| self.fresh(now, e))
+            .filter(|e| self.fresh(now, e.seen_at))
             .map(|e| e.host.clone())
     }
 
-    /// The profile names a host advertised, if its gateway heartbeat is fresh.
+    /// The profile names a host advertised, if its gateway presence is fresh.
     pub fn profiles_of(&self, now: Instant, host: &HostId) -> Option<Vec<String>> {
-        self.gateways
+        self.hosts
             .get(host)
-            .filter(|e| self.fresh(now, e))
-            .map(|e| e.presence.profiles.clone())
+            .filter(|h| self.fresh(now, h.seen_at))
+            .map(|h| h.profiles.clone())
     }
 
     /// Our own broker link is back. Every entry gets a full TTL to be heard again: the silence
-    /// was ours (our roster queue died with the connection, and the heartbeats with it), so
-    /// it says nothing about the others yet.
+    /// was ours (our roster queue died with the connection, and the presence with it), so it
+    /// says nothing about the others yet.
     pub fn heard_again(&mut self, now: Instant) {
-        for e in self.entities.values_mut().chain(self.gateways.values_mut()) {
+        for e in self.entities.values_mut() {
             e.seen_at = e.seen_at.max(now);
+        }
+        for h in self.hosts.values_mut() {
+            h.seen_at = h.seen_at.max(now);
         }
     }
 
-    /// Drops entries whose heartbeats stopped. Returns the gids that expired.
+    /// Drops entries whose presence stopped. Returns the gids that expired (those that left
+    /// among them: what was typed into them is past hearing of too).
     pub fn expire(&mut self, now: Instant) -> Vec<SessionId> {
         let ttl = self.ttl;
-        let gone: Vec<SessionId> = self
+        let gone: Vec<(SessionId, HostId)> = self
             .entities
             .iter()
             .filter(|(_, e)| e.seen_at + ttl <= now)
-            .map(|(g, _)| g.clone())
+            .map(|(g, e)| (g.clone(), e.host.clone()))
             .collect();
-        for g in &gone {
+        for (g, host) in &gone {
             self.entities.remove(g);
+            self.unindex(host, g);
         }
-        self.gateways.retain(|_, e| e.seen_at + ttl > now);
-        gone
+        self.hosts.retain(|_, h| h.seen_at + ttl > now);
+        gone.into_iter().map(|(g, _)| g).collect()
     }
 
-    /// Forgets one entity at once (a local member stopped, a remote one reported gone). Its
-    /// owner is kept: the gid stays that host's.
+    /// Forgets one entity at once (a local member stopped). Its owner is kept: the gid stays
+    /// that host's.
     pub fn forget(&mut self, gid: &SessionId) {
-        self.entities.remove(gid);
+        if let Some(e) = self.entities.remove(gid) {
+            self.unindex(&e.host, gid);
+        }
     }
 
     /// The union view. With the broker down, other hosts' rows read as unknown.
     pub fn view(&self, now: Instant, own: &HostId, broker_up: bool) -> Vec<RosterRow> {
-        let row = |gid: SessionId, e: &Entry| RosterRow {
-            liveness: if broker_up || &e.host == own {
+        let liveness = |host: &HostId| {
+            if broker_up || host == own {
                 Liveness::Live
             } else {
                 Liveness::Unknown
-            },
-            gid,
-            host: e.host.clone(),
-            kind: e.presence.kind,
-            status: e.presence.status,
-            profiles: e.presence.profiles.clone(),
+            }
         };
         let mut rows: Vec<RosterRow> = self
-            .gateways
+            .hosts
             .iter()
-            .filter(|(_, e)| self.fresh(now, e))
-            .map(|(_, e)| row(SessionId::new(GATEWAY_GID), e))
+            .filter(|(_, h)| self.fresh(now, h.seen_at))
+            .map(|(host, h)| RosterRow {
+                gid: SessionId::new(GATEWAY_GID),
+                host: host.clone(),
+                kind: EntityKind::Gateway,
+                status: None,
+                profiles: h.profiles.clone(),
+                liveness: liveness(host),
+            })
             .collect();
-        rows.extend(
-            self.entities
-                .iter()
-                .filter(|(_, e)| self.fresh(now, e))
-                .map(|(g, e)| row(g.clone(), e)),
-        );
+        rows.extend(self.entities.iter().filter_map(|(gid, e)| {
+            let State::Present(entity) = &e.state else {
+                return None;
+            };
+            self.fresh(now, e.seen_at).then(|| RosterRow {
+                gid: gid.clone(),
+                host: e.host.clone(),
+                kind: entity.kind,
+                status: entity.status,
+                profiles: Vec::new(),
+                liveness: liveness(&e.host),
+            })
+        }));
         rows
     }
 
+    /// Entries kept (hosts, entities present or left).
     pub fn len(&self) -> usize {
-        self.entities.len() + self.gateways.len()
+        self.entities.len() + self.hosts.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Checks the roster's own bookkeeping: no entry's order ever went backwards, and every
+    /// entry is indexed under its host, and only there. Called on every step of a gateway built with invariants.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(b) = &self.broken {
+            return Err(b.clone());
+        }
+        let indexed: usize = self.by_host.values().map(BTreeSet::len).sum();
+        if indexed != self.entities.len() {
+            return Err(format!(
+                "roster: {} entities, {indexed} indexed by host",
+                self.entities.len()
+            ));
+        }
+        for (host, gids) in &self.by_host {
+            for gid in gids {
+                if self.entities.get(gid).map(|e| &e.host) != Some(host) {
+                    return Err(format!(
+                        "roster: {gid} indexed under {host}, not bound there"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn member() -> Presence {
-        Presence {
-            kind: EntityKind::Member,
-            status: Some(AgentStatus::Idle),
-            profiles: vec![],
-            since: None,
-        }
-    }
-
-    #[test]
-    fn entries_expire_on_missed_heartbeats() {
-        let mut r = Roster::new(Duration::from_secs(15));
-        let (a, g) = (HostId::new("a"), SessionId::new("g1"));
-        r.observe(Instant::ZERO, &a, &g, member());
-        assert_eq!(r.host_of(Instant::from_millis(14_999), &g), Some(a.clone()));
-        assert_eq!(r.host_of(Instant::from_millis(15_000), &g), None);
-        r.observe(Instant::from_millis(10_000), &a, &g, member());
-        assert_eq!(
-            r.expire(Instant::from_millis(20_000)),
-            Vec::<SessionId>::new()
-        );
-        assert_eq!(r.expire(Instant::from_millis(25_000)), vec![g]);
-        assert!(r.is_empty());
-    }
-
-    #[test]
-    fn other_hosts_read_unknown_while_the_broker_is_down() {
-        let mut r = Roster::new(Duration::from_secs(15));
-        let (a, b) = (HostId::new("a"), HostId::new("b"));
-        r.observe(Instant::ZERO, &a, &SessionId::new("ga"), member());
-        r.observe(Instant::ZERO, &b, &SessionId::new("gb"), member());
-        let down = r.view(Instant::ZERO, &a, false);
-        let live: Vec<_> = down
-            .iter()
-            .map(|x| (x.gid.to_string(), x.liveness))
-            .collect();
-        assert_eq!(
-            live,
-            vec![
-                ("ga".into(), Liveness::Live),
-                ("gb".into(), Liveness::Unknown)
-            ]
-        );
-    }
-
-    #[test]
-    fn a_later_start_time_reads_as_a_restart_and_a_stale_copy_does_not() {
-        let mut r = Roster::new(Duration::from_secs(15));
-        let (b, gw) = (HostId::new("b"), SessionId::new(GATEWAY_GID));
-        let boot = |since| Presence {
-            kind: EntityKind::Gateway,
-            status: None,
-            profiles: vec![],
-            since: Some(since),
-        };
-        assert_eq!(
-            r.observe(Instant::ZERO, &b, &gw, boot(100)),
-            Observed::Seen { restarted: false },
-            "first sight"
-        );
-        assert_eq!(
-            r.observe(Instant::ZERO, &b, &gw, boot(100)),
-            Observed::Seen { restarted: false },
-            "same process"
-        );
-        assert_eq!(
-            r.observe(Instant::ZERO, &b, &gw, boot(200)),
-            Observed::Seen { restarted: true },
-            "restarted"
-        );
-        assert_eq!(
-            r.observe(Instant::ZERO, &b, &gw, boot(100)),
-            Observed::Seen { restarted: false },
-            "a stale copy"
-        );
-        assert_eq!(
-            r.observe(Instant::ZERO, &b, &gw, boot(200)),
-            Observed::Seen { restarted: false }
-        );
-        // Past expiry, a host that comes back restarted is still seen so.
-        r.expire(Instant::from_millis(60_000));
-        assert_eq!(
-            r.observe(Instant::from_millis(60_000), &b, &gw, boot(300)),
-            Observed::Seen { restarted: true }
-        );
-        // Member presences never carry it.
-        assert_eq!(
-            r.observe(Instant::ZERO, &b, &SessionId::new("m"), member()),
-            Observed::Seen { restarted: false }
-        );
-    }
-
-    /// A gid bound to one host cannot be claimed by another — not while its heartbeats are
-    /// fresh, and not in a gap in them either (a gid is one host's for its life).
-    #[test]
-    fn a_live_binding_is_never_taken_over() {
-        let mut r = Roster::new(Duration::from_millis(20_000));
-        let (a, b, g) = (HostId::new("a"), HostId::new("b"), SessionId::new("g"));
-        let member = || Presence {
-            kind: EntityKind::Member,
-            status: None,
-            profiles: vec![],
-            since: None,
-        };
-        r.observe(Instant::ZERO, &a, &g, member());
-        assert_eq!(
-            r.observe(Instant::from_millis(5_000), &b, &g, member()),
-            Observed::Claimed { bound: a.clone() }
-        );
-        assert_eq!(r.host_of(Instant::from_millis(5_000), &g), Some(a.clone()));
-        // Its heartbeats stop: the gid leaves the view, but it stays a's.
-        assert_eq!(r.host_of(Instant::from_millis(30_000), &g), None);
-        assert_eq!(
-            r.observe(Instant::from_millis(30_000), &b, &g, member()),
-            Observed::Claimed { bound: a.clone() }
-        );
-        assert_eq!(
-            r.observe(Instant::from_millis(31_000), &a, &g, member()),
-            Observed::Seen { restarted: false }
-        );
-        assert_eq!(r.host_of(Instant::from_millis(31_000), &g), Some(a));
-    }
-
-    #[test]
-    fn a_gateway_entry_carries_its_profiles() {
-        let mut r = Roster::new(Duration::from_secs(15));
-        let b = HostId::new("b");
-        let p = Presence {
-            kind: EntityKind::Gateway,
-            status: None,
-            profiles: vec!["claude".into(), "opencode".into()],
-            since: None,
-        };
-        r.observe(Instant::ZERO, &b, &SessionId::new(GATEWAY_GID), p.clone());
-        assert_eq!(r.profiles_of(Instant::ZERO, &b), Some(p.profiles.clone()));
-        assert_eq!(Presence::from_body(&p.to_body()), Ok(p));
-        assert!(Presence::from_body(b"{not json").is_err());
-    }
-}
+mod tests;

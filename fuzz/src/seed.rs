@@ -156,14 +156,33 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
             Kind::Presence,
             "w1",
             "roster.b.w1",
-            br#"{"kind":"member","status":"idle"}"#,
+            br#"{"kind":"member","status":"IDLE"}"#,
         ),
     ];
-    for (i, (kind, from, to, body)) in kinds.into_iter().enumerate() {
+    let named = kinds
+        .into_iter()
+        .map(|(kind, from, to, body)| (format!("seed-{}", kind.as_str().to_lowercase()), kind, from, to, body))
+        // Wire 1.1 presence: b's snapshot, and one delta ordered after it.
+        .chain([
+            (
+                "seed-presence-snapshot".to_string(),
+                Kind::Presence,
+                "_gateway",
+                "roster.b._gateway",
+                br#"{"kind":"gateway","profiles":["echo"],"since":1,"seq":2,"entities":[{"gid":"w1","kind":"member","status":"IDLE"}]}"#.as_slice(),
+            ),
+            (
+                "seed-presence-delta".to_string(),
+                Kind::Presence,
+                "w1",
+                "roster.b.w1",
+                br#"{"kind":"member","status":"WORKING","since":1,"seq":3}"#.as_slice(),
+            ),
+        ]);
+    for (i, (name, kind, from, to, body)) in named.enumerate() {
         let env = genuine(kind, i as u128, from, to, body);
         let mut bytes = vec![0u8];
         bytes.extend(encode(&env.to_headers(), &env.body, &env.to));
-        let name = format!("seed-{}", kind.as_str().to_lowercase());
         out.push(("envelope", name.clone(), bytes.clone()));
         out.push(("amqp_headers", name.clone(), bytes[1..].to_vec()));
         let mut g = vec![10u8];

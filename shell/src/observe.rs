@@ -135,7 +135,7 @@ fn flow(trace_id: &str) -> tracing::Span {
     tracing::info_span!(target: "fleetd::flow", "flow", trace_id = %trace_id)
 }
 
-/// Presence heartbeats: every few seconds per entity, logged only at `trace`.
+/// Presence (a snapshot per host every round, a delta per change): logged only at `trace`.
 fn heartbeat(h: &Headers) -> bool {
     let yes = text(h, "kind") == "PRESENCE";
     if yes {

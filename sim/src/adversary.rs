@@ -11,10 +11,15 @@
 //! forged reason too), so the oracle can trace any outcome, answer or typed text back to it:
 //! I8 in the hostile world is "an adversary changes no outcome".
 //!
-//! It does not yet claim other hosts' gids in its presence: tried, the oracle found that a
-//! liar heartbeating faster than the owner wins a gid at any gateway that (re)starts and
-//! hears the liar first — first-heard is no authority. That needs the presence redesign
-//! (docs/security.md, "Who may answer what").
+//! It also taps the roster and replays every presence delta an honest host signed, unchanged,
+//! 1–15 s later (within its expiry): only the order of a host's presence (its start, then its
+//! sequence number) tells a late delta from a fresh one. Its own presence is a 1.1 snapshot in
+//! odd seeds and wire 1.0 heartbeats in even ones, so both readers run.
+//!
+//! It does not claim other hosts' gids in its presence: tried, the oracle found that a liar
+//! announcing faster than the owner wins a gid at any gateway that (re)starts and hears the
+//! liar first — first-heard is no authority, and ordering a host's own presence does not
+//! change that (docs/security.md, "Who may answer what").
 
 use crate::net::SimBrokerClient;
 use fleet_core::admission::presence_key;
@@ -23,7 +28,7 @@ use fleet_core::broker::{
 };
 use fleet_core::envelope::{Envelope, HeaderValue, Kind, VERSION};
 use fleet_core::ids::IdMint;
-use fleet_core::roster::{EntityKind, Presence, GATEWAY_GID};
+use fleet_core::roster::{EntityKind, Listed, Order, Presence, GATEWAY_GID};
 use fleet_core::signing::Keyring;
 use fleet_core::{HostId, Outcome, SessionId};
 use fleetd::BrokerPort;
@@ -102,6 +107,12 @@ pub async fn run(liar: Liar) -> turmoil::Result {
         fleet_core::envelope::Headers,
         Vec<u8>,
     )> = Vec::new();
+    let mut roster_replays: Vec<(
+        tokio::time::Instant,
+        String,
+        fleet_core::envelope::Headers,
+        Vec<u8>,
+    )> = Vec::new();
     let mut publish = |broker: &mut SimBrokerClient, exchange: Exchange, mut env: Envelope| {
         keyring.sign(&mut env);
         next_publish += 1;
@@ -115,6 +126,10 @@ pub async fn run(liar: Liar) -> turmoil::Result {
             body: env.body,
         });
     };
+    // Its own presence: wire 1.1 (a snapshot, ordered) or 1.0 (a heartbeat per entity).
+    let v1_1 = liar.seed % 2 == 1;
+    let started = unix_ms(liar.epoch_unix_ms);
+    let mut seq = 0u64;
     let mut beat = tokio::time::interval(Duration::from_secs(1));
     let mut up = false;
     loop {
@@ -132,7 +147,10 @@ pub async fn run(liar: Liar) -> turmoil::Result {
                             auto_delete: true,
                             args: QueueArgs::default(),
                         }],
-                        bindings: vec![Binding { queue: tap.clone(), exchange: Exchange::Msg, key: "#".into() }],
+                        bindings: vec![
+                            Binding { queue: tap.clone(), exchange: Exchange::Msg, key: "#".into() },
+                            Binding { queue: tap.clone(), exchange: Exchange::Roster, key: "roster.#".into() },
+                        ],
                         consumers: vec![Consume { queue: tap.clone(), exclusive: true, prefetch: 1_000 }],
                     };
                     broker.submit(BrokerOp::Declare(t));
@@ -141,6 +159,15 @@ pub async fn run(liar: Liar) -> turmoil::Result {
                 Some(BrokerEvent::Delivery { delivery, headers, body, .. }) => {
                     broker.submit(BrokerOp::Ack { delivery });
                     let Ok(brief) = Envelope::from_parts(&headers, body.clone()) else { continue };
+                    if brief.kind == Kind::Presence {
+                        // An honest host's delta, replayed unchanged while it is still valid.
+                        let honest = brief.signer.as_str() != HOST && brief.from.as_str() != GATEWAY_GID;
+                        if honest {
+                            let at = tokio::time::Instant::now() + Duration::from_millis(1_000 + rng.next_u64() % 14_000);
+                            roster_replays.push((at, brief.to.clone(), headers.clone(), body.clone()));
+                        }
+                        continue;
+                    }
                     // Bind every inbox it learns exists — a lead's that sent a brief, a member's
                     // that replied — to every broadcast, as any client with credentials may: a
                     // copy in a lead's inbox or outside a member's group must be refused, and a
@@ -207,11 +234,14 @@ pub async fn run(liar: Liar) -> turmoil::Result {
                 let now = tokio::time::Instant::now();
                 let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut replays).into_iter().partition(|r| r.0 <= now);
                 replays = later;
-                for (_, key, headers, body) in due {
+                let (due_roster, later): (Vec<_>, Vec<_>) = std::mem::take(&mut roster_replays).into_iter().partition(|r| r.0 <= now);
+                roster_replays = later;
+                let due = due.into_iter().map(|r| (Exchange::Msg, r)).chain(due_roster.into_iter().map(|r| (Exchange::Roster, r)));
+                for (exchange, (_, key, headers, body)) in due {
                     dead_publish += 1;
                     broker.submit(BrokerOp::Publish {
                         publish: PublishId(dead_publish),
-                        exchange: Exchange::Msg,
+                        exchange,
                         key,
                         mandatory: false,
                         persistent: false,
@@ -230,13 +260,20 @@ pub async fn run(liar: Liar) -> turmoil::Result {
                     publish(&mut broker, Exchange::Msg, env);
                 }
                 let host = HostId::new(HOST);
-                let presence = |kind, profiles: Vec<String>| Presence { kind, status: None, profiles, since: None }.to_body();
                 let mut own = forge(&mut ids, now, Kind::Presence, &gateway, presence_key(&host, &gateway));
-                own.body = presence(EntityKind::Gateway, Vec::new());
-                publish(&mut broker, Exchange::Roster, own);
-                let mut me = forge(&mut ids, now, Kind::Presence, &member, presence_key(&host, &member));
-                me.body = presence(EntityKind::Member, Vec::new());
-                publish(&mut broker, Exchange::Roster, me);
+                if v1_1 {
+                    seq += 1;
+                    let at = Order { since: started, seq };
+                    let me = Listed { gid: member.clone(), kind: EntityKind::Member, status: None, group: None };
+                    own.body = Presence::snapshot(at, Vec::new(), vec![me]).to_body();
+                    publish(&mut broker, Exchange::Roster, own);
+                } else {
+                    own.body = Presence::v1_0(EntityKind::Gateway, None, None).to_body();
+                    publish(&mut broker, Exchange::Roster, own);
+                    let mut me = forge(&mut ids, now, Kind::Presence, &member, presence_key(&host, &member));
+                    me.body = Presence::v1_0(EntityKind::Member, None, None).to_body();
+                    publish(&mut broker, Exchange::Roster, me);
+                }
             }
         }
     }

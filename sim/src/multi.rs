@@ -105,6 +105,8 @@ enum FaultStep {
     BrokerBounce,
     Restart(usize),
     Crash(usize),
+    /// A crash the machine never boots from: its members must leave every roster (I7).
+    Lose(usize),
     Boot(usize),
     Cut(usize, Dir),
     Heal(usize, Dir),
@@ -132,8 +134,14 @@ fn schedule(
             FaultProfile::HostCrash => {
                 let h = host(rng);
                 let down = Duration::from_millis(2_000 + rng.next_u64() % 30_000);
-                out.push((t, FaultStep::Crash(h)));
-                out.push((t + down, FaultStep::Boot(h)));
+                // One machine in four is lost for good: only roster expiry takes its members
+                // out of the others' rosters (a restarted host's snapshot would replace them).
+                if rng.next_u64().is_multiple_of(4) {
+                    out.push((t, FaultStep::Lose(h)));
+                } else {
+                    out.push((t, FaultStep::Crash(h)));
+                    out.push((t + down, FaultStep::Boot(h)));
+                }
             }
             FaultProfile::Partitions => {
                 let h = host(rng);
@@ -439,21 +447,27 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
                     sim.bounce("broker");
                     fault_log.push(format!("{at:.1}s broker bounce"));
                 }
-                FaultStep::Restart(h) | FaultStep::Crash(h) if down.contains(&h) => {}
+                FaultStep::Restart(h) | FaultStep::Crash(h) | FaultStep::Lose(h)
+                    if down.contains(&h) => {}
                 FaultStep::Boot(h) if !down.contains(&h) => {}
                 FaultStep::Restart(h) => {
                     restarted.insert(h);
                     sim.bounce(names[h].to_string());
                     fault_log.push(format!("{at:.1}s restart {}", names[h]));
                 }
-                FaultStep::Crash(h) => {
+                FaultStep::Crash(h) | FaultStep::Lose(h) => {
                     sim.crash(names[h].to_string());
                     herdrs[h].crash();
                     down.insert(h);
                     crashed.insert(h);
                     restarted.insert(h);
                     ledger.borrow_mut().host_down(h);
-                    fault_log.push(format!("{at:.1}s host crash {}", names[h]));
+                    let how = if matches!(step, FaultStep::Lose(_)) {
+                        "host lost for good"
+                    } else {
+                        "host crash"
+                    };
+                    fault_log.push(format!("{at:.1}s {how} {}", names[h]));
                 }
                 FaultStep::Boot(h) => {
                     down.remove(&h);

@@ -2,7 +2,7 @@
 //! it: a gid served here is local (never touches the broker), any other is remote. Also the
 //! roster view `fleet_list` answers with, on one host or across the fleet.
 
-use super::federation::topology;
+use super::federation::{topology, Served};
 use super::Gateway;
 use crate::broker::BrokerOp;
 use crate::ids::SessionId;
@@ -62,8 +62,12 @@ impl Gateway {
             return;
         };
         let fresh = !f.local.contains_key(gid);
-        let e = f.local.entry(gid.clone()).or_insert((kind, false));
-        e.1 |= when == Announce::Now;
+        let e = f.local.entry(gid.clone()).or_insert(Served {
+            kind,
+            announced: false,
+            status: None,
+        });
+        e.announced |= when == Announce::Now;
         if fresh && f.broker_up {
             let t = topology::slice(
                 &self.cfg,
@@ -90,13 +94,17 @@ impl Gateway {
         // only a member's inbox goes with its pane.
         if f.local
             .get(gid)
-            .is_some_and(|(k, _)| *k != EntityKind::Member)
+            .is_some_and(|s| s.kind != EntityKind::Member)
         {
             return;
         }
         f.unsent.remove(gid);
-        if f.local.remove(gid).is_some() {
+        if let Some(served) = f.local.remove(gid) {
             f.roster.forget(gid);
+            if served.announced {
+                self.announce_left(gid);
+            }
+            let Some(f) = &mut self.fed else { return };
             f.groups.remove(gid);
             // Results held for a member that is gone have no one left to collect them.
             for name in [f.names.inbox(gid), f.names.held(gid)] {

@@ -54,6 +54,9 @@ impl Gateway {
         }
         self.delegations.check()?;
         self.inbox.check()?;
+        if let Some(f) = &self.fed {
+            f.roster.check()?;
+        }
         for (ticket, d) in self.delegations.iter() {
             // Each open delegation's deadline is armed — except a worker-side turn already
             // typed when its brief expired, which runs to its end (the sender owns the timeout).

@@ -224,6 +224,7 @@ impl Gateway {
                 self.adoption_sampled(&target, status);
                 let status = crate::completion::refine(status, screen.as_deref(), &self.compiled);
                 self.injector.on_sample(now, &target, status);
+                self.status_sampled(&target, status);
             }
             Input::StatusHint { target } => {
                 if self.injector.is_active(&target) {

@@ -185,6 +185,8 @@ pub enum Event {
     },
     /// A roster entry's heartbeats stopped.
     RosterExpired { gid: SessionId },
+    /// Its host's presence says a gid left (a leave delta, or absent from a newer snapshot).
+    RosterLeft { gid: SessionId },
     /// Another host's gateway announced a later start: it restarted and lost its soft state.
     PeerRestarted { host: HostId },
     /// A report to another host could not be published (broker down, no inbox any more).
@@ -233,6 +235,7 @@ impl Event {
             Event::Stale { .. } => "stale",
             Event::Rejected { .. } => "rejected",
             Event::RosterExpired { .. } => "roster_expired",
+            Event::RosterLeft { .. } => "roster_left",
             Event::PeerRestarted { .. } => "peer_restarted",
             Event::Undelivered { .. } => "undelivered",
             Event::BrokerDropped { .. } => "broker_dropped",
@@ -315,6 +318,7 @@ impl fmt::Display for Event {
                 detail,
             } => write!(f, "rejected {queue} {code}: {detail}"),
             Event::RosterExpired { gid } => write!(f, "roster_expired {gid}"),
+            Event::RosterLeft { gid } => write!(f, "roster_left {gid}"),
             Event::PeerRestarted { host } => write!(f, "peer_restarted {host}"),
             Event::Undelivered { kind, to, why } => write!(f, "undelivered {kind} to {to}: {why}"),
             Event::ReplayRecordRestored { entries, expired } => {

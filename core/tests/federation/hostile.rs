@@ -165,13 +165,9 @@ fn only_the_lead_asked_can_say_no_one_waits() {
 #[test]
 fn presence_cannot_take_over_a_live_binding() {
     let (mut f, _lead, worker, c) = with_a_liar();
-    let body = fleet_core::roster::Presence {
-        kind: fleet_core::roster::EntityKind::Member,
-        status: None,
-        profiles: Vec::new(),
-        since: None,
-    }
-    .to_body();
+    let body =
+        fleet_core::roster::Presence::v1_0(fleet_core::roster::EntityKind::Member, None, None)
+            .to_body();
     let key = format!("roster.c.{WORKER}");
     let mut env = envelope(Kind::Presence, 0x444, WORKER, &key, &body);
     c.sign(&mut env);

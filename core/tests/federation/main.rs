@@ -5,6 +5,7 @@ mod harness;
 mod hostile;
 mod model;
 mod negligent;
+mod presence;
 
 use fleet_core::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange};
 use fleet_core::envelope::{Envelope, HeaderValue, Kind, VERSION};
@@ -586,7 +587,7 @@ fn a_worker_host_that_goes_silent_fails_the_send_when_its_roster_entry_expires()
     f.advance(Duration::from_secs(15));
     let (o, why) = outcome(f.response(0, c)).expect("ended at the roster's expiry");
     assert_eq!(o, Outcome::WorkerFailed);
-    assert!(why.unwrap_or_default().contains("no heartbeat"));
+    assert!(why.unwrap_or_default().contains("no presence"));
 }
 
 /// With its own broker link down, a gateway hears no heartbeats from anyone: that silence is
@@ -1276,7 +1277,8 @@ fn a_reply_is_accepted_only_when_the_broker_confirms_it() {
     );
 }
 
-/// However often the broker bounces, each entity is heartbeated once per interval.
+/// However often the broker bounces, a host publishes one snapshot per interval, whatever
+/// it serves, and nothing else while nothing changes.
 #[test]
 fn heartbeats_do_not_multiply_with_broker_bounces() {
     let (mut f, _lead, _worker) = two_hosts();
@@ -1287,7 +1289,14 @@ fn heartbeats_do_not_multiply_with_broker_bounces() {
     let before = published(&f, 0, Kind::Presence);
     f.advance(Duration::from_secs(5));
     let per_interval = published(&f, 0, Kind::Presence) - before;
-    assert_eq!(per_interval, 2, "the lead and a's _gateway, once each");
+    assert_eq!(per_interval, 1, "a's snapshot, its lead in it");
+    let before = published(&f, 1, Kind::Presence);
+    f.advance(Duration::from_secs(5));
+    assert_eq!(
+        published(&f, 1, Kind::Presence) - before,
+        1,
+        "b's snapshot, its idle member in it"
+    );
 }
 
 /// A spawnId must be a canonical UUID: it becomes a routing key and a pane label.

@@ -23,6 +23,7 @@ use crate::ids::{HostId, MsgId, SessionId, TicketId, TurnId};
 use crate::planted::PlantedBug;
 use crate::roster::{EntityKind, Roster};
 use crate::signing::Keyring;
+use crate::status::AgentStatus;
 use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -61,6 +62,16 @@ pub(crate) struct RemoteAsk {
     pub(crate) until: Instant,
 }
 
+/// An entity served here, as this host's presence describes it.
+#[derive(Clone, Debug)]
+pub(crate) struct Served {
+    pub(crate) kind: EntityKind,
+    /// In the roster yet: a lead at once, a member once past its readiness gate.
+    pub(crate) announced: bool,
+    /// The status its latest presence carried: a sample that differs is a delta.
+    pub(crate) status: Option<AgentStatus>,
+}
+
 /// The federation's state: the broker link, the clocks, the roster, what this gateway serves,
 /// and the sub-machines of the cross-host paths.
 pub(crate) struct Fed {
@@ -74,8 +85,10 @@ pub(crate) struct Fed {
     started_unix: u64,
     pub(crate) seen: SeenSet,
     pub(crate) roster: Roster,
-    /// Entities served here, and whether each is announced (members after the readiness gate).
-    pub(crate) local: BTreeMap<SessionId, (EntityKind, bool)>,
+    /// Entities served here, as this host announces them.
+    pub(crate) local: BTreeMap<SessionId, Served>,
+    /// The sequence number of this process's latest presence (snapshot or delta).
+    presence_seq: u64,
     /// The broadcast group of each member that joined one at spawn.
     pub(crate) groups: BTreeMap<SessionId, String>,
     pub(crate) confirms: Confirms,
@@ -143,8 +156,10 @@ impl Gateway {
             wall_unix: unix_ms,
             started_unix: unix_ms,
             seen: SeenSet::new(c.seen_capacity),
-            roster: Roster::new(Duration::from_millis(roster_ttl_ms)),
+            roster: Roster::new(Duration::from_millis(roster_ttl_ms))
+                .with_unordered_deltas(c.planted(PlantedBug::DeltaAppliedOutOfOrder)),
             local: BTreeMap::new(),
+            presence_seq: 0,
             groups: BTreeMap::new(),
             confirms: Confirms::default(),
             unsent: BTreeMap::new(),
@@ -172,7 +187,7 @@ impl Gateway {
     pub fn topology(&self) -> Option<Topology> {
         let f = self.fed.as_ref()?;
         let gids: Vec<(SessionId, EntityKind)> =
-            f.local.iter().map(|(g, (k, _))| (g.clone(), *k)).collect();
+            f.local.iter().map(|(g, s)| (g.clone(), s.kind)).collect();
         Some(topology::slice(&self.cfg, f, &gids, topology::Part::Whole))
     }
 
@@ -195,7 +210,7 @@ impl Gateway {
     }
 
     fn served_as(&self, gid: &SessionId) -> Option<EntityKind> {
-        self.fed.as_ref()?.local.get(gid).map(|(k, _)| *k)
+        self.fed.as_ref()?.local.get(gid).map(|s| s.kind)
     }
 
     /// Records the broadcast group a member joins; its inbox binds `broadcast.<group>`.

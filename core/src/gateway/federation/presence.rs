@@ -1,6 +1,6 @@
-//! Presence: this host's heartbeats (its gateway's and each announced entity's), the peers'
-//! heartbeats that bind their gids to their hosts, roster expiry and its consequences, and the
-//! periodic sweep of held deliveries past their expiry.
+//! Presence: this host's snapshot each round and a delta on every join, leave and status
+//! change; the peers' presence that binds their gids to their hosts; roster expiry and its
+//! consequences; and the periodic sweep of held deliveries past their expiry.
 
 use super::Draft;
 use crate::admission::presence_key;
@@ -9,13 +9,14 @@ use crate::envelope::{Envelope, Kind};
 use crate::gateway::{Gateway, TimerKind};
 use crate::ids::SessionId;
 use crate::io::{Event, Output, RejectCode};
-use crate::roster::{EntityKind, Observed, Presence, GATEWAY_GID};
+use crate::roster::{Announcement, Entity, EntityKind, Listed, Order, Presence, GATEWAY_GID};
+use crate::status::AgentStatus;
 use crate::time::{Duration, Instant};
 
 impl Gateway {
-    /// A peer's signed heartbeat: it binds the sender's gid to the signing host, may reveal
-    /// that host's restart, answers a spawn waiting on that gid, and frees deliveries parked
-    /// until it came.
+    /// A peer's signed presence — its host snapshot or one entity's delta (or a wire 1.0
+    /// heartbeat): it binds gids to the signing host, may reveal that host's restart, answers
+    /// spawns waiting on the gids it binds, and frees deliveries parked until they came.
     pub(super) fn on_presence(
         &mut self,
         now: Instant,
@@ -23,8 +24,8 @@ impl Gateway {
         queue: &str,
         env: Envelope,
     ) {
-        let p = match Presence::from_body(&env.body) {
-            Ok(p) => p,
+        let mut ann = match Announcement::parse(&env.from, &env.body) {
+            Ok(a) => a,
             Err(e) => {
                 return self.reject(
                     delivery,
@@ -36,56 +37,131 @@ impl Gateway {
         };
         self.ack(delivery);
         let Some(f) = &mut self.fed else { return };
-        if f.local.contains_key(&env.from) && env.signer != f.cfg.host {
-            // Another host claims a gid served here: ours stands.
-            let why = format!("{} claims {}, which this host serves", env.signer, env.from);
-            return self.event(Event::Rejected {
-                queue: queue.to_string(),
-                code: RejectCode::GidClaimed,
-                detail: why,
-            });
-        }
-        let since = p.since.unwrap_or(0);
-        match f.roster.observe(now, &env.signer, &env.from, p) {
-            Observed::Seen { restarted: true } => self.peer_restarted(now, &env.signer, since),
-            Observed::Seen { restarted: false } => {}
-            Observed::Claimed { bound } => {
-                // A live binding is never taken over: the claimant is believed about nothing.
-                let why = format!("{} claims {}, which {bound} serves", env.signer, env.from);
-                return self.event(Event::Rejected {
+        if env.signer != f.cfg.host {
+            // Another host claims gids served here: ours stand, and the rest of what it says
+            // is still heard.
+            let mut claims = Vec::new();
+            match &mut ann {
+                Announcement::Snapshot { entities, .. } => entities.retain(|(g, _)| {
+                    let ours = f.local.contains_key(g);
+                    if ours {
+                        claims.push(g.clone());
+                    }
+                    !ours
+                }),
+                Announcement::Delta { gid, .. } | Announcement::Heartbeat { gid, .. } => {
+                    if f.local.contains_key(gid) {
+                        claims.push(gid.clone());
+                    }
+                }
+                Announcement::Host { .. } => {}
+            }
+            let whole = !matches!(ann, Announcement::Snapshot { .. }) && !claims.is_empty();
+            for gid in claims {
+                let why = format!("{} claims {gid}, which this host serves", env.signer);
+                self.event(Event::Rejected {
                     queue: queue.to_string(),
                     code: RejectCode::GidClaimed,
                     detail: why,
                 });
             }
+            if whole {
+                return;
+            }
         }
-        self.spawn_seen(&env.from, &env.signer);
-        self.unpark(now, &env.from);
+        let since = match &ann {
+            Announcement::Snapshot { at, .. } | Announcement::Delta { at, .. } => at.since,
+            Announcement::Host { since, .. } => since.unwrap_or(0),
+            Announcement::Heartbeat { .. } => 0,
+        };
+        let Some(f) = &mut self.fed else { return };
+        let seen = f.roster.observe(now, &env.signer, ann);
+        for (gid, bound) in &seen.claimed {
+            // A live binding is never taken over: the claimant is believed about nothing it
+            // said of that gid.
+            let why = format!("{} claims {gid}, which {bound} serves", env.signer);
+            self.event(Event::Rejected {
+                queue: queue.to_string(),
+                code: RejectCode::GidClaimed,
+                detail: why,
+            });
+        }
+        if seen.restarted {
+            self.peer_restarted(now, &env.signer, since);
+        }
+        for gid in seen.left {
+            self.event(Event::RosterLeft { gid });
+        }
+        for gid in &seen.bound {
+            self.spawn_seen(gid, &env.signer);
+            self.unpark(now, gid);
+        }
     }
 
-    /// One heartbeat for `gid`, if it is served here and announced.
+    /// The next order this process's presence goes out with.
+    fn next_order(&mut self) -> Option<Order> {
+        let f = self.fed.as_mut()?;
+        f.presence_seq += 1;
+        Some(Order {
+            since: f.started_unix,
+            seq: f.presence_seq,
+        })
+    }
+
+    /// One entity's delta: `gid` joined or changed, if it is served here and announced. Sent
+    /// at once, so a spawned member is seen fleet-wide within a broker round trip.
     pub(in crate::gateway) fn announce(&mut self, gid: &SessionId) {
-        let Some(f) = &self.fed else { return };
-        let Some((kind, true)) = f.local.get(gid).copied() else {
+        let sampled = self.injector.view(gid).status;
+        let Some(f) = &mut self.fed else { return };
+        let Some(served) = f.local.get_mut(gid).filter(|s| s.announced) else {
             return;
         };
-        let key = presence_key(f.host(), gid);
-        let status = self.injector.view(gid).status;
-        let presence = Presence {
-            kind,
-            status,
-            profiles: Vec::new(),
-            since: None,
+        served.status = sampled.or(served.status);
+        let entity = Entity {
+            kind: served.kind,
+            status: served.status,
+            group: f.groups.get(gid).cloned(),
         };
+        self.publish_delta(gid, Some(entity));
+    }
+
+    /// One entity's leave: its pane is gone.
+    pub(in crate::gateway) fn announce_left(&mut self, gid: &SessionId) {
+        self.publish_delta(gid, None);
+    }
+
+    fn publish_delta(&mut self, gid: &SessionId, change: Option<Entity>) {
+        // With the broker down a delta has nowhere to go; the snapshot after it comes back
+        // says the same.
+        if !self.broker_is_up() {
+            return;
+        }
+        let Some(at) = self.next_order() else { return };
+        let Some(f) = &self.fed else { return };
+        let key = presence_key(f.host(), gid);
+        let body = Presence::delta(at, change).to_body();
         let ttl = self.cfg.presence_ttl_ms;
-        let draft = Draft::new(Kind::Presence, gid, key, ttl).body(presence.to_body());
-        let env = self.seal(draft);
+        let env = self.seal(Draft::new(Kind::Presence, gid, key, ttl).body(body));
         self.publish(Exchange::Roster, env);
     }
 
-    /// The heartbeat round: parked deliveries and remote asks past their bounds go, silent
-    /// roster entries expire (failing what was typed into them), and this host announces its
-    /// gateway and every entity it serves.
+    /// A fresh status sample of a member served here: kept as its status (an idle member
+    /// nothing is delegated to has one too), and one other than its presence last said goes
+    /// out as a delta now, not at the next snapshot.
+    pub(in crate::gateway) fn status_sampled(&mut self, gid: &SessionId, status: AgentStatus) {
+        let Some(f) = &mut self.fed else { return };
+        let Some(served) = f.local.get_mut(gid).filter(|s| s.status != Some(status)) else {
+            return;
+        };
+        served.status = Some(status);
+        if served.announced {
+            self.announce(gid);
+        }
+    }
+
+    /// The presence round: parked deliveries and remote asks past their bounds go, silent
+    /// roster entries expire (failing what was typed into them), and this host publishes its
+    /// snapshot — one signed message for its gateway and every entity it has announced.
     pub(in crate::gateway) fn on_presence_tick(&mut self, now: Instant) {
         self.expire_parked(now);
         let Some(f) = &mut self.fed else { return };
@@ -97,43 +173,31 @@ impl Gateway {
             self.out
                 .push_back(Output::Event(Event::RosterExpired { gid: gid.clone() }));
             let why = format!(
-                "{gid} sent no heartbeat for {} ms: its host is gone or cut off, and its \
+                "{gid} sent no presence for {} ms: its host is gone or cut off, and its \
                  turn with it",
                 self.cfg.presence_ttl_ms
             );
             self.fail_typed_briefs(now, |d| d.target == gid, &why);
         }
-        let Some(f) = &self.fed else { return };
-        if !f.broker_up {
+        if !self.broker_is_up() {
             return;
         }
-        let gw = SessionId::new(GATEWAY_GID);
-        let key = presence_key(f.host(), &gw);
-        let body = Presence {
-            kind: EntityKind::Gateway,
-            status: None,
-            profiles: self.cfg.profiles.clone(),
-            since: Some(f.started_unix),
-        }
-        .to_body();
-        let gids: Vec<SessionId> = f.local.keys().cloned().collect();
-        let ttl = self.cfg.presence_ttl_ms;
-        let env = self.seal(Draft::new(Kind::Presence, &gw, key, ttl).body(body));
-        self.publish(Exchange::Roster, env);
-        for gid in gids {
-            self.announce(&gid);
+        let members: Vec<SessionId> = self.fed.as_ref().map_or_else(Vec::new, |f| {
+            f.local
+                .iter()
+                .filter(|(_, s)| s.announced && s.kind == EntityKind::Member)
+                .map(|(g, _)| g.clone())
+                .collect()
+        });
+        self.publish_snapshot();
+        for gid in members {
             // Presence must stay true of members nothing is delegated to as well: sample each
-            // idle one once a heartbeat, so a pane that died unwatched (say, while this gateway
-            // was restarting) is seen gone, and the next heartbeat carries a fresh status.
+            // idle one once a round, so a pane that died unwatched (say, while this gateway
+            // was restarting) is seen gone, and a changed status goes out as a delta.
             // Members with work in flight are sampled by the injector already (and an extra
             // sample would count against their grace bounds).
-            let member = self
-                .fed
-                .as_ref()
-                .and_then(|f| f.local.get(&gid))
-                .is_some_and(|(k, announced)| *k == EntityKind::Member && *announced);
             let view = self.injector.view(&gid);
-            if member && view.queued == 0 && !view.in_turn {
+            if view.queued == 0 && !view.in_turn {
                 self.out.push_back(Output::PollStatus { target: gid });
             }
         }
@@ -142,6 +206,30 @@ impl Gateway {
         if let Some(f) = &mut self.fed {
             f.presence_armed = true;
         }
+    }
+
+    /// This host's snapshot: its profiles, its start, and every announced entity with its
+    /// status as last sampled (a sample that changed it went out as a delta already).
+    fn publish_snapshot(&mut self) {
+        let Some(at) = self.next_order() else { return };
+        let Some(f) = &self.fed else { return };
+        let listed: Vec<Listed> = f
+            .local
+            .iter()
+            .filter(|(_, s)| s.announced)
+            .map(|(gid, s)| Listed {
+                gid: gid.clone(),
+                kind: s.kind,
+                status: s.status,
+                group: f.groups.get(gid).cloned(),
+            })
+            .collect();
+        let gw = SessionId::new(GATEWAY_GID);
+        let key = presence_key(f.host(), &gw);
+        let body = Presence::snapshot(at, self.cfg.profiles.clone(), listed).to_body();
+        let ttl = self.cfg.presence_ttl_ms;
+        let env = self.seal(Draft::new(Kind::Presence, &gw, key, ttl).body(body));
+        self.publish(Exchange::Roster, env);
     }
 
     /// The held-delivery sweep's round: re-armed while the broker is up.

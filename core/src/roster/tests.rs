@@ -1,0 +1,356 @@
+use super::*;
+
+const TTL: u64 = 20_000;
+
+fn at(since: u64, seq: u64) -> Order {
+    Order { since, seq }
+}
+
+fn member(status: AgentStatus) -> Entity {
+    Entity {
+        kind: EntityKind::Member,
+        status: Some(status),
+        group: None,
+    }
+}
+
+fn snapshot(order: Order, gids: &[&str]) -> Announcement {
+    Announcement::Snapshot {
+        at: order,
+        profiles: vec!["claude".into()],
+        entities: gids
+            .iter()
+            .map(|g| (SessionId::new(g), member(AgentStatus::Idle)))
+            .collect(),
+    }
+}
+
+fn delta(order: Order, gid: &str, change: Option<Entity>) -> Announcement {
+    Announcement::Delta {
+        at: order,
+        gid: SessionId::new(gid),
+        change,
+    }
+}
+
+fn ms(n: u64) -> Instant {
+    Instant::from_millis(n)
+}
+
+fn gids(r: &Roster, now: Instant) -> Vec<String> {
+    r.view(now, &HostId::new("a"), true)
+        .into_iter()
+        .filter(|row| row.kind != EntityKind::Gateway)
+        .map(|row| row.gid.to_string())
+        .collect()
+}
+
+fn roster() -> Roster {
+    Roster::new(Duration::from_millis(TTL))
+}
+
+#[test]
+fn a_snapshot_replaces_what_was_known_of_its_host() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    let seen = r.observe(ms(0), &b, snapshot(at(1, 1), &["m1", "m2"]));
+    assert_eq!(seen.bound.len(), 2);
+    assert_eq!(gids(&r, ms(0)), ["m1", "m2"]);
+    let seen = r.observe(ms(5_000), &b, snapshot(at(1, 2), &["m2", "m3"]));
+    assert_eq!(seen.left, vec![SessionId::new("m1")]);
+    assert_eq!(gids(&r, ms(5_000)), ["m2", "m3"]);
+    assert_eq!(r.profiles_of(ms(5_000), &b), Some(vec!["claude".into()]));
+}
+
+#[test]
+fn a_delta_older_than_the_snapshot_is_ignored_and_a_newer_one_applies() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    r.observe(ms(0), &b, snapshot(at(1, 5), &["m1"]));
+    let old = r.observe(
+        ms(1),
+        &b,
+        delta(at(1, 4), "m9", Some(member(AgentStatus::Idle))),
+    );
+    assert!(old.stale);
+    assert_eq!(gids(&r, ms(1)), ["m1"]);
+    let leave_old = r.observe(ms(1), &b, delta(at(1, 3), "m1", None));
+    assert!(leave_old.stale, "a leave older than the snapshot");
+    assert_eq!(gids(&r, ms(1)), ["m1"]);
+    let new = r.observe(
+        ms(2),
+        &b,
+        delta(at(1, 6), "m9", Some(member(AgentStatus::Working))),
+    );
+    assert_eq!(new.bound, vec![SessionId::new("m9")]);
+    let working = r
+        .view(ms(2), &b, true)
+        .into_iter()
+        .find(|row| row.gid.as_str() == "m9")
+        .and_then(|row| row.status);
+    assert_eq!(working, Some(AgentStatus::Working));
+}
+
+#[test]
+fn deltas_of_one_entity_apply_in_order_whatever_order_they_arrive_in() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    r.observe(ms(0), &b, snapshot(at(1, 1), &[]));
+    r.observe(ms(1), &b, delta(at(1, 3), "m1", None));
+    let join = r.observe(
+        ms(2),
+        &b,
+        delta(at(1, 2), "m1", Some(member(AgentStatus::Idle))),
+    );
+    assert!(
+        join.stale,
+        "the join came before the leave that arrived first"
+    );
+    assert!(gids(&r, ms(2)).is_empty());
+}
+
+/// A delta newer than a snapshot that arrives before it keeps its word: the late snapshot
+/// neither undoes the join nor the change.
+#[test]
+fn a_late_snapshot_does_not_undo_a_newer_delta() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    r.observe(ms(0), &b, snapshot(at(1, 1), &["m1"]));
+    r.observe(
+        ms(1),
+        &b,
+        delta(at(1, 3), "m2", Some(member(AgentStatus::Idle))),
+    );
+    r.observe(
+        ms(1),
+        &b,
+        delta(at(1, 4), "m1", Some(member(AgentStatus::Blocked))),
+    );
+    let seen = r.observe(ms(2), &b, snapshot(at(1, 2), &["m1"]));
+    assert!(seen.left.is_empty(), "{seen:?}");
+    assert_eq!(gids(&r, ms(2)), ["m1", "m2"]);
+    let m1 = r
+        .view(ms(2), &b, true)
+        .into_iter()
+        .find(|row| row.gid.as_str() == "m1")
+        .and_then(|row| row.status);
+    assert_eq!(m1, Some(AgentStatus::Blocked));
+}
+
+#[test]
+fn a_stale_snapshot_changes_nothing() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    r.observe(ms(0), &b, snapshot(at(1, 7), &["m1"]));
+    let seen = r.observe(ms(10_000), &b, snapshot(at(1, 6), &["ghost"]));
+    assert!(seen.stale);
+    assert_eq!(gids(&r, ms(10_000)), ["m1"]);
+    // Nor does it keep the host alive: its entries expire from the last real snapshot.
+    assert!(gids(&r, ms(TTL)).is_empty());
+}
+
+#[test]
+fn a_host_that_goes_silent_expires_with_its_entities() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    r.observe(ms(0), &b, snapshot(at(1, 1), &["m1"]));
+    r.observe(
+        ms(1_000),
+        &b,
+        delta(at(1, 2), "m2", Some(member(AgentStatus::Idle))),
+    );
+    assert!(r.expire(ms(TTL - 1)).is_empty());
+    r.observe(ms(5_000), &b, snapshot(at(1, 3), &["m1", "m2"]));
+    assert!(
+        r.expire(ms(TTL + 1_000)).is_empty(),
+        "the snapshot refreshed both"
+    );
+    let gone = r.expire(ms(5_000 + TTL));
+    assert_eq!(gone, vec![SessionId::new("m1"), SessionId::new("m2")]);
+    assert_eq!(r.profiles_of(ms(5_000 + TTL), &b), None);
+    assert!(r.is_empty());
+    r.check().expect("index");
+}
+
+/// An entity that left is out of the view at once, yet stays bound to its host until its
+/// presence expires: its host's last report about it is still admitted as its own.
+#[test]
+fn an_entity_that_left_is_unlisted_but_still_bound_until_expiry() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    r.observe(ms(0), &b, snapshot(at(1, 1), &["m1"]));
+    let seen = r.observe(ms(1_000), &b, delta(at(1, 2), "m1", None));
+    assert_eq!(seen.left, vec![SessionId::new("m1")]);
+    assert!(gids(&r, ms(1_000)).is_empty());
+    assert_eq!(r.host_of(ms(1_000), &SessionId::new("m1")), Some(b.clone()));
+    // A later snapshot does not list it; it stays left, and expires from the leave.
+    r.observe(ms(5_000), &b, snapshot(at(1, 3), &[]));
+    assert_eq!(r.expire(ms(1_000 + TTL)), vec![SessionId::new("m1")]);
+}
+
+/// A gid bound to one host cannot be claimed by another — by snapshot or delta, while its
+/// presence is fresh or in a gap in it (a gid is one host's for its life). The rest of the
+/// claimant's snapshot stands.
+#[test]
+fn a_live_binding_is_never_taken_over() {
+    let (mut r, a, c) = (roster(), HostId::new("a"), HostId::new("c"));
+    r.observe(ms(0), &a, snapshot(at(1, 1), &["g"]));
+    let seen = r.observe(ms(1_000), &c, snapshot(at(9, 1), &["g", "c1"]));
+    assert_eq!(seen.claimed, vec![(SessionId::new("g"), a.clone())]);
+    assert_eq!(seen.bound, vec![SessionId::new("c1")]);
+    let seen = r.observe(ms(1_000), &c, delta(at(9, 2), "g", None));
+    assert_eq!(seen.claimed.len(), 1, "nor may it say the gid left");
+    assert_eq!(r.host_of(ms(1_000), &SessionId::new("g")), Some(a.clone()));
+    // a goes silent: the gid leaves the view, but it stays a's.
+    r.expire(ms(30_000));
+    let seen = r.observe(
+        ms(30_000),
+        &c,
+        delta(at(9, 3), "g", Some(member(AgentStatus::Idle))),
+    );
+    assert_eq!(seen.claimed, vec![(SessionId::new("g"), a.clone())]);
+    let seen = r.observe(ms(31_000), &a, snapshot(at(1, 2), &["g"]));
+    assert_eq!(seen.bound, vec![SessionId::new("g")]);
+}
+
+#[test]
+fn a_later_start_time_reads_as_a_restart_and_a_stale_copy_does_not() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    let restarted =
+        |r: &mut Roster, since| r.observe(ms(0), &b, snapshot(at(since, 1), &[])).restarted;
+    assert!(!restarted(&mut r, 100), "first sight");
+    assert!(!restarted(&mut r, 100), "same process");
+    assert!(restarted(&mut r, 200), "restarted");
+    assert!(!restarted(&mut r, 100), "a stale copy");
+    // A delta from the new process shows it as well as its snapshot would.
+    let seen = r.observe(
+        ms(0),
+        &b,
+        delta(at(300, 1), "m", Some(member(AgentStatus::Idle))),
+    );
+    assert!(seen.restarted);
+    // Past expiry, a host that comes back restarted is still seen so.
+    r.expire(ms(60_000));
+    assert!(
+        r.observe(ms(60_000), &b, snapshot(at(400, 1), &[]))
+            .restarted
+    );
+}
+
+/// After a restart the new process's first snapshot, whatever its sequence number, replaces
+/// the old process's set.
+#[test]
+fn a_restarted_hosts_snapshot_replaces_the_old_processs_set() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    r.observe(ms(0), &b, snapshot(at(100, 900), &["old"]));
+    let seen = r.observe(ms(1_000), &b, snapshot(at(200, 1), &["new"]));
+    assert!(seen.restarted);
+    assert_eq!(seen.left, vec![SessionId::new("old")]);
+    assert_eq!(gids(&r, ms(1_000)), ["new"]);
+    let late = r.observe(
+        ms(1_000),
+        &b,
+        delta(at(100, 901), "old", Some(member(AgentStatus::Idle))),
+    );
+    assert!(late.stale, "the old process's last word came too late");
+}
+
+/// Wire 1.0: one heartbeat per entity and a `_gateway` entry without a list. Read as before.
+#[test]
+fn wire_1_0_presence_is_still_read() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    let gw = SessionId::new(GATEWAY_GID);
+    let host = Presence::v1_0(EntityKind::Gateway, None, Some(100)).to_body();
+    let ann = Announcement::parse(&gw, &host).expect("host entry");
+    assert!(matches!(
+        ann,
+        Announcement::Host {
+            since: Some(100),
+            ..
+        }
+    ));
+    r.observe(ms(0), &b, ann);
+    let m = SessionId::new("m1");
+    let beat = Presence::v1_0(EntityKind::Member, Some(AgentStatus::Idle), None).to_body();
+    let ann = Announcement::parse(&m, &beat).expect("heartbeat");
+    assert!(matches!(ann, Announcement::Heartbeat { .. }));
+    assert_eq!(r.observe(ms(0), &b, ann).bound, vec![m.clone()]);
+    assert_eq!(gids(&r, ms(TTL - 1)), ["m1"]);
+    assert!(gids(&r, ms(TTL)).is_empty(), "expires on missed heartbeats");
+}
+
+/// The other half of the schema policy: a 1.0 reader (whose body had only these four fields
+/// and ignored the rest) reads a 1.1 snapshot as its host entry and a delta as a heartbeat.
+#[test]
+fn a_1_0_reader_reads_1_1_presence() {
+    #[derive(Deserialize, Debug, PartialEq)]
+    struct V10 {
+        kind: EntityKind,
+        #[serde(default)]
+        status: Option<AgentStatus>,
+        #[serde(default)]
+        profiles: Vec<String>,
+        #[serde(default)]
+        since: Option<u64>,
+    }
+    let listed = vec![Listed {
+        gid: SessionId::new("m1"),
+        kind: EntityKind::Member,
+        status: Some(AgentStatus::Idle),
+        group: Some("red".into()),
+    }];
+    let snap = Presence::snapshot(at(100, 7), vec!["claude".into()], listed).to_body();
+    let read: V10 = serde_json::from_slice(&snap).expect("1.0 reads the snapshot");
+    assert_eq!(
+        read,
+        V10 {
+            kind: EntityKind::Gateway,
+            status: None,
+            profiles: vec!["claude".into()],
+            since: Some(100)
+        }
+    );
+    let d = Presence::delta(at(100, 8), Some(member(AgentStatus::Working))).to_body();
+    let read: V10 = serde_json::from_slice(&d).expect("1.0 reads a delta");
+    assert_eq!(read.status, Some(AgentStatus::Working));
+}
+
+#[test]
+fn malformed_presence_is_refused_with_a_reason() {
+    let gw = SessionId::new(GATEWAY_GID);
+    let listed = |gid: &str, kind| Listed {
+        gid: SessionId::new(gid),
+        kind,
+        status: None,
+        group: None,
+    };
+    let body = |entities| Presence::snapshot(at(1, 1), Vec::new(), entities).to_body();
+    let err = |from: &SessionId, b: &[u8]| Announcement::parse(from, b).expect_err("refused");
+    assert!(err(&gw, &body(vec![listed("x", EntityKind::Gateway)])).contains("gateway"));
+    let twice = vec![
+        listed("m", EntityKind::Member),
+        listed("m", EntityKind::Lead),
+    ];
+    assert!(err(&gw, &body(twice)).contains("twice"));
+    let many = (0..=MAX_LISTED)
+        .map(|i| listed(&format!("m{i}"), EntityKind::Member))
+        .collect();
+    assert!(err(&gw, &body(many)).contains("more than"));
+    let m = SessionId::new("m");
+    let as_gateway = Presence::v1_0(EntityKind::Gateway, None, None).to_body();
+    assert!(err(&m, &as_gateway).contains("as a gateway"));
+    assert!(err(&m, b"{not json").contains("key must be a string"));
+}
+
+#[test]
+fn other_hosts_read_unknown_while_the_broker_is_down() {
+    let (mut r, a, b) = (roster(), HostId::new("a"), HostId::new("b"));
+    r.observe(ms(0), &a, snapshot(at(1, 1), &["ga"]));
+    r.observe(ms(0), &b, snapshot(at(1, 1), &["gb"]));
+    let rows: Vec<_> = r
+        .view(ms(0), &a, false)
+        .into_iter()
+        .filter(|x| x.kind != EntityKind::Gateway)
+        .map(|x| (x.gid.to_string(), x.liveness))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("ga".into(), Liveness::Live),
+            ("gb".into(), Liveness::Unknown)
+        ]
+    );
+}
