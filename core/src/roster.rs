@@ -20,8 +20,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// The gid a gateway speaks as when it speaks for itself (its host entry, its DLQ reports).
 pub const GATEWAY_GID: &str = "_gateway";
 
-/// How many entities one snapshot may list; a longer one is refused whole (a host with a key
-/// could otherwise grow every roster without bound in one message).
+/// How many entities one snapshot may list (a longer one is refused whole), and how many
+/// entries and remembered gid bindings one host may hold in a roster: a host with a key must
+/// not grow every roster without bound, nor push out another host's bindings.
 pub const MAX_LISTED: usize = 16_384;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -274,7 +275,15 @@ struct Entry {
 struct HostEntry {
     profiles: Vec<String>,
     seen_at: Instant,
-    /// The latest snapshot applied.
+}
+
+/// What is known of a host's gateway past its entries' expiry (a few numbers per host with
+/// a key): a replay of its presence from before then is still recognised as old.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Known {
+    /// The latest gateway process heard from.
+    since: u64,
+    /// That process's latest snapshot applied.
     snapshot: Option<Order>,
 }
 
@@ -320,24 +329,20 @@ pub struct Roster {
     hosts: BTreeMap<HostId, HostEntry>,
     /// The gids each host's presence put in `entities`, for a snapshot to replace.
     by_host: BTreeMap<HostId, BTreeSet<SessionId>>,
-    /// The latest `since` each host's gateway announced. Kept past expiry (one number per
-    /// host), so a host that comes back after its entries expired is still seen restarted.
-    boots: BTreeMap<HostId, u64>,
+    /// Each host's latest process and snapshot, kept past expiry: a host that comes back is
+    /// still seen restarted, and a replay of what it said before is still stale.
+    known: BTreeMap<HostId, Known>,
     /// The host each gid was first bound to, kept past expiry: a gid is one host's for its
     /// life (a spawn id lives on the host it was spawned on), so a later claim from another
-    /// host is refused even in a gap in the owner's presence. Bounded: past `OWNERS_CAP`
-    /// the oldest binding is forgotten first.
-    owners: BTreeMap<SessionId, (HostId, u64)>,
-    owner_order: VecDeque<(u64, SessionId)>,
-    next_owner: u64,
+    /// host is refused even in a gap in the owner's presence. Bounded per host: past
+    /// `MAX_LISTED` bindings a host's oldest is forgotten, so no host can push out another's.
+    owners: BTreeMap<SessionId, HostId>,
+    owner_order: BTreeMap<HostId, VecDeque<SessionId>>,
     /// The planted `delta-applied-out-of-order`: deltas skip the order check.
     unordered: bool,
     /// The first entry whose order went backwards (never, unless the order check is broken).
     broken: Option<String>,
 }
-
-/// How many gid → host bindings the roster remembers past their expiry.
-const OWNERS_CAP: usize = 65_536;
 
 impl Roster {
     pub fn new(ttl: Duration) -> Self {
@@ -346,10 +351,9 @@ impl Roster {
             entities: BTreeMap::new(),
             hosts: BTreeMap::new(),
             by_host: BTreeMap::new(),
-            boots: BTreeMap::new(),
+            known: BTreeMap::new(),
             owners: BTreeMap::new(),
-            owner_order: VecDeque::new(),
-            next_owner: 0,
+            owner_order: BTreeMap::new(),
             unordered: false,
             broken: None,
         }
@@ -366,11 +370,22 @@ impl Roster {
     pub fn observe(&mut self, now: Instant, host: &HostId, ann: Announcement) -> Observed {
         let mut seen = Observed::default();
         if let Some(since) = ann.since() {
-            match self.boots.get(host).copied() {
-                Some(known) if since <= known => {}
+            match self.known.get(host).map(|k| k.since) {
+                Some(known) if since == known => {}
+                // An older process while the newer one is live: a late or replayed copy.
+                Some(known) if since < known && self.host_is_fresh(now, host) => {
+                    seen.stale = true;
+                    return seen;
+                }
+                // A later process; or an earlier start from a host silent past its TTL (its
+                // clock went back over a restart), which is a new process all the same.
                 known => {
                     seen.restarted = known.is_some();
-                    self.boots.insert(host.clone(), since);
+                    let k = Known {
+                        since,
+                        snapshot: None,
+                    };
+                    self.known.insert(host.clone(), k);
                 }
             }
         }
@@ -389,17 +404,18 @@ impl Roster {
                 if self.claimed(now, host, &gid, &mut seen) {
                     return seen;
                 }
-                let older_than_snapshot = self
-                    .hosts
-                    .get(host)
-                    .and_then(|h| h.snapshot)
-                    .is_some_and(|s| s >= at);
+                let older_than_snapshot = self.snapshot_of(host).is_some_and(|s| s >= at);
                 let older_than_entry = self
                     .entities
                     .get(&gid)
+                    .filter(|e| &e.host == host)
                     .and_then(|e| e.at)
                     .is_some_and(|e| e >= at);
                 if !self.unordered && (older_than_snapshot || older_than_entry) {
+                    seen.stale = true;
+                    return seen;
+                }
+                if !self.make_room(host, &gid) {
                     seen.stale = true;
                     return seen;
                 }
@@ -429,6 +445,10 @@ impl Roster {
                     seen.stale = true;
                     return seen;
                 }
+                if !self.make_room(host, &gid) {
+                    seen.stale = true;
+                    return seen;
+                }
                 let at = self.entities.get(&gid).and_then(|e| e.at);
                 self.set(now, host, &gid, State::Present(entity), at);
                 seen.bound.push(gid);
@@ -446,19 +466,16 @@ impl Roster {
         entities: Vec<(SessionId, Entity)>,
         seen: &mut Observed,
     ) {
-        if self
-            .hosts
-            .get(host)
-            .and_then(|h| h.snapshot)
-            .is_some_and(|s| s >= at)
-        {
+        if self.snapshot_of(host).is_some_and(|s| s >= at) {
             seen.stale = true;
             return;
         }
         let h = self.host_entry(now, host);
         h.profiles = profiles;
         h.seen_at = now;
-        h.snapshot = Some(at);
+        if let Some(k) = self.known.get_mut(host) {
+            k.snapshot = Some(at);
+        }
         let mut listed = BTreeSet::new();
         for (gid, entity) in entities {
             if self.claimed(now, host, &gid, seen) {
@@ -468,7 +485,7 @@ impl Roster {
             match self.entities.get_mut(&gid) {
                 // A delta newer than this snapshot already said more: keep it, and the
                 // snapshot still shows the entity alive.
-                Some(e) if e.at.is_some_and(|e| e > at) => {
+                Some(e) if &e.host == host && e.at.is_some_and(|e| e > at) => {
                     e.seen_at = now;
                     if matches!(e.state, State::Present(_)) {
                         seen.bound.push(gid);
@@ -496,13 +513,75 @@ impl Roster {
             e.at = Some(at);
             seen.left.push(gid);
         }
+        self.trim_left(host);
+    }
+
+    /// The latest snapshot applied from `host`'s current process.
+    fn snapshot_of(&self, host: &HostId) -> Option<Order> {
+        self.known.get(host).and_then(|k| k.snapshot)
+    }
+
+    fn host_is_fresh(&self, now: Instant, host: &HostId) -> bool {
+        self.hosts
+            .get(host)
+            .is_some_and(|h| self.fresh(now, h.seen_at))
+    }
+
+    /// Keeps at most `MAX_LISTED` entries per host, present and left: past it, entries that
+    /// left go first (a host churning gids must not grow every roster).
+    fn trim_left(&mut self, host: &HostId) {
+        let Some(gids) = self.by_host.get(host) else {
+            return;
+        };
+        let over = gids.len().saturating_sub(MAX_LISTED);
+        if over == 0 {
+            return;
+        }
+        let left: Vec<SessionId> = gids
+            .iter()
+            .filter(|g| {
+                self.entities
+                    .get(*g)
+                    .is_some_and(|e| e.state == State::Left)
+            })
+            .take(over)
+            .cloned()
+            .collect();
+        for gid in left {
+            self.forget(&gid);
+        }
+    }
+
+    /// Whether `host` may hold one more entry for `gid`: it already does, or it is under
+    /// `MAX_LISTED` once entries that left make room.
+    fn make_room(&mut self, host: &HostId, gid: &SessionId) -> bool {
+        let Some(gids) = self.by_host.get(host) else {
+            return true;
+        };
+        if gids.contains(gid) || gids.len() < MAX_LISTED {
+            return true;
+        }
+        let left = gids
+            .iter()
+            .find(|g| {
+                self.entities
+                    .get(*g)
+                    .is_some_and(|e| e.state == State::Left)
+            })
+            .cloned();
+        match left {
+            Some(g) => {
+                self.forget(&g);
+                true
+            }
+            None => false,
+        }
     }
 
     fn host_entry(&mut self, now: Instant, host: &HostId) -> &mut HostEntry {
         self.hosts.entry(host.clone()).or_insert(HostEntry {
             profiles: Vec::new(),
             seen_at: now,
-            snapshot: None,
         })
     }
 
@@ -562,7 +641,7 @@ impl Roster {
         gid: &SessionId,
         seen: &mut Observed,
     ) -> bool {
-        let owner = self.owners.get(gid).map(|(h, _)| h.clone());
+        let owner = self.owners.get(gid).cloned();
         if let Some(bound) = owner
             .or_else(|| self.host_of(now, gid))
             .filter(|h| h != host)
@@ -574,22 +653,17 @@ impl Roster {
         false
     }
 
-    /// Records `host` as `gid`'s owner, forgetting the oldest owner past the cap.
+    /// Records `host` as `gid`'s owner, forgetting that host's oldest binding past the cap.
     fn own(&mut self, gid: &SessionId, host: &HostId) {
         if self.owners.contains_key(gid) {
             return;
         }
-        self.next_owner += 1;
-        self.owners
-            .insert(gid.clone(), (host.clone(), self.next_owner));
-        self.owner_order.push_back((self.next_owner, gid.clone()));
-        while self.owners.len() > OWNERS_CAP {
-            let Some((n, old)) = self.owner_order.pop_front() else {
-                break;
-            };
-            if self.owners.get(&old).is_some_and(|(_, m)| *m == n) {
-                self.owners.remove(&old);
-            }
+        self.owners.insert(gid.clone(), host.clone());
+        let order = self.owner_order.entry(host.clone()).or_default();
+        order.push_back(gid.clone());
+        while order.len() > MAX_LISTED {
+            let Some(old) = order.pop_front() else { break };
+            self.owners.remove(&old);
         }
     }
 

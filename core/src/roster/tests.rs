@@ -354,3 +354,72 @@ fn other_hosts_read_unknown_while_the_broker_is_down() {
         ]
     );
 }
+
+/// What is known of a host outlives its entries: a copy of its last snapshot replayed after
+/// the host expired (say, a machine lost for good) is still older than what was applied, and
+/// brings nobody back.
+#[test]
+fn a_snapshot_replayed_after_its_host_expired_is_still_stale() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    r.observe(ms(0), &b, snapshot(at(1, 7), &["m1"]));
+    r.expire(ms(TTL));
+    assert!(gids(&r, ms(TTL)).is_empty());
+    let seen = r.observe(ms(TTL + 1), &b, snapshot(at(1, 7), &["m1"]));
+    assert!(seen.stale);
+    assert!(gids(&r, ms(TTL + 1)).is_empty());
+    assert_eq!(r.profiles_of(ms(TTL + 1), &b), None);
+    // Nor does a copy from an older process while the newer one is live.
+    r.observe(ms(TTL + 2), &b, snapshot(at(2, 1), &["m2"]));
+    assert!(
+        r.observe(ms(TTL + 3), &b, snapshot(at(1, 8), &["m1"]))
+            .stale
+    );
+    assert_eq!(gids(&r, ms(TTL + 3)), ["m2"]);
+}
+
+/// A host that churns gids holds at most `MAX_LISTED` entries in a roster: those that left
+/// go first.
+#[test]
+fn a_host_churning_gids_holds_a_bounded_number_of_entries() {
+    let (mut r, c) = (roster(), HostId::new("c"));
+    let batch = |from: usize| -> Vec<String> {
+        (from..from + MAX_LISTED).map(|i| format!("g{i}")).collect()
+    };
+    let first = batch(0);
+    let first: Vec<&str> = first.iter().map(String::as_str).collect();
+    r.observe(ms(0), &c, snapshot(at(1, 1), &first));
+    let second = batch(MAX_LISTED);
+    let second: Vec<&str> = second.iter().map(String::as_str).collect();
+    let seen = r.observe(ms(1), &c, snapshot(at(1, 2), &second));
+    assert_eq!(seen.left.len(), MAX_LISTED);
+    assert_eq!(
+        r.len(),
+        MAX_LISTED + 1,
+        "its listed entities and its host entry"
+    );
+    r.check().expect("index");
+}
+
+/// Bindings remembered past expiry are bounded per host: a host that binds more than
+/// `MAX_LISTED` gids forgets its own oldest, never another host's, so flooding the roster
+/// does not reopen a takeover of an honest gid.
+#[test]
+fn a_host_binding_many_gids_never_pushes_out_anothers_binding() {
+    let (mut r, a, c) = (roster(), HostId::new("a"), HostId::new("c"));
+    r.observe(ms(0), &a, snapshot(at(1, 1), &["honest"]));
+    for round in 0..5u64 {
+        let names: Vec<String> = (0..MAX_LISTED)
+            .map(|i| format!("flood{round}-{i}"))
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        r.observe(ms(1 + round), &c, snapshot(at(9, 1 + round), &names));
+    }
+    // a goes silent; its gid leaves the view, but it stays a's.
+    r.expire(ms(TTL + 10));
+    let seen = r.observe(
+        ms(TTL + 10),
+        &c,
+        delta(at(9, 10), "honest", Some(member(AgentStatus::Idle))),
+    );
+    assert_eq!(seen.claimed, vec![(SessionId::new("honest"), a)]);
+}
