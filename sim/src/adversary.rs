@@ -59,6 +59,14 @@ fn unix_ms(epoch_unix_ms: u64) -> u64 {
     }
 }
 
+/// A captured delivery to publish again, unchanged: when, its routing key, headers and body.
+type Replay = (
+    tokio::time::Instant,
+    String,
+    fleet_core::envelope::Headers,
+    Vec<u8>,
+);
+
 /// An envelope from `from` on the liar's host, stamped now, signed with the liar's key.
 fn forge(ids: &mut IdMint, now: u64, kind: Kind, from: &SessionId, to: String) -> Envelope {
     Envelope {
@@ -100,19 +108,9 @@ pub async fn run(liar: Liar) -> turmoil::Result {
     // Gids whose inboxes it has bound to every broadcast, and the leads it floods.
     let mut learned: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
     let mut leads: std::collections::BTreeSet<SessionId> = std::collections::BTreeSet::new();
-    // Captured briefs to publish again, unchanged, and when.
-    let mut replays: Vec<(
-        tokio::time::Instant,
-        String,
-        fleet_core::envelope::Headers,
-        Vec<u8>,
-    )> = Vec::new();
-    let mut roster_replays: Vec<(
-        tokio::time::Instant,
-        String,
-        fleet_core::envelope::Headers,
-        Vec<u8>,
-    )> = Vec::new();
+    // Captured briefs and honest presence to publish again, unchanged, and when.
+    let mut replays: Vec<Replay> = Vec::new();
+    let mut roster_replays: Vec<Replay> = Vec::new();
     let mut publish = |broker: &mut SimBrokerClient, exchange: Exchange, mut env: Envelope| {
         keyring.sign(&mut env);
         next_publish += 1;

@@ -45,6 +45,14 @@ fn gids(r: &Roster, now: Instant) -> Vec<String> {
         .collect()
 }
 
+/// The status `gid`'s row shows at `now`, if it is listed.
+fn status_of(r: &Roster, now: Instant, gid: &str) -> Option<AgentStatus> {
+    r.view(now, &HostId::new("a"), true)
+        .into_iter()
+        .find(|row| row.gid.as_str() == gid)
+        .and_then(|row| row.status)
+}
+
 fn roster() -> Roster {
     Roster::new(Duration::from_millis(TTL))
 }
@@ -81,11 +89,7 @@ fn a_delta_older_than_the_snapshot_is_ignored_and_a_newer_one_applies() {
         delta(at(1, 6), "m9", Some(member(AgentStatus::Working))),
     );
     assert_eq!(new.bound, vec![SessionId::new("m9")]);
-    let working = r
-        .view(ms(2), &b, true)
-        .into_iter()
-        .find(|row| row.gid.as_str() == "m9")
-        .and_then(|row| row.status);
+    let working = status_of(&r, ms(2), "m9");
     assert_eq!(working, Some(AgentStatus::Working));
 }
 
@@ -125,11 +129,7 @@ fn a_late_snapshot_does_not_undo_a_newer_delta() {
     let seen = r.observe(ms(2), &b, snapshot(at(1, 2), &["m1"]));
     assert!(seen.left.is_empty(), "{seen:?}");
     assert_eq!(gids(&r, ms(2)), ["m1", "m2"]);
-    let m1 = r
-        .view(ms(2), &b, true)
-        .into_iter()
-        .find(|row| row.gid.as_str() == "m1")
-        .and_then(|row| row.status);
+    let m1 = status_of(&r, ms(2), "m1");
     assert_eq!(m1, Some(AgentStatus::Blocked));
 }
 
