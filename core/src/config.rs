@@ -64,6 +64,10 @@ pub struct CoreConfig {
     /// basic.qos prefetch of each held-results queue: how many collected-later results a
     /// gateway keeps unacked per lead (more wait on the broker, durable, until some are taken).
     pub held_prefetch: u16,
+    /// basic.qos prefetch of the roster queue: presence is handled and acked the moment it
+    /// arrives, so its window only bounds the round trips in flight — with a small one, a
+    /// fleet's deltas queue behind the acks and arrive stale.
+    pub roster_prefetch: u16,
     /// Inbox queue arguments (x-max-length, x-message-ttl) and orphan expiry (x-expires).
     pub inbox_max_length: u64,
     pub inbox_message_ttl_ms: u64,
@@ -122,6 +126,7 @@ impl Default for CoreConfig {
             max_body_bytes: 1 << 20,
             prefetch: 64,
             held_prefetch: 256,
+            roster_prefetch: 256,
             inbox_max_length: 10_000,
             inbox_message_ttl_ms: 7 * 86_400_000,
             worker_inbox_expires_ms: 3_600_000,
@@ -211,6 +216,7 @@ impl CoreConfig {
             ("max_body_bytes", self.max_body_bytes as u64),
             ("prefetch", u64::from(self.prefetch)),
             ("held_prefetch", u64::from(self.held_prefetch)),
+            ("roster_prefetch", u64::from(self.roster_prefetch)),
             ("inbox_max_length", self.inbox_max_length),
             ("inbox_message_ttl_ms", self.inbox_message_ttl_ms),
             ("worker_inbox_expires_ms", self.worker_inbox_expires_ms),

@@ -40,11 +40,11 @@ pub use config::{ConfigError, CoreConfig};
 pub use gateway::{Federation, Gateway, Stats, TimerKind};
 pub use ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, TurnId};
 pub use io::{
-    CallError, Event, Input, Output, PaneError, Readiness, RejectCode, Request, Response, Stale,
-    TicketView,
+    CallError, Event, Input, Output, PaneError, Readiness, RejectCode, Request, Response,
+    RosterEntry, Stale, StatusView, TicketView,
 };
 pub use outcome::{AskOutcome, Outcome, Phase};
 pub use session::SessionState;
-pub use spawn_spec::{SpawnSpec, Worktree};
+pub use spawn_spec::{MemberRole, SpawnSpec, Worktree};
 pub use status::AgentStatus;
 pub use time::{Duration, Instant};

@@ -49,10 +49,14 @@ pub enum PlantedBug {
     /// undoes a newer snapshot or leave, and a member that left reappears (caught by the
     /// roster's own invariant: no entry's order goes back).
     DeltaAppliedOutOfOrder,
+    /// A host's snapshot lists its entities without their cards: after the next round every
+    /// other host forgets who a member is — its profile, role, owner, since — while its own
+    /// host still knows (I7: the roster says the same of a member on every host).
+    SnapshotDropsCards,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 12] = [
+    pub const ALL: [PlantedBug; 13] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -65,6 +69,7 @@ impl PlantedBug {
         PlantedBug::ReplayRecordForgotten,
         PlantedBug::HoldOutlivesTicket,
         PlantedBug::DeltaAppliedOutOfOrder,
+        PlantedBug::SnapshotDropsCards,
     ];
 
     pub fn name(self) -> &'static str {
@@ -81,6 +86,7 @@ impl PlantedBug {
             PlantedBug::ReplayRecordForgotten => "replay-record-forgotten",
             PlantedBug::HoldOutlivesTicket => "hold-outlives-ticket",
             PlantedBug::DeltaAppliedOutOfOrder => "delta-applied-out-of-order",
+            PlantedBug::SnapshotDropsCards => "snapshot-drops-cards",
         }
     }
 
@@ -95,7 +101,7 @@ impl PlantedBug {
             PlantedBug::NoReplyDedup => "I3",
             PlantedBug::AnswerWithoutTurnCheck => "I5",
             PlantedBug::SpawnWithoutReservation => "I6",
-            PlantedBug::RosterNeverExpires => "I7",
+            PlantedBug::RosterNeverExpires | PlantedBug::SnapshotDropsCards => "I7",
             PlantedBug::HeldIndexSkew
             | PlantedBug::HoldOutlivesTicket
             | PlantedBug::DeltaAppliedOutOfOrder => INTERNAL,

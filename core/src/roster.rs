@@ -12,6 +12,7 @@
 //! are still read (as [`Announcement::Heartbeat`] and [`Announcement::Host`]).
 
 use crate::ids::{HostId, SessionId};
+use crate::spawn_spec::MemberRole;
 use crate::status::AgentStatus;
 use crate::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The gid a gateway speaks as when it speaks for itself (its host entry, its DLQ reports).
 pub const GATEWAY_GID: &str = "_gateway";
+
+/// The longest profile name a card may carry: a peer's card is stored in every roster.
+pub const MAX_PROFILE_LEN: usize = 128;
 
 /// How many entities one snapshot may list (a longer one is refused whole), and how many
 /// entries and remembered gid bindings one host may hold in a roster: a host with a key must
@@ -54,12 +58,59 @@ pub struct Presence {
     /// 1.1, on `_gateway`: every entity the host serves. Replaces what was known of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entities: Option<Vec<Listed>>,
-    /// 1.1, on an entity's key: the broadcast group it joined.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group: Option<String>,
     /// 1.1, on an entity's key: it left.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gone: bool,
+    /// 1.1, on an entity's key: a turn is running in it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub busy: bool,
+    /// 1.1, on an entity's key: who it is.
+    #[serde(default, skip_serializing_if = "Card::is_empty")]
+    pub card: Card,
+}
+
+/// Who an entity is, beyond its state: fixed for its life. A member rebuilt after its
+/// gateway restarted has lost its profile, role and owner (its pane label keeps only its gid).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Card {
+    /// The profile it was spawned from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<MemberRole>,
+    /// The broadcast group it joined at spawn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The lead that spawned it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<SessionId>,
+    /// When it joined (Unix ms, on its gateway's clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+}
+
+impl Card {
+    pub fn is_empty(&self) -> bool {
+        *self == Card::default()
+    }
+
+    /// Why a peer's card cannot be kept.
+    fn invalid(&self) -> Option<String> {
+        let long = self
+            .profile
+            .as_ref()
+            .is_some_and(|p| p.len() > MAX_PROFILE_LEN);
+        let owner = self
+            .owner
+            .as_ref()
+            .is_some_and(|o| o.as_str().is_empty() || o.as_str().len() > MAX_PROFILE_LEN);
+        if long || owner {
+            return Some("a card's profile or owner is empty or too long".into());
+        }
+        self.group
+            .as_deref()
+            .and_then(crate::spawn_spec::invalid_group)
+    }
 }
 
 /// One entity as presence describes it.
@@ -68,8 +119,21 @@ pub struct Entity {
     pub kind: EntityKind,
     #[serde(default)]
     pub status: Option<AgentStatus>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub busy: bool,
+    #[serde(default, skip_serializing_if = "Card::is_empty")]
+    pub card: Card,
+}
+
+impl Entity {
+    pub fn new(kind: EntityKind, status: Option<AgentStatus>) -> Entity {
+        Entity {
+            kind,
+            status,
+            busy: false,
+            card: Card::default(),
+        }
+    }
 }
 
 /// One line of a snapshot.
@@ -79,8 +143,22 @@ pub struct Listed {
     pub kind: EntityKind,
     #[serde(default)]
     pub status: Option<AgentStatus>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub busy: bool,
+    #[serde(default, skip_serializing_if = "Card::is_empty")]
+    pub card: Card,
+}
+
+impl Listed {
+    pub fn new(gid: SessionId, e: Entity) -> Listed {
+        Listed {
+            gid,
+            kind: e.kind,
+            status: e.status,
+            busy: e.busy,
+            card: e.card,
+        }
+    }
 }
 
 /// Where one host's presence stands: its gateway process, then that process's sequence.
@@ -124,19 +202,16 @@ impl Presence {
             since: Some(at.since),
             seq: Some(at.seq),
             entities: Some(entities),
-            group: None,
             gone: false,
+            busy: false,
+            card: Card::default(),
         }
     }
 
     /// A delta for one entity: its state now, or `None` when it left.
     pub fn delta(at: Order, change: Option<Entity>) -> Presence {
         let gone = change.is_none();
-        let e = change.unwrap_or(Entity {
-            kind: EntityKind::Member,
-            status: None,
-            group: None,
-        });
+        let e = change.unwrap_or(Entity::new(EntityKind::Member, None));
         Presence {
             kind: e.kind,
             status: e.status,
@@ -144,8 +219,9 @@ impl Presence {
             since: Some(at.since),
             seq: Some(at.seq),
             entities: None,
-            group: e.group,
             gone,
+            busy: e.busy,
+            card: e.card,
         }
     }
 
@@ -158,8 +234,9 @@ impl Presence {
             since,
             seq: None,
             entities: None,
-            group: None,
             gone: false,
+            busy: false,
+            card: Card::default(),
         }
     }
 
@@ -201,10 +278,14 @@ impl Announcement {
                         if !gids.insert(l.gid.clone()) {
                             return Err(format!("a snapshot lists {} twice", l.gid));
                         }
+                        if let Some(why) = l.card.invalid() {
+                            return Err(format!("a snapshot lists {}: {why}", l.gid));
+                        }
                         let entity = Entity {
                             kind: l.kind,
                             status: l.status,
-                            group: l.group,
+                            busy: l.busy,
+                            card: l.card,
                         };
                         entities.push((l.gid, entity));
                     }
@@ -226,10 +307,14 @@ impl Announcement {
         if p.entities.is_some() {
             return Err(format!("{from}'s presence carries a snapshot"));
         }
+        if let Some(why) = p.card.invalid() {
+            return Err(format!("{from}'s presence: {why}"));
+        }
         let entity = Entity {
             kind: p.kind,
             status: p.status,
-            group: p.group,
+            busy: p.busy,
+            card: p.card,
         };
         Ok(match order {
             Some(at) => Announcement::Delta {
@@ -296,15 +381,56 @@ pub enum Liveness {
     Unknown,
 }
 
-/// One row of the union view (`fleet_list`).
+/// One row of the union view (`fleet_list`, `fleet_status`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RosterRow {
     pub gid: SessionId,
     pub host: HostId,
     pub kind: EntityKind,
+    /// A member's or lead's status as last sampled on its host (`unknown` before the first
+    /// sample); a gateway row has none.
     pub status: Option<AgentStatus>,
+    /// A turn is running in it.
+    pub busy: bool,
+    /// Past its readiness gate: only a member still spawning on this host is not (another
+    /// host announces a member once it is ready).
+    pub ready: bool,
+    pub card: Card,
+    /// The profiles a host's gateway offers (its `_gateway` row only).
     pub profiles: Vec<String>,
     pub liveness: Liveness,
+}
+
+impl RosterRow {
+    /// A gateway's row.
+    pub fn gateway(host: HostId, profiles: Vec<String>, liveness: Liveness) -> RosterRow {
+        RosterRow {
+            gid: SessionId::new(GATEWAY_GID),
+            host,
+            kind: EntityKind::Gateway,
+            status: None,
+            busy: false,
+            ready: true,
+            card: Card::default(),
+            profiles,
+            liveness,
+        }
+    }
+
+    /// An entity's row, as its presence (or its own gateway) describes it.
+    pub fn entity(gid: SessionId, host: HostId, e: &Entity, liveness: Liveness) -> RosterRow {
+        RosterRow {
+            gid,
+            host,
+            kind: e.kind,
+            status: Some(e.status.unwrap_or(AgentStatus::Unknown)),
+            busy: e.busy,
+            ready: true,
+            card: e.card.clone(),
+            profiles: Vec::new(),
+            liveness,
+        }
+    }
 }
 
 /// What one presence did to the roster.
@@ -739,29 +865,38 @@ impl Roster {
             .hosts
             .iter()
             .filter(|(_, h)| self.fresh(now, h.seen_at))
-            .map(|(host, h)| RosterRow {
-                gid: SessionId::new(GATEWAY_GID),
-                host: host.clone(),
-                kind: EntityKind::Gateway,
-                status: None,
-                profiles: h.profiles.clone(),
-                liveness: liveness(host),
-            })
+            .map(|(host, h)| RosterRow::gateway(host.clone(), h.profiles.clone(), liveness(host)))
             .collect();
         rows.extend(self.entities.iter().filter_map(|(gid, e)| {
             let State::Present(entity) = &e.state else {
                 return None;
             };
-            self.fresh(now, e.seen_at).then(|| RosterRow {
-                gid: gid.clone(),
-                host: e.host.clone(),
-                kind: entity.kind,
-                status: entity.status,
-                profiles: Vec::new(),
-                liveness: liveness(&e.host),
-            })
+            self.fresh(now, e.seen_at)
+                .then(|| RosterRow::entity(gid.clone(), e.host.clone(), entity, liveness(&e.host)))
         }));
         rows
+    }
+
+    /// One entity's row, if it is present and fresh.
+    pub fn row(&self, now: Instant, gid: &SessionId, broker_up: bool) -> Option<RosterRow> {
+        let e = self
+            .entities
+            .get(gid)
+            .filter(|e| self.fresh(now, e.seen_at))?;
+        let State::Present(entity) = &e.state else {
+            return None;
+        };
+        let liveness = if broker_up {
+            Liveness::Live
+        } else {
+            Liveness::Unknown
+        };
+        Some(RosterRow::entity(
+            gid.clone(),
+            e.host.clone(),
+            entity,
+            liveness,
+        ))
     }
 
     /// Entries kept (hosts, entities present or left).

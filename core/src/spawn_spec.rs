@@ -4,12 +4,36 @@
 
 use serde::{Deserialize, Serialize};
 
+/// What a member is for (ch. 9's `MemberRole`), independent of the profile it runs on. The
+/// roster shows it; nothing is authorised by it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum MemberRole {
+    Architect,
+    #[default]
+    Dev,
+    Reviewer,
+}
+
+impl MemberRole {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberRole::Architect => "ARCHITECT",
+            MemberRole::Dev => "DEV",
+            MemberRole::Reviewer => "REVIEWER",
+        }
+    }
+}
+
 /// The body of a SPAWN message.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpawnSpec {
     pub profile: String,
     #[serde(default)]
     pub group: Option<String>,
+    /// `DEV` when absent (and from a 1.0 requester, which never sends it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<MemberRole>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<Worktree>,
 }

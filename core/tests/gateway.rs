@@ -824,3 +824,48 @@ fn a_connect_for_no_known_pane_is_stale() {
     )));
     assert_eq!(g.gw.member_ready(&ghost), None);
 }
+
+/// One host: a member's row carries its sampled status while idle (not null), busy while its
+/// turn runs, and `fleet_status` of a gid nobody serves is `not_found`, never "ready".
+#[test]
+fn the_single_host_roster_is_truthful_and_an_unknown_gid_is_not_found() {
+    let mut g = Gw::new();
+    let m = SessionId::new("m1");
+    g.input(Input::MemberStarted { target: m.clone() });
+    g.input(Input::MemberConnected { target: m.clone() });
+    assert!(g
+        .out
+        .iter()
+        .any(|o| matches!(o, Output::PollStatus { target } if target == &m)));
+    g.sample(&m, AgentStatus::Idle);
+    let row = |g: &mut Gw| {
+        let c = g.call(lead(), Request::List);
+        match g.response(c) {
+            Some(Response::Roster { rows }) => rows.iter().find(|r| r.gid == m).cloned(),
+            other => panic!("{other:?}"),
+        }
+    };
+    let r = row(&mut g).expect("listed");
+    assert_eq!(
+        (r.status, r.busy, r.ready),
+        (Some(AgentStatus::Idle), false, true)
+    );
+    g.send("m1", "go", false);
+    g.deliver(&m, "base");
+    assert_eq!(
+        row(&mut g).map(|r| (r.status, r.busy)),
+        Some((Some(AgentStatus::Working), true))
+    );
+    let c = g.call(
+        lead(),
+        Request::Status {
+            target: SessionId::new("nobody"),
+        },
+    );
+    assert_eq!(
+        g.response(c),
+        Some(&Response::Error(CallError::NotFound {
+            target: SessionId::new("nobody")
+        }))
+    );
+}

@@ -561,6 +561,7 @@ impl World {
                         host: u.arbitrary::<bool>()?.then(|| HostId::new("b")),
                         profile: "echo".into(),
                         group: None,
+                        role: None,
                         worktree: None,
                     },
                 };

@@ -151,6 +151,9 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
         mut shutdown: oneshot::Receiver<()>,
     ) -> Gateway {
         let mut calls_open = true;
+        // The core dates what it reports (a member's `since`) by the wall clock it was told.
+        let unix_ms = self.wall.1;
+        self.feed(Input::WallClock { unix_ms });
         loop {
             self.flush();
             let sleep: PortFuture<()> = match self.gw.poll_timeout() {

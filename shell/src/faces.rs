@@ -10,8 +10,8 @@ use crate::observe::AuditSink;
 use fleet_core::authz::{self, Action};
 use fleet_core::roster::EntityKind;
 use fleet_core::{
-    CallError, HostId, Input, Outcome, Request, Response, Role, SessionId, TicketId, TurnId,
-    Worktree,
+    CallError, HostId, Input, MemberRole, Outcome, Request, Response, Role, SessionId, TicketId,
+    TurnId, Worktree,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -363,6 +363,25 @@ impl SendArgs {
     }
 }
 
+/// A spawn's `role` as the faces take it (the core's `MemberRole`, with a schema).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, schemars::JsonSchema, utoipa::ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RoleArg {
+    Architect,
+    Dev,
+    Reviewer,
+}
+
+impl From<RoleArg> for MemberRole {
+    fn from(r: RoleArg) -> Self {
+        match r {
+            RoleArg::Architect => MemberRole::Architect,
+            RoleArg::Dev => MemberRole::Dev,
+            RoleArg::Reviewer => MemberRole::Reviewer,
+        }
+    }
+}
+
 /// `fleet_spawn` / `POST /members`.
 #[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -375,6 +394,9 @@ pub struct SpawnArgs {
     /// A broadcast group the member joins.
     #[serde(default)]
     pub group: Option<String>,
+    /// What the member is for: ARCHITECT, DEV (the default) or REVIEWER. Shown in the roster.
+    #[serde(default)]
+    pub role: Option<RoleArg>,
     #[serde(default)]
     pub worktree: Option<WorktreeArgs>,
 }
@@ -388,6 +410,7 @@ impl SpawnArgs {
             host: self.host.map(HostId::new),
             profile: self.profile,
             group: self.group,
+            role: self.role.map(MemberRole::from),
             worktree: self.worktree.map(|w| Worktree {
                 repo: w.repo,
                 commit: w.commit,
@@ -428,6 +451,7 @@ pub fn error_status(e: &CallError) -> u16 {
         CallError::Denied { role, .. } if *role == Role::Anonymous => 401,
         CallError::Denied { .. } | CallError::NoSession => 403,
         CallError::UnknownTicket
+        | CallError::NotFound { .. }
         | CallError::NoSuchRecipient { .. }
         | CallError::NoSuchHost { .. } => 404,
         CallError::UnknownProfile { .. } | CallError::InvalidArgument { .. } => 400,

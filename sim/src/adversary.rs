@@ -28,7 +28,7 @@ use fleet_core::broker::{
 };
 use fleet_core::envelope::{Envelope, HeaderValue, Kind, VERSION};
 use fleet_core::ids::IdMint;
-use fleet_core::roster::{EntityKind, Listed, Order, Presence, GATEWAY_GID};
+use fleet_core::roster::{Entity, EntityKind, Listed, Order, Presence, GATEWAY_GID};
 use fleet_core::signing::Keyring;
 use fleet_core::{HostId, Outcome, SessionId};
 use fleetd::BrokerPort;
@@ -262,7 +262,7 @@ pub async fn run(liar: Liar) -> turmoil::Result {
                 if v1_1 {
                     seq += 1;
                     let at = Order { since: started, seq };
-                    let me = Listed { gid: member.clone(), kind: EntityKind::Member, status: None, group: None };
+                    let me = Listed::new(member.clone(), Entity::new(EntityKind::Member, None));
                     own.body = Presence::snapshot(at, Vec::new(), vec![me]).to_body();
                     publish(&mut broker, Exchange::Roster, own);
                 } else {

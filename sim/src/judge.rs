@@ -8,7 +8,7 @@ use crate::adversary;
 use crate::host::PaneLog;
 use crate::lead::Ledger;
 use crate::oracle::Violation;
-use fleet_core::{CallError, HostId, Instant, Outcome, Response, SessionId};
+use fleet_core::{CallError, HostId, Instant, Outcome, Response, RosterEntry, SessionId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A remote send that fails for the broker must fail fast: within the time the connection
@@ -291,17 +291,69 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
     // I7: after the quiet phase every lead's view is exactly the agents that are alive. The
     // lying gateway's own member is its own business; any other gid believed on its host is
     // a takeover (I8).
+    let liar = HostId::new(adversary::HOST);
+    // What each member's own host says of it: its lead's view reads that host's rows from
+    // what the gateway serves, not from presence.
+    let own_rows: BTreeMap<&SessionId, &RosterEntry> = f
+        .ledger
+        .views
+        .iter()
+        .flat_map(|(host, view)| {
+            let me = crate::multi::host_name(*host);
+            view.iter()
+                .filter(move |r| r.host == me)
+                .map(|r| (&r.gid, r))
+        })
+        .collect();
     for (host, view) in &f.ledger.views {
-        let liar = HostId::new(adversary::HOST);
         let honest = |g: &SessionId| f.ledger.targets.iter().any(|(t, _)| t == g);
-        for (gid, _) in view.iter().filter(|(g, h)| *h == liar && honest(g)) {
+        for r in view.iter().filter(|r| r.host == liar && honest(&r.gid)) {
             violate(
                 "I8",
-                format!("lead{host}'s roster believes the adversary's claim to {gid}"),
+                format!(
+                    "lead{host}'s roster believes the adversary's claim to {}",
+                    r.gid
+                ),
             );
         }
-        let seen: BTreeSet<(SessionId, HostId)> =
-            view.iter().filter(|(_, h)| *h != liar).cloned().collect();
+        // The roster is truthful on every host: a member reads with a status, and with the
+        // same card (profile, role, group, owner, since) its own host gives it.
+        for r in view.iter().filter(|r| r.host != liar) {
+            if r.status.is_none() {
+                violate(
+                    "I7",
+                    format!("lead{host}'s roster lists {} with no status", r.gid),
+                );
+            }
+            let Some(own) = own_rows.get(&r.gid).filter(|o| o.host == r.host) else {
+                continue;
+            };
+            let card = |e: &RosterEntry| {
+                (
+                    e.profile.clone(),
+                    e.role,
+                    e.group.clone(),
+                    e.owner.clone(),
+                    e.since,
+                )
+            };
+            if card(r) != card(own) {
+                violate(
+                    "I7",
+                    format!(
+                        "lead{host}'s roster says {} is {:?}; its own host says {:?}",
+                        r.gid,
+                        card(r),
+                        card(own)
+                    ),
+                );
+            }
+        }
+        let seen: BTreeSet<(SessionId, HostId)> = view
+            .iter()
+            .filter(|r| r.host != liar)
+            .map(|r| (r.gid.clone(), r.host.clone()))
+            .collect();
         let stale: Vec<_> = seen.difference(f.truth).collect();
         let missing: Vec<_> = f.truth.difference(&seen).collect();
         if !stale.is_empty() || !missing.is_empty() {

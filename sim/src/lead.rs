@@ -5,7 +5,9 @@
 //! for the oracle.
 
 use crate::host::sim_now;
-use fleet_core::{HostId, Outcome, Principal, Request, Response, SessionId, TicketId, TurnId};
+use fleet_core::{
+    HostId, Outcome, Principal, Request, Response, RosterEntry, SessionId, TicketId, TurnId,
+};
 use fleetd::Handle;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -64,8 +66,8 @@ pub struct Ledger {
     pub received: Vec<Received>,
     /// Members anyone may send to: the initial ones, then every spawned one.
     pub targets: Vec<(SessionId, usize)>,
-    /// Each lead's last roster view, taken at the end of the quiet phase.
-    pub views: Vec<(usize, Vec<(SessionId, HostId)>)>,
+    /// Each lead's last roster view, taken at the end of the quiet phase: every member row.
+    pub views: Vec<(usize, Vec<RosterEntry>)>,
     pub answers: u64,
     pub late_answers: u64,
     /// Every broadcast text sent (each may be typed once into every member).
@@ -191,7 +193,6 @@ pub async fn lead(plan: LeadPlan, gateway: Handle, ledger: Rc<RefCell<Ledger>>) 
         let view = rows
             .into_iter()
             .filter(|r| r.kind == fleet_core::roster::EntityKind::Member)
-            .map(|r| (r.gid, r.host))
             .collect();
         ledger.borrow_mut().views.push((plan.host, view));
     }
@@ -461,6 +462,7 @@ async fn spawn(
         host: Some(on),
         profile,
         group: None,
+        role: None,
         worktree: None,
     };
     let Ok(r) = gateway.call(me.clone(), request).await else {

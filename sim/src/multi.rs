@@ -235,6 +235,11 @@ fn gid(host: usize, n: usize) -> SessionId {
     SessionId::new(format!("{host:08x}-0000-4000-8000-{n:012x}"))
 }
 
+/// Host `i`'s gateway name in a multi-host world.
+pub fn host_name(i: usize) -> HostId {
+    HostId::new(format!("gw{i}"))
+}
+
 /// The command that replays `seed` with `cfg`, as printed beside every failure.
 pub fn replay_command(seed: u64, cfg: &MultiConfig) -> String {
     let honest = if cfg.adversaries {
@@ -310,9 +315,7 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
     let broker = Rc::new(RefCell::new(SimBroker::new("fleet")));
     sim.host("broker", move || serve(broker.clone()));
 
-    let names: Vec<HostId> = (0..cfg.hosts)
-        .map(|i| HostId::new(format!("gw{i}")))
-        .collect();
+    let names: Vec<HostId> = (0..cfg.hosts).map(host_name).collect();
     let secrets: Vec<[u8; 32]> = (0..cfg.hosts).map(|i| [i as u8 + 1; 32]).collect();
     let mut publics = BTreeMap::new();
     for i in 0..cfg.hosts {

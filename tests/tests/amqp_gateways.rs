@@ -246,6 +246,7 @@ fn u4_a_spawn_on_another_host_survives_a_redelivered_spawn() {
                         host: Some(host(1)),
                         profile: "claude".into(),
                         group: None,
+                        role: None,
                         worktree: None,
                     },
                 )
@@ -504,6 +505,7 @@ fn u4_on_herdr_a_redelivered_spawn_starts_one_pane_that_then_works() {
                 host: Some(host(1)),
                 profile: "claude".into(),
                 group: None,
+                role: None,
                 worktree: None,
             };
             handle.call(lead_principal(0), request).await

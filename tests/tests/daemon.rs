@@ -107,7 +107,30 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
     let rest = Rest::new(&fleetd.url, Some(LEAD_TOKEN));
     let (code, members) = rest.get("/members").await;
     assert_eq!(code, 200, "{members}");
-    assert!(members.to_string().contains(&gid), "{members}");
+    let row = members["rows"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["gid"] == gid.as_str()))
+        .unwrap_or_else(|| panic!("{gid} not listed: {members}"));
+    // The row is truthful: who the member is, and a status even while idle.
+    let who = (&row["profile"], &row["role"], &row["owner"], &row["ready"]);
+    let want = (&json!("echo"), &json!("DEV"), &json!("lead1"), &json!(true));
+    assert_eq!(who, want, "{row}");
+    // Busy until the turn's end is seen (the reply came first); a status either way.
+    let known = row["status"].is_string() && row["busy"].is_boolean() && row["since"].is_u64();
+    assert!(known, "{row}");
+    let (code, st) = rest.get(&format!("/sessions/{gid}/status")).await;
+    assert_eq!(
+        (code, &st["view"]["queued"], &st["view"]["host"]),
+        (200, &json!(0), &row["host"]),
+        "{st}"
+    );
+    let nobody = "99999999-9999-4999-8999-999999999999";
+    let (code, err) = rest.get(&format!("/sessions/{nobody}/status")).await;
+    assert_eq!(
+        (code, err["code"].as_str()),
+        (404, Some("not_found")),
+        "{err}"
+    );
     let (code, err) = Rest::new(&fleetd.url, None).get("/members").await;
     assert_eq!((code, err["code"].as_str()), (401, Some("denied")), "{err}");
     let (code, err) = Rest::new(&fleetd.url, Some("wrong-token"))

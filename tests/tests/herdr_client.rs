@@ -657,7 +657,7 @@ async fn until_rebuilt(
                 target: gid.clone(),
             };
             if let Ok(Response::Status { view, .. }) = gw.handle.call(lead.clone(), status).await {
-                if view.ready {
+                if view.row.ready {
                     ready.push(gid.clone());
                 }
             }
@@ -720,6 +720,7 @@ async fn delivers_and_knows_its_member_after_a_restart(backend: Backend) {
                 host: None,
                 profile: "echo".into(),
                 group: None,
+                role: None,
                 worktree: None,
             };
             match gw.handle.call(lead.clone(), spawn).await {

@@ -176,10 +176,10 @@ impl Gateway {
                 let replies = replies.into_iter().map(Into::into).collect();
                 self.respond(call, Response::Replies { replies });
             }
-            Request::Status { target } => {
-                let view = self.injector.view(&target).into();
-                self.respond(call, Response::Status { target, view });
-            }
+            Request::Status { target } => match self.status_view(&target) {
+                Some(view) => self.respond(call, Response::Status { target, view }),
+                None => self.respond(call, Response::Error(CallError::NotFound { target })),
+            },
             Request::List => {
                 let rows = self.roster().into_iter().map(Into::into).collect();
                 self.respond(call, Response::Roster { rows });
@@ -188,11 +188,13 @@ impl Gateway {
                 host,
                 profile,
                 group,
+                role,
                 worktree,
             } => {
                 let spec = SpawnSpec {
                     profile,
                     group,
+                    role,
                     worktree,
                 };
                 self.on_spawn(now, call, caller.session.clone(), host, spec)

@@ -1,13 +1,17 @@
 //! Who this gateway serves — its members and leads — and the routing fork that follows from
 //! it: a gid served here is local (never touches the broker), any other is remote. Also the
-//! roster view `fleet_list` answers with, on one host or across the fleet.
+//! roster view `fleet_list` and `fleet_status` answer with, on one host or across the fleet:
+//! this host's rows from what it serves (current at once), every other host's from presence.
 
 use super::federation::{topology, Served};
 use super::Gateway;
 use crate::broker::BrokerOp;
-use crate::ids::SessionId;
-use crate::io::Output;
-use crate::roster::{EntityKind, Liveness, RosterRow, GATEWAY_GID};
+use crate::ids::{HostId, SessionId};
+use crate::io::{Output, RosterEntry, StatusView};
+use crate::roster::{Entity, EntityKind, Liveness, RosterRow};
+use crate::session::SessionState;
+use crate::status::AgentStatus;
+use std::cmp::Ordering;
 
 /// Whether a newly served entity is announced in the roster now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,32 +22,110 @@ pub(super) enum Announce {
     Later,
 }
 
+/// Gateways first, by host; then entities, by gid.
+fn row_order(a: &RosterRow, b: &RosterRow) -> Ordering {
+    let entity = |r: &RosterRow| r.kind != EntityKind::Gateway;
+    entity(a)
+        .cmp(&entity(b))
+        .then_with(|| match a.kind {
+            EntityKind::Gateway => a.host.cmp(&b.host),
+            _ => Ordering::Equal,
+        })
+        .then_with(|| a.gid.cmp(&b.gid))
+}
+
 impl Gateway {
-    /// The union roster as this gateway sees it (`fleet_list`).
+    /// The union roster as this gateway sees it (`fleet_list`, `GET /members`).
     pub fn roster(&self) -> Vec<RosterRow> {
+        let own = self.own_host();
+        let mut rows = vec![RosterRow::gateway(
+            own.clone(),
+            self.cfg.profiles.clone(),
+            Liveness::Live,
+        )];
+        rows.extend(self.served().map(|(gid, s)| self.local_row(&own, gid, s)));
+        if let Some(f) = &self.fed {
+            let theirs = f.roster.view(self.now, &own, f.broker_up);
+            rows.extend(theirs.into_iter().filter(|r| r.host != own));
+        }
+        rows.sort_by(row_order);
+        rows
+    }
+
+    /// `fleet_status`: the session's row wherever it runs, and what this gateway holds for
+    /// it; `None` for a gid no host serves now (never a default "ready").
+    pub(super) fn status_view(&self, gid: &SessionId) -> Option<StatusView> {
+        let own = self.own_host();
+        if let Some(s) = self.served_here(gid) {
+            let v = self.injector.view(gid);
+            return Some(StatusView {
+                row: RosterEntry::from(self.local_row(&own, gid, s)),
+                queued: Some(v.queued),
+                in_turn: v.in_turn,
+            });
+        }
+        if self.injector.is_active(gid) || self.injector.gate_state(gid).is_some() {
+            // A pane this gateway types into without serving it as a member or lead.
+            let v = self.injector.view(gid);
+            let e = Entity {
+                busy: v.in_turn,
+                ..Entity::new(EntityKind::Member, v.status)
+            };
+            return Some(StatusView {
+                row: RosterEntry::from(RosterRow {
+                    ready: v.ready,
+                    ..RosterRow::entity(gid.clone(), own, &e, Liveness::Live)
+                }),
+                queued: Some(v.queued),
+                in_turn: v.in_turn,
+            });
+        }
+        let f = self.fed.as_ref()?;
+        let row = f.roster.row(self.now, gid, f.broker_up)?;
+        Some(StatusView {
+            in_turn: row.busy,
+            row: RosterEntry::from(row),
+            queued: None,
+        })
+    }
+
+    /// What this host serves, in either mode.
+    fn served(&self) -> impl Iterator<Item = (&SessionId, &Served)> {
+        let fed = self.fed.as_ref().map(|f| f.local.iter());
+        fed.into_iter().flatten().chain(self.solo.iter())
+    }
+
+    pub(super) fn served_here(&self, gid: &SessionId) -> Option<&Served> {
         match &self.fed {
-            Some(f) => f.roster.view(self.now, f.host(), f.broker_up),
-            // One host: its own gateway and what it serves, all live.
-            None => {
-                let row = |gid: SessionId, kind, status| RosterRow {
-                    gid,
-                    host: self.host.clone(),
-                    kind,
-                    status,
-                    profiles: Vec::new(),
-                    liveness: Liveness::Live,
-                };
-                let mut rows = vec![RosterRow {
-                    profiles: self.cfg.profiles.clone(),
-                    ..row(SessionId::new(GATEWAY_GID), EntityKind::Gateway, None)
-                }];
-                rows.extend(
-                    self.solo
-                        .iter()
-                        .map(|(g, k)| row(g.clone(), *k, self.injector.view(g).status)),
-                );
-                rows
-            }
+            Some(f) => f.local.get(gid),
+            None => self.solo.get(gid),
+        }
+    }
+
+    pub(super) fn served_here_mut(&mut self, gid: &SessionId) -> Option<&mut Served> {
+        match &mut self.fed {
+            Some(f) => f.local.get_mut(gid),
+            None => self.solo.get_mut(gid),
+        }
+    }
+
+    /// What this host says of an entity it serves: its row here, and its presence.
+    pub(super) fn describe(&self, gid: &SessionId, s: &Served) -> Entity {
+        Entity {
+            kind: s.kind,
+            status: s.status.or(self.injector.view(gid).status),
+            busy: self.sessions.state(gid) == Some(SessionState::Busy),
+            card: self.cards.get(gid).cloned().unwrap_or_default(),
+        }
+    }
+
+    fn local_row(&self, own: &HostId, gid: &SessionId, s: &Served) -> RosterRow {
+        let e = self.describe(gid, s);
+        RosterRow {
+            // A member not yet past its gate (spawning, or rebuilt and not reconnected).
+            ready: s.kind != EntityKind::Member || (s.announced && self.injector.is_ready(gid)),
+            status: Some(e.status.unwrap_or(AgentStatus::Unknown)),
+            ..RosterRow::entity(gid.clone(), own.clone(), &e, Liveness::Live)
         }
     }
 
@@ -57,8 +139,19 @@ impl Gateway {
 
     /// `gid` is served here now; its inbox is declared if the broker is up.
     pub(super) fn local_entity(&mut self, gid: &SessionId, kind: EntityKind, when: Announce) {
+        if when == Announce::Now {
+            // It joins the roster now (a member rebuilt after a restart: again, from now).
+            let since = self.wall_now();
+            let card = self.cards.entry(gid.clone()).or_default();
+            card.since = card.since.or(since);
+        }
         let Some(f) = &mut self.fed else {
-            self.solo.insert(gid.clone(), kind);
+            let s = self.solo.entry(gid.clone()).or_insert(Served {
+                kind,
+                announced: false,
+                status: None,
+            });
+            s.announced |= when == Announce::Now;
             return;
         };
         let fresh = !f.local.contains_key(gid);
@@ -72,6 +165,7 @@ impl Gateway {
             let t = topology::slice(
                 &self.cfg,
                 f,
+                &self.cards,
                 &[(gid.clone(), kind)],
                 topology::Part::Inboxes,
             );
@@ -85,8 +179,13 @@ impl Gateway {
     /// A member's pane is gone: its inbox is deleted with it (no broadcasts to the dead).
     pub(super) fn local_entity_gone(&mut self, gid: &SessionId) {
         let Some(f) = &mut self.fed else {
-            if self.solo.get(gid) == Some(&EntityKind::Member) {
+            if self
+                .solo
+                .get(gid)
+                .is_some_and(|s| s.kind == EntityKind::Member)
+            {
                 self.solo.remove(gid);
+                self.cards.remove(gid);
             }
             return;
         };
@@ -100,12 +199,12 @@ impl Gateway {
         }
         f.unsent.remove(gid);
         if let Some(served) = f.local.remove(gid) {
+            self.cards.remove(gid);
             f.roster.forget(gid);
             if served.announced {
                 self.announce_left(gid);
             }
             let Some(f) = &mut self.fed else { return };
-            f.groups.remove(gid);
             // Results held for a member that is gone have no one left to collect them.
             for name in [f.names.inbox(gid), f.names.held(gid)] {
                 self.out

@@ -57,6 +57,10 @@ impl Gateway {
         if let Some(f) = &self.fed {
             f.roster.check()?;
         }
+        // A roster card is kept only for what is served here: no card outlives its member.
+        if let Some(gid) = self.cards.keys().find(|g| self.served_here(g).is_none()) {
+            return Err(format!("{gid} has a roster card but is not served here"));
+        }
         for (ticket, d) in self.delegations.iter() {
             // Each open delegation's deadline is armed — except a worker-side turn already
             // typed when its brief expired, which runs to its end (the sender owns the timeout).

@@ -90,7 +90,13 @@ pub struct Gateway {
     /// Single-host mode: this host's name (`local` unless `named`), and the entities it serves
     /// (federation keeps its own, announced, set).
     host: HostId,
-    solo: BTreeMap<SessionId, crate::roster::EntityKind>,
+    solo: BTreeMap<SessionId, federation::Served>,
+    /// Who each local member (and lead) is, for its roster row.
+    cards: BTreeMap<SessionId, crate::roster::Card>,
+    /// The wall clock as the last `WallClock` input set it (federation starts with one), and
+    /// when on the monotonic clock.
+    wall_at: Instant,
+    wall_unix: Option<u64>,
     reap_armed: bool,
     next_poll: Option<Instant>,
     out: VecDeque<Output>,
@@ -141,6 +147,9 @@ impl Gateway {
             sessions: Sessions::default(),
             host: HostId::new("local"),
             solo: BTreeMap::new(),
+            cards: BTreeMap::new(),
+            wall_at: now,
+            wall_unix: None,
             reap_armed: false,
             next_poll: None,
             out: VecDeque::new(),
@@ -158,6 +167,23 @@ impl Gateway {
     pub fn named(mut self, host: HostId) -> Self {
         self.host = host;
         self
+    }
+
+    /// The wall clock now, in Unix ms, if a `WallClock` input has set it.
+    fn wall_now(&self) -> Option<u64> {
+        let unix = self.wall_unix?;
+        Some(unix.saturating_add(self.now.saturating_since(self.wall_at).as_millis() as u64))
+    }
+
+    /// The wall clock now, in Unix ms (0 before any `WallClock`; a federated gateway starts
+    /// with one).
+    fn unix_now(&self) -> u64 {
+        self.wall_now().unwrap_or(0)
+    }
+
+    fn on_wall_clock(&mut self, now: Instant, unix_ms: u64) {
+        self.wall_at = now;
+        self.wall_unix = Some(unix_ms);
     }
 
     pub fn config(&self) -> &CoreConfig {

@@ -49,6 +49,10 @@ impl Gateway {
     }
 
     fn session_event(&mut self, gid: &SessionId, from: Option<SessionState>, to: SessionState) {
+        let busy = |s: Option<SessionState>| s == Some(SessionState::Busy);
+        if busy(from) != busy(Some(to)) {
+            self.busy_changed(gid);
+        }
         self.event(Event::Session {
             gid: gid.clone(),
             from,

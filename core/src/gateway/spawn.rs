@@ -16,7 +16,7 @@ use crate::ids::{CallId, HostId, MsgId, SessionId};
 use crate::io::{CallError, Event, Output, Readiness, Response, Stale};
 use crate::outcome::Outcome;
 use crate::planted::PlantedBug;
-use crate::roster::GATEWAY_GID;
+use crate::roster::{Card, GATEWAY_GID};
 use crate::spawn_spec::SpawnSpec;
 use crate::time::{Duration, Instant};
 use std::collections::BTreeMap;
@@ -40,7 +40,8 @@ enum Reply {
 struct Reservation {
     reply: Reply,
     deadline: Instant,
-    group: Option<String>,
+    /// Who the member will be: its profile, role, group and owner.
+    card: Card,
     /// The member connected before its pane was reported (a fast program).
     connected: bool,
 }
@@ -72,7 +73,7 @@ impl Spawns {
 }
 
 impl Gateway {
-    fn own_host(&self) -> HostId {
+    pub(super) fn own_host(&self) -> HostId {
         self.fed
             .as_ref()
             .map_or_else(|| self.host.clone(), |f| f.host().clone())
@@ -98,7 +99,7 @@ impl Gateway {
         }
         let gid = self.ids.gid();
         if host == own {
-            return self.spawn_here(now, gid, spec, Reply::Local(call));
+            return self.spawn_here(now, gid, spec, Reply::Local(call), caller_gid);
         }
         let Some(from) = caller_gid.filter(|g| !self.is_remote(g)) else {
             return self.invalid(
@@ -147,10 +148,18 @@ impl Gateway {
 
     /// The target side: dedup by the live registry, then by the reservation set, then the
     /// profile check, then reserve and ask the launcher.
-    fn spawn_here(&mut self, now: Instant, gid: SessionId, spec: SpawnSpec, reply: Reply) {
+    fn spawn_here(
+        &mut self,
+        now: Instant,
+        gid: SessionId,
+        spec: SpawnSpec,
+        reply: Reply,
+        owner: Option<SessionId>,
+    ) {
         let SpawnSpec {
             profile,
             group,
+            role,
             worktree,
         } = spec;
         if self.is_live_member(&gid) {
@@ -186,7 +195,13 @@ impl Gateway {
             Reservation {
                 reply,
                 deadline,
-                group: group.clone(),
+                card: Card {
+                    profile: Some(profile.clone()),
+                    role: Some(role.unwrap_or_default()),
+                    group: group.clone(),
+                    owner,
+                    since: None,
+                },
                 connected: false,
             },
         );
@@ -210,14 +225,11 @@ impl Gateway {
                 self.out.push_back(Output::ClosePane { gid });
             }
             Ok(ready) => {
-                let (group, connected) = self
-                    .spawns
-                    .reserved
-                    .get(&gid)
-                    .map_or((None, false), |r| (r.group.clone(), r.connected));
-                if let Some(g) = group {
-                    self.join_group(&gid, &g);
-                }
+                let (card, connected) = self.spawns.reserved.get(&gid).map_or_else(
+                    || (Card::default(), false),
+                    |r| (r.card.clone(), r.connected),
+                );
+                self.cards.insert(gid.clone(), card);
                 self.injector.gate(&gid);
                 self.local_entity(&gid, crate::roster::EntityKind::Member, Announce::Later);
                 if ready == Readiness::Ready || connected {
@@ -262,6 +274,13 @@ impl Gateway {
         self.session_ready(gid);
         self.injector.open_gate(gid);
         self.local_entity(gid, crate::roster::EntityKind::Member, Announce::Now);
+        if self.fed.is_none() && !self.injector.is_active(gid) {
+            // Its row shows a sampled status, not `unknown` until work comes (a federated
+            // gateway samples idle members every presence round).
+            self.out.push_back(Output::PollStatus {
+                target: gid.clone(),
+            });
+        }
         self.spawn_ready(gid);
     }
 
@@ -448,7 +467,7 @@ impl Gateway {
             re: env.msg_id,
             delivery,
         };
-        self.spawn_here(now, gid, spec, reply);
+        self.spawn_here(now, gid, spec, reply, Some(env.from));
         Ok(())
     }
 }

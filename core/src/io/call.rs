@@ -4,9 +4,9 @@
 use crate::authz::{Action, Role};
 use crate::ids::{HostId, MsgId, ReplyId, SessionId, TicketId, TurnId};
 use crate::inbox::HeldReply;
-use crate::injector::TargetView;
 use crate::outcome::{AskOutcome, Outcome, Phase};
 use crate::roster::{EntityKind, Liveness, RosterRow};
+use crate::spawn_spec::MemberRole;
 use crate::status::AgentStatus;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -59,6 +59,9 @@ pub enum Request {
         profile: String,
         /// The broadcast group the member joins (`broadcast.<group>`), if any.
         group: Option<String>,
+        /// What the member is for (`DEV` when absent).
+        #[serde(default)]
+        role: Option<crate::spawn_spec::MemberRole>,
         /// A git worktree for the member to work in, if any.
         #[serde(default)]
         worktree: Option<crate::spawn_spec::Worktree>,
@@ -178,37 +181,39 @@ impl From<HeldReply> for ReplyView {
     }
 }
 
-/// A target's delivery state as `fleet_status` shows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One session as `fleet_status` shows it: its roster row (on any host), and what this
+/// gateway itself holds for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusView {
-    /// The last status sampled, if any.
-    pub status: Option<AgentStatus>,
-    /// Past its readiness gate (leads always are).
-    pub ready: bool,
-    /// Messages waiting to be typed.
-    pub queued: usize,
-    /// A turn is running (typed and not yet ended).
+    #[serde(flatten)]
+    pub row: RosterEntry,
+    /// Messages waiting here to be typed into it (`None`: it is on another host, whose
+    /// gateway holds its queue).
+    pub queued: Option<usize>,
+    /// A turn is running (typed and not yet ended); on another host, as its presence says.
     pub in_turn: bool,
 }
 
-impl From<TargetView> for StatusView {
-    fn from(v: TargetView) -> Self {
-        StatusView {
-            status: v.status,
-            ready: v.ready,
-            queued: v.queued,
-            in_turn: v.in_turn,
-        }
-    }
-}
-
-/// One entity of the fleet-wide roster (`fleet_list`).
+/// One entity of the fleet-wide roster (`fleet_list`, `GET /members`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RosterEntry {
     pub gid: SessionId,
     pub host: HostId,
     pub kind: EntityKind,
+    /// `idle`, `working`, `blocked`, `done` or `unknown` for a member or lead; none for a
+    /// gateway.
     pub status: Option<AgentStatus>,
+    /// A turn is running in it.
+    pub busy: bool,
+    /// Past its readiness gate (a member still spawning is not).
+    pub ready: bool,
+    pub profile: Option<String>,
+    pub role: Option<MemberRole>,
+    pub group: Option<String>,
+    /// The lead that spawned it.
+    pub owner: Option<SessionId>,
+    /// When it joined (Unix ms, its gateway's clock).
+    pub since: Option<u64>,
     /// The profiles a host's gateway offers (its `_gateway` row only).
     pub profiles: Vec<String>,
     pub liveness: Liveness,
@@ -221,6 +226,13 @@ impl From<RosterRow> for RosterEntry {
             host: r.host,
             kind: r.kind,
             status: r.status,
+            busy: r.busy,
+            ready: r.ready,
+            profile: r.card.profile,
+            role: r.card.role,
+            group: r.card.group,
+            owner: r.card.owner,
+            since: r.card.since,
             profiles: r.profiles,
             liveness: r.liveness,
         }
@@ -268,6 +280,8 @@ pub enum CallError {
     },
     #[error("the spawn failed: {reason}")]
     SpawnFailed { reason: String },
+    #[error("{target} is not in the roster: no host serves it now")]
+    NotFound { target: SessionId },
 }
 
 impl CallError {
@@ -284,6 +298,7 @@ impl CallError {
             CallError::NoSuchHost { .. } => "no_such_host",
             CallError::UnknownProfile { .. } => "unknown_profile",
             CallError::SpawnFailed { .. } => "spawn_failed",
+            CallError::NotFound { .. } => "not_found",
         }
     }
 }
@@ -348,14 +363,21 @@ impl fmt::Display for Response {
                 f.write_str("]")
             }
             Response::Acked { count } => write!(f, "acked {count}"),
-            Response::Status { target, view } => write!(
-                f,
-                "status {target} {} ready={} queued={} in_turn={}",
-                view.status.map_or("-", |s| s.as_str()),
-                view.ready,
-                view.queued,
-                view.in_turn
-            ),
+            Response::Status { target, view } => {
+                write!(
+                    f,
+                    "status {target}@{} {} busy={} ready={} in_turn={}",
+                    view.row.host,
+                    view.row.status.map_or("-", |s| s.as_str()),
+                    view.row.busy,
+                    view.row.ready,
+                    view.in_turn
+                )?;
+                match view.queued {
+                    Some(q) => write!(f, " queued={q}"),
+                    None => Ok(()),
+                }
+            }
             Response::Spawned { gid, host } => write!(f, "spawned {gid} on {host}"),
             Response::Roster { rows } => {
                 write!(f, "roster [")?;

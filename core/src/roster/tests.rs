@@ -7,11 +7,7 @@ fn at(since: u64, seq: u64) -> Order {
 }
 
 fn member(status: AgentStatus) -> Entity {
-    Entity {
-        kind: EntityKind::Member,
-        status: Some(status),
-        group: None,
-    }
+    Entity::new(EntityKind::Member, Some(status))
 }
 
 fn snapshot(order: Order, gids: &[&str]) -> Announcement {
@@ -286,12 +282,21 @@ fn a_1_0_reader_reads_1_1_presence() {
         #[serde(default)]
         since: Option<u64>,
     }
-    let listed = vec![Listed {
-        gid: SessionId::new("m1"),
-        kind: EntityKind::Member,
-        status: Some(AgentStatus::Idle),
+    let card = Card {
+        profile: Some("claude".into()),
+        role: Some(MemberRole::Reviewer),
         group: Some("red".into()),
-    }];
+        owner: Some(SessionId::new("lead-1")),
+        since: Some(90),
+    };
+    let listed = vec![Listed::new(
+        SessionId::new("m1"),
+        Entity {
+            busy: true,
+            card,
+            ..member(AgentStatus::Idle)
+        },
+    )];
     let snap = Presence::snapshot(at(100, 7), vec!["claude".into()], listed).to_body();
     let read: V10 = serde_json::from_slice(&snap).expect("1.0 reads the snapshot");
     assert_eq!(
@@ -311,12 +316,7 @@ fn a_1_0_reader_reads_1_1_presence() {
 #[test]
 fn malformed_presence_is_refused_with_a_reason() {
     let gw = SessionId::new(GATEWAY_GID);
-    let listed = |gid: &str, kind| Listed {
-        gid: SessionId::new(gid),
-        kind,
-        status: None,
-        group: None,
-    };
+    let listed = |gid: &str, kind| Listed::new(SessionId::new(gid), Entity::new(kind, None));
     let body = |entities| Presence::snapshot(at(1, 1), Vec::new(), entities).to_body();
     let err = |from: &SessionId, b: &[u8]| Announcement::parse(from, b).expect_err("refused");
     assert!(err(&gw, &body(vec![listed("x", EntityKind::Gateway)])).contains("gateway"));
@@ -422,4 +422,52 @@ fn a_host_binding_many_gids_never_pushes_out_anothers_binding() {
         delta(at(9, 10), "honest", Some(member(AgentStatus::Idle))),
     );
     assert_eq!(seen.claimed, vec![(SessionId::new("honest"), a)]);
+}
+
+#[test]
+fn a_card_a_peer_cannot_have_is_refused_and_a_good_one_is_kept_with_its_busy_flag() {
+    let m = SessionId::new("m");
+    let with = |card: Card| {
+        let e = Entity {
+            busy: true,
+            card,
+            ..member(AgentStatus::Working)
+        };
+        Presence::delta(at(1, 1), Some(e)).to_body()
+    };
+    let long = Card {
+        profile: Some("p".repeat(MAX_PROFILE_LEN + 1)),
+        ..Card::default()
+    };
+    assert!(Announcement::parse(&m, &with(long)).is_err());
+    let wildcard = Card {
+        group: Some("#".into()),
+        ..Card::default()
+    };
+    assert!(Announcement::parse(&m, &with(wildcard)).is_err());
+    let good = Card {
+        profile: Some("claude".into()),
+        role: Some(MemberRole::Architect),
+        group: Some("red".into()),
+        owner: Some(SessionId::new("lead")),
+        since: Some(7),
+    };
+    let ann = Announcement::parse(&m, &with(good.clone())).expect("a good card");
+    let (mut r, b) = (roster(), HostId::new("b"));
+    r.observe(ms(0), &b, ann);
+    let row = r.row(ms(0), &m, true).expect("listed");
+    assert_eq!((row.busy, row.card), (true, good));
+    assert_eq!(row.status, Some(AgentStatus::Working));
+}
+
+#[test]
+fn a_member_never_sampled_reads_unknown_not_null() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    let m = SessionId::new("m");
+    let heartbeat = Announcement::Heartbeat {
+        gid: m.clone(),
+        entity: Entity::new(EntityKind::Member, None),
+    };
+    r.observe(ms(0), &b, heartbeat);
+    assert_eq!(status_of(&r, ms(0), "m"), Some(AgentStatus::Unknown));
 }

@@ -892,6 +892,7 @@ fn spawn(host: Option<usize>, profile: &str, group: Option<&str>) -> Request {
         host: host.map(host_name),
         profile: profile.into(),
         group: group.map(str::to_string),
+        role: None,
         worktree: None,
     }
 }
@@ -1489,6 +1490,7 @@ fn a_spawn_on_another_host_carries_its_worktree_by_url_and_commit() {
         host: Some(host_name(1)),
         profile: "claude".into(),
         group: None,
+        role: None,
         worktree: Some(fleet_core::Worktree {
             repo: repo.into(),
             commit: commit.map(str::to_string),

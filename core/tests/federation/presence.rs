@@ -4,6 +4,7 @@
 use super::harness::{host_name, Fleet};
 use super::*;
 use fleet_core::roster::{Order, Presence, RosterRow};
+use fleet_core::MemberRole;
 
 fn row(f: &Fleet, h: usize, gid: &SessionId) -> Option<RosterRow> {
     f.hosts[h].gw.roster().into_iter().find(|r| &r.gid == gid)
@@ -100,4 +101,122 @@ fn a_snapshot_signed_by_another_host_is_rejected() {
         codes(&f, 0)
     );
     assert!(row(&f, 0, &worker).is_some(), "b's set stands");
+}
+
+/// A spawned member's row says who it is on every host — profile, role, group, the lead that
+/// spawned it and since when — and that it is ready and not busy.
+#[test]
+fn a_spawned_members_row_says_who_it_is_on_every_host() {
+    let mut f = Fleet::new(3);
+    let lead = f.lead(0, LEAD);
+    f.advance(Duration::from_millis(10));
+    let spec = Request::Spawn {
+        host: Some(host_name(1)),
+        profile: "claude".into(),
+        group: Some("red".into()),
+        role: Some(MemberRole::Reviewer),
+        worktree: None,
+    };
+    let c = f.call(0, lead, spec);
+    f.settle();
+    let (gid, _) = spawned(f.response(0, c)).expect("spawned");
+    for h in 0..3 {
+        let r = row(&f, h, &gid).unwrap_or_else(|| panic!("host {h} does not list {gid}"));
+        assert_eq!(r.card.profile.as_deref(), Some("claude"), "host {h}");
+        assert_eq!(r.card.role, Some(MemberRole::Reviewer), "host {h}");
+        assert_eq!(r.card.group.as_deref(), Some("red"), "host {h}");
+        assert_eq!(r.card.owner, Some(SessionId::new(LEAD)), "host {h}");
+        assert!(r.card.since.is_some_and(|s| s >= T0_UNIX), "host {h}");
+        assert!(r.ready && !r.busy, "host {h}");
+        // Not sampled yet: unknown, never null.
+        assert_eq!(r.status, Some(AgentStatus::Unknown), "host {h}");
+    }
+    // b's next round samples it: idle, everywhere.
+    f.advance(Duration::from_secs(6));
+    for h in 0..3 {
+        assert_eq!(
+            row(&f, h, &gid).and_then(|r| r.status),
+            Some(AgentStatus::Idle)
+        );
+    }
+}
+
+/// While a turn runs in a member, every host reads it busy; once the turn ends, not busy —
+/// each change as a delta, not at the next snapshot (the clock stays inside one interval).
+#[test]
+fn a_member_reads_busy_on_every_host_while_its_turn_runs() {
+    let (mut f, lead, worker) = two_hosts();
+    assert_eq!(row(&f, 0, &worker).map(|r| r.busy), Some(false));
+    f.call(0, lead, send(&worker, "write the tests", false));
+    f.set_status(1, &worker, AgentStatus::Working);
+    f.advance(Duration::from_millis(500));
+    assert_eq!(f.hosts[1].panes[&worker].typed, vec!["write the tests"]);
+    assert_eq!(row(&f, 0, &worker).map(|r| r.busy), Some(true));
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "done".into(),
+        },
+    );
+    f.set_status(1, &worker, AgentStatus::Idle);
+    let before = published(&f, 1, Kind::Presence);
+    f.advance(Duration::from_secs(3));
+    assert_eq!(row(&f, 0, &worker).map(|r| r.busy), Some(false));
+    assert!(published(&f, 1, Kind::Presence) > before, "a delta said so");
+}
+
+/// `fleet_status` answers for a member on another host from its roster row (its queue is
+/// that host's to say), for one here with its queue, and `not_found` for a gid nobody serves.
+#[test]
+fn fleet_status_reads_the_roster_for_any_host_and_refuses_an_unknown_gid() {
+    let (mut f, lead, worker) = two_hosts();
+    f.advance(Duration::from_secs(6));
+    let c = f.call(
+        0,
+        lead.clone(),
+        Request::Status {
+            target: worker.clone(),
+        },
+    );
+    let Some(Response::Status { view, .. }) = f.response(0, c) else {
+        panic!("{:?}", f.response(0, c));
+    };
+    assert_eq!(view.row.host, host_name(1));
+    assert_eq!(view.row.status, Some(AgentStatus::Idle));
+    assert!(view.row.ready && !view.row.busy && !view.in_turn);
+    assert_eq!(view.queued, None, "b holds its queue");
+    let here = Principal::primary(B_LEAD, Some(SessionId::new(B_LEAD)));
+    f.input(
+        1,
+        Input::LeadAttached {
+            lead: SessionId::new(B_LEAD),
+        },
+    );
+    let c = f.call(
+        1,
+        here,
+        Request::Status {
+            target: worker.clone(),
+        },
+    );
+    let Some(Response::Status { view, .. }) = f.response(1, c) else {
+        panic!("{:?}", f.response(1, c));
+    };
+    assert_eq!(
+        (view.row.host.clone(), view.queued),
+        (host_name(1), Some(0))
+    );
+    let nobody = SessionId::new("99999999-9999-4999-8999-999999999999");
+    let c = f.call(
+        0,
+        lead,
+        Request::Status {
+            target: nobody.clone(),
+        },
+    );
+    assert_eq!(
+        f.response(0, c),
+        Some(&Response::Error(CallError::NotFound { target: nobody }))
+    );
 }

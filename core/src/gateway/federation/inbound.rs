@@ -80,7 +80,13 @@ impl Gateway {
         f.roster.heard_again(now);
         let gids: Vec<(SessionId, crate::roster::EntityKind)> =
             f.local.iter().map(|(g, s)| (g.clone(), s.kind)).collect();
-        let t = super::topology::slice(&self.cfg, f, &gids, super::topology::Part::Whole);
+        let t = super::topology::slice(
+            &self.cfg,
+            f,
+            &self.cards,
+            &gids,
+            super::topology::Part::Whole,
+        );
         let (arm_presence, arm_sweep) = (!f.presence_armed, !f.sweep_armed);
         f.presence_armed = true;
         f.sweep_armed = true;

@@ -79,8 +79,6 @@ pub(crate) struct Fed {
     pub(crate) names: Names,
     pub(crate) broker_up: bool,
     pub(crate) generation: u32,
-    wall_at: Instant,
-    wall_unix: u64,
     /// When this gateway started (Unix ms), announced as its presence's `since`.
     started_unix: u64,
     pub(crate) seen: SeenSet,
@@ -89,8 +87,6 @@ pub(crate) struct Fed {
     pub(crate) local: BTreeMap<SessionId, Served>,
     /// The sequence number of this process's latest presence (snapshot or delta).
     presence_seq: u64,
-    /// The broadcast group of each member that joined one at spawn.
-    pub(crate) groups: BTreeMap<SessionId, String>,
     pub(crate) confirms: Confirms,
     /// At most one failed reply per member, for its retry: see `Unsent`.
     pub(crate) unsent: BTreeMap<SessionId, Unsent>,
@@ -141,6 +137,7 @@ impl Gateway {
         unix_ms: u64,
     ) -> Result<Self, crate::config::ConfigError> {
         let mut gw = Gateway::new(cfg, seed, now)?;
+        gw.on_wall_clock(now, unix_ms);
         let c = &gw.cfg;
         let roster_ttl_ms = if c.planted(PlantedBug::RosterNeverExpires) {
             u64::MAX / 4
@@ -152,15 +149,12 @@ impl Gateway {
             cfg: federation,
             broker_up: false,
             generation: 0,
-            wall_at: now,
-            wall_unix: unix_ms,
             started_unix: unix_ms,
             seen: SeenSet::new(c.seen_capacity),
             roster: Roster::new(Duration::from_millis(roster_ttl_ms))
                 .with_unordered_deltas(c.planted(PlantedBug::DeltaAppliedOutOfOrder)),
             local: BTreeMap::new(),
             presence_seq: 0,
-            groups: BTreeMap::new(),
             confirms: Confirms::default(),
             unsent: BTreeMap::new(),
             presence_armed: false,
@@ -188,7 +182,13 @@ impl Gateway {
         let f = self.fed.as_ref()?;
         let gids: Vec<(SessionId, EntityKind)> =
             f.local.iter().map(|(g, s)| (g.clone(), s.kind)).collect();
-        Some(topology::slice(&self.cfg, f, &gids, topology::Part::Whole))
+        Some(topology::slice(
+            &self.cfg,
+            f,
+            &self.cards,
+            &gids,
+            topology::Part::Whole,
+        ))
     }
 
     pub(super) fn broker_is_up(&self) -> bool {
@@ -211,29 +211,5 @@ impl Gateway {
 
     fn served_as(&self, gid: &SessionId) -> Option<EntityKind> {
         self.fed.as_ref()?.local.get(gid).map(|s| s.kind)
-    }
-
-    /// Records the broadcast group a member joins; its inbox binds `broadcast.<group>`.
-    pub(super) fn join_group(&mut self, gid: &SessionId, group: &str) {
-        if let Some(f) = &mut self.fed {
-            f.groups.insert(gid.clone(), group.to_string());
-        }
-    }
-
-    /// The wall clock now, in Unix ms, as the last `WallClock` input set it.
-    pub(super) fn unix_now(&self) -> u64 {
-        match &self.fed {
-            Some(f) => f
-                .wall_unix
-                .saturating_add(self.now.saturating_since(f.wall_at).as_millis() as u64),
-            None => 0,
-        }
-    }
-
-    pub(super) fn on_wall_clock(&mut self, now: Instant, unix_ms: u64) {
-        if let Some(f) = &mut self.fed {
-            f.wall_at = now;
-            f.wall_unix = unix_ms;
-        }
     }
 }

@@ -9,7 +9,8 @@ use crate::envelope::{Envelope, Kind};
 use crate::gateway::{Gateway, TimerKind};
 use crate::ids::SessionId;
 use crate::io::{Event, Output, RejectCode};
-use crate::roster::{Announcement, Entity, EntityKind, Listed, Order, Presence, GATEWAY_GID};
+use crate::planted::PlantedBug;
+use crate::roster::{Announcement, Card, Entity, EntityKind, Listed, Order, Presence, GATEWAY_GID};
 use crate::status::AgentStatus;
 use crate::time::{Duration, Instant};
 
@@ -111,17 +112,11 @@ impl Gateway {
     /// One entity's delta: `gid` joined or changed, if it is served here and announced. Sent
     /// at once, so a spawned member is seen fleet-wide within a broker round trip.
     pub(in crate::gateway) fn announce(&mut self, gid: &SessionId) {
-        let sampled = self.injector.view(gid).status;
-        let Some(f) = &mut self.fed else { return };
-        let Some(served) = f.local.get_mut(gid).filter(|s| s.announced) else {
+        let Some(f) = &self.fed else { return };
+        let Some(served) = f.local.get(gid).filter(|s| s.announced) else {
             return;
         };
-        served.status = sampled.or(served.status);
-        let entity = Entity {
-            kind: served.kind,
-            status: served.status,
-            group: f.groups.get(gid).cloned(),
-        };
+        let entity = self.describe(gid, served);
         self.publish_delta(gid, Some(entity));
     }
 
@@ -149,14 +144,19 @@ impl Gateway {
     /// nothing is delegated to has one too), and one other than its presence last said goes
     /// out as a delta now, not at the next snapshot.
     pub(in crate::gateway) fn status_sampled(&mut self, gid: &SessionId, status: AgentStatus) {
-        let Some(f) = &mut self.fed else { return };
-        let Some(served) = f.local.get_mut(gid).filter(|s| s.status != Some(status)) else {
+        let Some(served) = self
+            .served_here_mut(gid)
+            .filter(|s| s.status != Some(status))
+        else {
             return;
         };
         served.status = Some(status);
-        if served.announced {
-            self.announce(gid);
-        }
+        self.announce(gid);
+    }
+
+    /// A member's session went busy or idle: its presence says so at once.
+    pub(in crate::gateway) fn busy_changed(&mut self, gid: &SessionId) {
+        self.announce(gid);
     }
 
     /// The presence round: parked deliveries and remote asks past their bounds go, silent
@@ -213,15 +213,17 @@ impl Gateway {
     fn publish_snapshot(&mut self) {
         let Some(at) = self.next_order() else { return };
         let Some(f) = &self.fed else { return };
+        let drop_cards = self.cfg.planted(PlantedBug::SnapshotDropsCards);
         let listed: Vec<Listed> = f
             .local
             .iter()
             .filter(|(_, s)| s.announced)
-            .map(|(gid, s)| Listed {
-                gid: gid.clone(),
-                kind: s.kind,
-                status: s.status,
-                group: f.groups.get(gid).cloned(),
+            .map(|(gid, s)| {
+                let mut e = self.describe(gid, s);
+                if drop_cards {
+                    e.card = Card::default();
+                }
+                Listed::new(gid.clone(), e)
             })
             .collect();
         let gw = SessionId::new(GATEWAY_GID);

@@ -6,7 +6,8 @@ use super::Fed;
 use crate::broker::{Binding, Consume, Exchange, QueueArgs, QueueSpec, Topology};
 use crate::config::CoreConfig;
 use crate::ids::SessionId;
-use crate::roster::EntityKind;
+use crate::roster::{Card, EntityKind};
+use std::collections::BTreeMap;
 
 /// How much of the topology to declare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +24,7 @@ pub(crate) enum Part {
 pub(crate) fn slice(
     cfg: &CoreConfig,
     f: &Fed,
+    cards: &BTreeMap<SessionId, Card>,
     gids: &[(SessionId, EntityKind)],
     part: Part,
 ) -> Topology {
@@ -99,15 +101,15 @@ pub(crate) fn slice(
             exchange: Exchange::Roster,
             key: "roster.#".into(),
         });
-        for (queue, exclusive) in [
-            (n.control(host), true),
-            (n.roster(host), true),
-            (n.dead_letters(host), true),
+        for (queue, prefetch) in [
+            (n.control(host), cfg.prefetch),
+            (n.roster(host), cfg.roster_prefetch),
+            (n.dead_letters(host), cfg.prefetch),
         ] {
             t.consumers.push(Consume {
                 queue,
-                exclusive,
-                prefetch: cfg.prefetch,
+                exclusive: true,
+                prefetch,
             });
         }
     }
@@ -142,7 +144,7 @@ pub(crate) fn slice(
                 exchange: Exchange::Msg,
                 key: "broadcast.all".into(),
             });
-            if let Some(g) = f.groups.get(gid) {
+            if let Some(g) = cards.get(gid).and_then(|c| c.group.as_ref()) {
                 t.bindings.push(Binding {
                     queue: name.clone(),
                     exchange: Exchange::Msg,

@@ -93,10 +93,7 @@ impl Gateway {
     ) {
         // Only a member's inbox takes broadcasts, and only those for all or for its own group:
         // a queue someone else bound to `broadcast.#` (a lead's, or any inbox) gets nothing.
-        let group = self
-            .fed
-            .as_ref()
-            .and_then(|f| f.groups.get(member).cloned());
+        let group = self.cards.get(member).and_then(|c| c.group.clone());
         let addressed = env.to == "broadcast.all"
             || group.is_some_and(|g| env.to.strip_prefix("broadcast.") == Some(g.as_str()));
         if !self.is_live_member(member) || !addressed {
