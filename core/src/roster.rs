@@ -76,7 +76,13 @@ pub struct Card {
     /// The profile it was spawned from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A role this build does not know reads as none, so a later one costs an older peer
+    /// only that field.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_role"
+    )]
     pub role: Option<MemberRole>,
     /// The broadcast group it joined at spawn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,27 +95,30 @@ pub struct Card {
     pub since: Option<u64>,
 }
 
+fn lenient_role<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<MemberRole>, D::Error> {
+    let raw = Option::<serde_json::Value>::deserialize(d)?;
+    Ok(raw.and_then(|v| serde_json::from_value(v).ok()))
+}
+
 impl Card {
     pub fn is_empty(&self) -> bool {
         *self == Card::default()
     }
 
-    /// Why a peer's card cannot be kept.
-    fn invalid(&self) -> Option<String> {
-        let long = self
-            .profile
-            .as_ref()
-            .is_some_and(|p| p.len() > MAX_PROFILE_LEN);
-        let owner = self
-            .owner
-            .as_ref()
-            .is_some_and(|o| o.as_str().is_empty() || o.as_str().len() > MAX_PROFILE_LEN);
-        if long || owner {
-            return Some("a card's profile or owner is empty or too long".into());
+    /// The card with every field a roster may not keep dropped: a profile or owner that is
+    /// empty or longer than `MAX_PROFILE_LEN`, a group that is not one word. A peer's card is
+    /// read through it, and this host's own is made through it, so both say the same and one
+    /// odd field never costs a host its whole snapshot.
+    pub fn checked(self) -> Card {
+        let fits = |s: &str| !s.is_empty() && s.len() <= MAX_PROFILE_LEN;
+        Card {
+            profile: self.profile.filter(|p| fits(p)),
+            owner: self.owner.filter(|o| fits(o.as_str())),
+            group: self
+                .group
+                .filter(|g| crate::spawn_spec::invalid_group(g).is_none()),
+            ..self
         }
-        self.group
-            .as_deref()
-            .and_then(crate::spawn_spec::invalid_group)
     }
 }
 
@@ -278,14 +287,11 @@ impl Announcement {
                         if !gids.insert(l.gid.clone()) {
                             return Err(format!("a snapshot lists {} twice", l.gid));
                         }
-                        if let Some(why) = l.card.invalid() {
-                            return Err(format!("a snapshot lists {}: {why}", l.gid));
-                        }
                         let entity = Entity {
                             kind: l.kind,
                             status: l.status,
                             busy: l.busy,
-                            card: l.card,
+                            card: l.card.checked(),
                         };
                         entities.push((l.gid, entity));
                     }
@@ -307,14 +313,11 @@ impl Announcement {
         if p.entities.is_some() {
             return Err(format!("{from}'s presence carries a snapshot"));
         }
-        if let Some(why) = p.card.invalid() {
-            return Err(format!("{from}'s presence: {why}"));
-        }
         let entity = Entity {
             kind: p.kind,
             status: p.status,
             busy: p.busy,
-            card: p.card,
+            card: p.card.checked(),
         };
         Ok(match order {
             Some(at) => Announcement::Delta {

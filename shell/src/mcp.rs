@@ -185,9 +185,9 @@ your turn, TIMED_OUT). Use it only when you cannot proceed without a decision."
     }
 
     #[tool(
-        description = "A session's state on this gateway: its agent status (idle, working, \
-blocked, done, unknown), whether it is ready for input, how many messages are queued for it, \
-and whether a turn is running."
+        description = "A session's state, on any host: its roster row (agent status IDLE, \
+WORKING, BLOCKED, DONE or UNKNOWN; busy; ready; profile, role, group, owner lead, since), and \
+on its own host how many messages are queued for it. A gid no host serves is not_found."
     )]
     async fn fleet_status(
         &self,
@@ -247,7 +247,7 @@ by their ids."
 
     #[tool(
         description = "Start a member from a profile (fleet_profiles lists them per host), \
-on this host or on `host`, optionally in a git worktree (a repo path here, or a URL and an \
+on this host or on `host`, with a role (ARCHITECT, DEV by default, REVIEWER), optionally in a git worktree (a repo path here, or a URL and an \
 exact 40-hex commit for another host). Returns its sessionId once it is ready for a task."
     )]
     async fn fleet_spawn(
@@ -260,7 +260,8 @@ exact 40-hex commit for another host). Returns its sessionId once it is ready fo
 
     #[tool(
         description = "The fleet-wide roster: every member, lead and gateway on every host, \
-with its host, status and whether it is live. Leads' ids are their coordIds."
+with its host, status, whether it is busy and ready, its profile, role, group, the lead that \
+spawned it, since when, and whether the row is live. Leads' ids are their coordIds."
     )]
     async fn fleet_list(
         &self,

@@ -316,15 +316,9 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
                 ),
             );
         }
-        // The roster is truthful on every host: a member reads with a status, and with the
-        // same card (profile, role, group, owner, since) its own host gives it.
+        // The roster is truthful on every host: a member reads with the card (profile, role,
+        // group, owner, since) its own host gives it.
         for r in view.iter().filter(|r| r.host != liar) {
-            if r.status.is_none() {
-                violate(
-                    "I7",
-                    format!("lead{host}'s roster lists {} with no status", r.gid),
-                );
-            }
             let Some(own) = own_rows.get(&r.gid).filter(|o| o.host == r.host) else {
                 continue;
             };

@@ -81,7 +81,11 @@ impl Gateway {
             });
         }
         let f = self.fed.as_ref()?;
-        let row = f.roster.row(self.now, gid, f.broker_up)?;
+        // What this host no longer serves is gone, whatever a late copy of its presence says.
+        let row = f
+            .roster
+            .row(self.now, gid, f.broker_up)
+            .filter(|r| r.host != own)?;
         Some(StatusView {
             in_turn: row.busy,
             row: RosterEntry::from(row),

@@ -201,7 +201,8 @@ impl Gateway {
                     group: group.clone(),
                     owner,
                     since: None,
-                },
+                }
+                .checked(),
                 connected: false,
             },
         );

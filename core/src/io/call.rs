@@ -200,7 +200,7 @@ pub struct RosterEntry {
     pub gid: SessionId,
     pub host: HostId,
     pub kind: EntityKind,
-    /// `idle`, `working`, `blocked`, `done` or `unknown` for a member or lead; none for a
+    /// `IDLE`, `WORKING`, `BLOCKED`, `DONE` or `UNKNOWN` for a member or lead; none for a
     /// gateway.
     pub status: Option<AgentStatus>,
     /// A turn is running in it.
