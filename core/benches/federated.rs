@@ -6,12 +6,14 @@
 //! heartbeats and acks, beside the local traffic of the single-host benchmark.
 //!
 //! Also measures, alone, what one ed25519 sign and one admission (decode + verify + checks)
-//! cost, since those dominate every cross-host message.
+//! cost, since those dominate every cross-host message, and counts per kind the signs (every
+//! publish but a held copy, which keeps its signer's signature) and the verifies (every
+//! delivery is admitted once) a run makes: presence's share of them is its cost.
 //!
 //! Run: `cargo bench -p fleet-core --bench federated` (add `-- --targets N --rounds R`).
 
 use fleet_core::admission::{admit, SeenSet};
-use fleet_core::broker::BrokerEvent;
+use fleet_core::broker::{BrokerEvent, BrokerOp};
 use fleet_core::envelope::{Envelope, Kind, VERSION};
 use fleet_core::signing::Keyring;
 use fleet_core::testing::broker::{ConnId, SimBroker};
@@ -56,6 +58,13 @@ struct Bench {
     events: u64,
     remote_sends: u64,
     deliveries: u64,
+    /// Signs and verifies by message kind.
+    signs: BTreeMap<&'static str, u64>,
+    verifies: BTreeMap<&'static str, u64>,
+}
+
+fn kind_of(h: &fleet_core::envelope::Headers) -> &'static str {
+    Envelope::from_parts(h, Vec::new()).map_or("undecodable", |e| e.kind.as_str())
 }
 
 fn index(s: &SessionId) -> Option<(usize, usize)> {
@@ -86,6 +95,8 @@ impl Bench {
             events: 0,
             remote_sends: 0,
             deliveries: 0,
+            signs: BTreeMap::new(),
+            verifies: BTreeMap::new(),
         };
         for (i, host) in hosts.iter().enumerate() {
             let fed = Federation {
@@ -140,8 +151,9 @@ impl Bench {
             let Some((conn, ev)) = self.broker.poll_event() else {
                 return;
             };
-            if matches!(ev, BrokerEvent::Delivery { .. }) {
+            if let BrokerEvent::Delivery { headers, .. } = &ev {
                 self.deliveries += 1;
+                *self.verifies.entry(kind_of(headers)).or_default() += 1;
             }
             self.push(conn.0 as usize, Input::Broker(ev));
         }
@@ -173,6 +185,11 @@ impl Bench {
                 },
             ),
             Output::Broker(op) => {
+                if let BrokerOp::Publish { headers, key, .. } = &op {
+                    if !key.starts_with("held.") {
+                        *self.signs.entry(kind_of(headers)).or_default() += 1;
+                    }
+                }
                 if let Err(e) = self.broker.apply(ConnId(g as u32), op) {
                     panic!("the broker refused gateway {g}: {e}");
                 }
@@ -346,12 +363,15 @@ fn main() {
     let (sign_us, admit_us) = crypto_costs();
     let mut rates = Vec::new();
     let mut last = (0, 0, 0);
+    let mut counts = (BTreeMap::new(), BTreeMap::new());
     for _ in 0..runs {
         let mut b = Bench::new(per);
         for _ in 0..20 {
             b.round();
         }
         let (e0, r0, d0) = (b.events, b.remote_sends, b.deliveries);
+        b.signs.clear();
+        b.verifies.clear();
         let t = std::time::Instant::now();
         for _ in 0..rounds {
             b.round();
@@ -359,6 +379,7 @@ fn main() {
         let secs = t.elapsed().as_secs_f64();
         rates.push((b.events - e0) as f64 / secs);
         last = (b.events - e0, b.remote_sends - r0, b.deliveries - d0);
+        counts = (b.signs.clone(), b.verifies.clone());
     }
     rates.sort_by(f64::total_cmp);
     let median = rates[rates.len() / 2];
@@ -377,4 +398,33 @@ fn main() {
         100.0 * last.2 as f64 / last.0 as f64
     );
     println!("  one ed25519 sign: {sign_us:.1} us; one admission (decode + verify + checks): {admit_us:.1} us");
+    let events = last.0.max(1) as f64;
+    for (what, by_kind) in [("signs", &counts.0), ("verifies", &counts.1)] {
+        let total: u64 = by_kind.values().sum();
+        let presence = by_kind.get("PRESENCE").copied().unwrap_or(0);
+        let kinds: Vec<String> = by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        println!(
+            "  {what}: {total} ({:.3} per event), presence {presence} ({:.1}%): {}",
+            total as f64 / events,
+            100.0 * presence as f64 / total.max(1) as f64,
+            kinds.join(", ")
+        );
+    }
+    // What signing and admission cost of the run's wall time, at the measured unit costs.
+    let crypto_us = |by_kind: &BTreeMap<&str, u64>, unit: f64, only: Option<&str>| {
+        by_kind
+            .iter()
+            .filter(|(k, _)| only.is_none_or(|o| o == **k))
+            .map(|(_, n)| *n as f64 * unit)
+            .sum::<f64>()
+    };
+    let run_us = last.0 as f64 / median * 1e6;
+    let presence_us = crypto_us(&counts.0, sign_us, Some("PRESENCE"))
+        + crypto_us(&counts.1, admit_us, Some("PRESENCE"));
+    let all_us = crypto_us(&counts.0, sign_us, None) + crypto_us(&counts.1, admit_us, None);
+    println!(
+        "  of the run's time at those costs: signing + admission {:.1}%, presence's {:.1}%",
+        100.0 * all_us / run_us,
+        100.0 * presence_us / run_us
+    );
 }

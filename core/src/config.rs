@@ -54,6 +54,9 @@ pub struct CoreConfig {
     /// Presence heartbeat period, and how long an entry lives without one.
     pub presence_interval_ms: u64,
     pub presence_ttl_ms: u64,
+    /// How long a status or busy change may wait to go out with others (one signed message
+    /// for every change in the window). Joins and leaves go at once.
+    pub presence_batch_ms: u64,
     /// Forward-path msgIds remembered against replay.
     pub seen_capacity: usize,
     /// The largest message body accepted (bytes): a brief, answer, reply or question from the
@@ -122,6 +125,7 @@ impl Default for CoreConfig {
             clock_skew_ms: 2_000,
             presence_interval_ms: 5_000,
             presence_ttl_ms: 20_000,
+            presence_batch_ms: 250,
             seen_capacity: 65_536,
             max_body_bytes: 1 << 20,
             prefetch: 64,
@@ -212,6 +216,7 @@ impl CoreConfig {
             ("reply_ttl_ms", self.reply_ttl_ms),
             ("presence_interval_ms", self.presence_interval_ms),
             ("presence_ttl_ms", self.presence_ttl_ms),
+            ("presence_batch_ms", self.presence_batch_ms),
             ("seen_capacity", self.seen_capacity as u64),
             ("max_body_bytes", self.max_body_bytes as u64),
             ("prefetch", u64::from(self.prefetch)),

@@ -58,6 +58,10 @@ pub struct Presence {
     /// 1.1, on `_gateway`: every entity the host serves. Replaces what was known of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entities: Option<Vec<Listed>>,
+    /// 1.1, on `_gateway`: the entities whose state changed since the host's last presence,
+    /// several at once — each applies as its own delta would.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<Vec<Listed>>,
     /// 1.1, on an entity's key: it left.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gone: bool,
@@ -191,6 +195,11 @@ pub enum Announcement {
         since: Option<u64>,
         profiles: Vec<String>,
     },
+    /// Several entities changed, as of `at` (each as its own delta would).
+    Batch {
+        at: Order,
+        changes: Vec<(SessionId, Entity)>,
+    },
     /// One entity joined or changed (`Some`) or left (`None`), as of `at`.
     Delta {
         at: Order,
@@ -211,9 +220,19 @@ impl Presence {
             since: Some(at.since),
             seq: Some(at.seq),
             entities: Some(entities),
+            changes: None,
             gone: false,
             busy: false,
             card: Card::default(),
+        }
+    }
+
+    /// Several entities' changes at once (`_gateway`): one signature for a burst.
+    pub fn batch(at: Order, changes: Vec<Listed>) -> Presence {
+        Presence {
+            entities: None,
+            changes: Some(changes),
+            ..Presence::snapshot(at, Vec::new(), Vec::new())
         }
     }
 
@@ -228,6 +247,7 @@ impl Presence {
             since: Some(at.since),
             seq: Some(at.seq),
             entities: None,
+            changes: None,
             gone,
             busy: e.busy,
             card: e.card,
@@ -243,6 +263,7 @@ impl Presence {
             since,
             seq: None,
             entities: None,
+            changes: None,
             gone: false,
             busy: false,
             card: Card::default(),
@@ -270,37 +291,16 @@ impl Announcement {
             if p.kind != EntityKind::Gateway {
                 return Err(format!("a _gateway entry of kind {:?}", p.kind));
             }
-            return match (order, p.entities) {
-                (Some(at), Some(listed)) => {
-                    if listed.len() > MAX_LISTED {
-                        return Err(format!(
-                            "a snapshot of {} entities, more than {MAX_LISTED}",
-                            listed.len()
-                        ));
-                    }
-                    let mut entities = Vec::with_capacity(listed.len());
-                    let mut gids = BTreeSet::new();
-                    for l in listed {
-                        if l.kind == EntityKind::Gateway || l.gid.as_str() == GATEWAY_GID {
-                            return Err(format!("a snapshot lists {} as a gateway", l.gid));
-                        }
-                        if !gids.insert(l.gid.clone()) {
-                            return Err(format!("a snapshot lists {} twice", l.gid));
-                        }
-                        let entity = Entity {
-                            kind: l.kind,
-                            status: l.status,
-                            busy: l.busy,
-                            card: l.card.checked(),
-                        };
-                        entities.push((l.gid, entity));
-                    }
-                    Ok(Announcement::Snapshot {
-                        at,
-                        profiles: p.profiles,
-                        entities,
-                    })
-                }
+            return match (order, p.entities, p.changes) {
+                (Some(at), Some(listed), _) => Ok(Announcement::Snapshot {
+                    at,
+                    profiles: p.profiles,
+                    entities: read_listed("snapshot", listed)?,
+                }),
+                (Some(at), None, Some(listed)) => Ok(Announcement::Batch {
+                    at,
+                    changes: read_listed("batch", listed)?,
+                }),
                 _ => Ok(Announcement::Host {
                     since: p.since,
                     profiles: p.profiles,
@@ -310,7 +310,7 @@ impl Announcement {
         if p.kind == EntityKind::Gateway {
             return Err(format!("{from} announced as a gateway"));
         }
-        if p.entities.is_some() {
+        if p.entities.is_some() || p.changes.is_some() {
             return Err(format!("{from}'s presence carries a snapshot"));
         }
         let entity = Entity {
@@ -335,11 +335,51 @@ impl Announcement {
     /// The gateway start time it announces, if any.
     fn since(&self) -> Option<u64> {
         match self {
-            Announcement::Snapshot { at, .. } | Announcement::Delta { at, .. } => Some(at.since),
+            Announcement::Snapshot { at, .. }
+            | Announcement::Batch { at, .. }
+            | Announcement::Delta { at, .. } => Some(at.since),
             Announcement::Host { since, .. } => *since,
             Announcement::Heartbeat { .. } => None,
         }
     }
+}
+
+/// A snapshot's or batch's lines, checked: no gateway, no gid twice, at most `MAX_LISTED`.
+fn read_listed(what: &str, listed: Vec<Listed>) -> Result<Vec<(SessionId, Entity)>, String> {
+    if listed.len() > MAX_LISTED {
+        return Err(format!(
+            "a {what} of {} entities, more than {MAX_LISTED}",
+            listed.len()
+        ));
+    }
+    let mut entities = Vec::with_capacity(listed.len());
+    let mut gids = BTreeSet::new();
+    for l in listed {
+        if l.kind == EntityKind::Gateway || l.gid.as_str() == GATEWAY_GID {
+            return Err(format!("a {what} lists {} as a gateway", l.gid));
+        }
+        if !gids.insert(l.gid.clone()) {
+            return Err(format!("a {what} lists {} twice", l.gid));
+        }
+        let entity = Entity {
+            kind: l.kind,
+            status: l.status,
+            busy: l.busy,
+            card: l.card.checked(),
+        };
+        entities.push((l.gid, entity));
+    }
+    Ok(entities)
+}
+
+/// What one delta did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Applied {
+    Yes,
+    /// Not newer than what is known, or no room: nothing changed.
+    Stale,
+    /// Another host holds the gid: refused.
+    Claimed,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -530,36 +570,17 @@ impl Roster {
                 entities,
             } => self.snapshot(now, host, at, profiles, entities, &mut seen),
             Announcement::Delta { at, gid, change } => {
-                if self.claimed(now, host, &gid, &mut seen) {
-                    return seen;
-                }
-                let older_than_snapshot = self.snapshot_of(host).is_some_and(|s| s >= at);
-                let older_than_entry = self
-                    .entities
-                    .get(&gid)
-                    .filter(|e| &e.host == host)
-                    .and_then(|e| e.at)
-                    .is_some_and(|e| e >= at);
-                if !self.unordered && (older_than_snapshot || older_than_entry) {
+                if self.delta(now, host, at, gid, change, &mut seen) == Applied::Stale {
                     seen.stale = true;
-                    return seen;
                 }
-                if !self.make_room(host, &gid) {
-                    seen.stale = true;
-                    return seen;
+            }
+            Announcement::Batch { at, changes } => {
+                let mut all_stale = true;
+                for (gid, entity) in changes {
+                    let applied = self.delta(now, host, at, gid, Some(entity), &mut seen);
+                    all_stale &= applied == Applied::Stale;
                 }
-                match change {
-                    Some(entity) => {
-                        self.set(now, host, &gid, State::Present(entity), Some(at));
-                        seen.bound.push(gid);
-                    }
-                    None => {
-                        if self.is_present(&gid) {
-                            seen.left.push(gid.clone());
-                        }
-                        self.set(now, host, &gid, State::Left, Some(at));
-                    }
-                }
+                seen.stale = all_stale;
             }
             Announcement::Heartbeat { gid, entity } => {
                 if self.claimed(now, host, &gid, &mut seen) {
@@ -584,6 +605,47 @@ impl Roster {
             }
         }
         seen
+    }
+
+    /// One entity's delta, ordered against its host's snapshot and its own last presence.
+    fn delta(
+        &mut self,
+        now: Instant,
+        host: &HostId,
+        at: Order,
+        gid: SessionId,
+        change: Option<Entity>,
+        seen: &mut Observed,
+    ) -> Applied {
+        if self.claimed(now, host, &gid, seen) {
+            return Applied::Claimed;
+        }
+        let older_than_snapshot = self.snapshot_of(host).is_some_and(|s| s >= at);
+        let older_than_entry = self
+            .entities
+            .get(&gid)
+            .filter(|e| &e.host == host)
+            .and_then(|e| e.at)
+            .is_some_and(|e| e >= at);
+        if !self.unordered && (older_than_snapshot || older_than_entry) {
+            return Applied::Stale;
+        }
+        if !self.make_room(host, &gid) {
+            return Applied::Stale;
+        }
+        match change {
+            Some(entity) => {
+                self.set(now, host, &gid, State::Present(entity), Some(at));
+                seen.bound.push(gid);
+            }
+            None => {
+                if self.is_present(&gid) {
+                    seen.left.push(gid.clone());
+                }
+                self.set(now, host, &gid, State::Left, Some(at));
+            }
+        }
+        Applied::Yes
     }
 
     fn snapshot(

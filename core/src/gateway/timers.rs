@@ -26,6 +26,8 @@ pub enum TimerKind {
     InjectBy(TicketId),
     /// Cross-host: heartbeat presence, expire the roster.
     Presence,
+    /// Cross-host: the changes gathered since the last presence go out, in one message.
+    PresenceFlush,
     /// Cross-host: ack held reply-path deliveries past their `expiresAt`.
     HeldSweep,
     /// A spawn's readiness bound (target side) or answer bound (requester side).
@@ -59,6 +61,7 @@ impl Gateway {
                 TimerKind::Nudge => self.push.wake(),
                 TimerKind::InjectBy(ticket) => self.on_inject_by(now, ticket),
                 TimerKind::Presence => self.on_presence_tick(now),
+                TimerKind::PresenceFlush => self.on_presence_flush(),
                 TimerKind::HeldSweep => self.on_held_sweep(now),
                 TimerKind::Spawn(gid) => self.on_spawn_timer(now, gid),
                 TimerKind::Reap => self.on_reap(now),

@@ -487,3 +487,42 @@ fn a_member_never_sampled_reads_unknown_not_null() {
     r.observe(ms(0), &b, heartbeat);
     assert_eq!(status_of(&r, ms(0), "m"), Some(AgentStatus::Unknown));
 }
+
+#[test]
+fn a_batch_applies_each_change_as_its_own_delta_would() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    r.observe(ms(0), &b, snapshot(at(1, 1), &["m1", "m2"]));
+    // m2 has a newer delta already; the batch's word on it is older and ignored.
+    r.observe(
+        ms(1),
+        &b,
+        delta(at(1, 5), "m2", Some(member(AgentStatus::Blocked))),
+    );
+    let batch = Announcement::Batch {
+        at: at(1, 4),
+        changes: vec![
+            (SessionId::new("m1"), member(AgentStatus::Working)),
+            (SessionId::new("m2"), member(AgentStatus::Idle)),
+        ],
+    };
+    let seen = r.observe(ms(2), &b, batch);
+    assert!(!seen.stale);
+    assert_eq!(status_of(&r, ms(2), "m1"), Some(AgentStatus::Working));
+    assert_eq!(status_of(&r, ms(2), "m2"), Some(AgentStatus::Blocked));
+    // A batch no newer than the snapshot changes nothing at all.
+    r.observe(ms(3), &b, snapshot(at(1, 6), &["m1", "m2"]));
+    let old = Announcement::Batch {
+        at: at(1, 4),
+        changes: vec![(SessionId::new("m1"), member(AgentStatus::Blocked))],
+    };
+    assert!(r.observe(ms(4), &b, old).stale);
+    assert_eq!(status_of(&r, ms(4), "m1"), Some(AgentStatus::Idle));
+    // On the wire: a `_gateway` body with `changes` and no `entities`.
+    let body = Presence::batch(
+        at(1, 7),
+        vec![Listed::new(SessionId::new("m1"), member(AgentStatus::Done))],
+    )
+    .to_body();
+    let parsed = Announcement::parse(&SessionId::new(GATEWAY_GID), &body).expect("a batch");
+    assert!(matches!(parsed, Announcement::Batch { ref changes, .. } if changes.len() == 1));
+}

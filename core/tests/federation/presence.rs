@@ -220,3 +220,27 @@ fn fleet_status_reads_the_roster_for_any_host_and_refuses_an_unknown_gid() {
         Some(&Response::Error(CallError::NotFound { target: nobody }))
     );
 }
+
+/// Changes that come together go out together: two members' status changes in one round are
+/// one signed message, not two, and both rows change on the other host.
+#[test]
+fn a_burst_of_changes_is_one_signed_batch() {
+    let mut f = Fleet::new(2);
+    f.lead(0, LEAD);
+    let w1 = f.member(1, WORKER);
+    let w2 = f.member(1, LOCAL_WORKER);
+    f.advance(Duration::from_secs(6));
+    f.set_status(1, &w1, AgentStatus::Blocked);
+    f.set_status(1, &w2, AgentStatus::Blocked);
+    let before = published(&f, 1, Kind::Presence);
+    // b's next round: its snapshot (sampled before the change), then both samples, then one
+    // batch with both.
+    f.advance(Duration::from_secs(5));
+    assert_eq!(published(&f, 1, Kind::Presence) - before, 2);
+    for w in [&w1, &w2] {
+        assert_eq!(
+            row(&f, 0, w).and_then(|r| r.status),
+            Some(AgentStatus::Blocked)
+        );
+    }
+}

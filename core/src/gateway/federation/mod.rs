@@ -87,6 +87,9 @@ pub(crate) struct Fed {
     pub(crate) local: BTreeMap<SessionId, Served>,
     /// The sequence number of this process's latest presence (snapshot or delta).
     presence_seq: u64,
+    /// Entities whose status or busy flag changed since this host's last presence: they go
+    /// out together within `presence_batch_ms`, one signature for a burst.
+    pub(crate) changed: BTreeSet<SessionId>,
     pub(crate) confirms: Confirms,
     /// At most one failed reply per member, for its retry: see `Unsent`.
     pub(crate) unsent: BTreeMap<SessionId, Unsent>,
@@ -155,6 +158,7 @@ impl Gateway {
                 .with_unordered_deltas(c.planted(PlantedBug::DeltaAppliedOutOfOrder)),
             local: BTreeMap::new(),
             presence_seq: 0,
+            changed: BTreeSet::new(),
             confirms: Confirms::default(),
             unsent: BTreeMap::new(),
             presence_armed: false,

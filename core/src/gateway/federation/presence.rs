@@ -43,7 +43,10 @@ impl Gateway {
             // is still heard.
             let mut claims = Vec::new();
             match &mut ann {
-                Announcement::Snapshot { entities, .. } => entities.retain(|(g, _)| {
+                Announcement::Snapshot { entities, .. }
+                | Announcement::Batch {
+                    changes: entities, ..
+                } => entities.retain(|(g, _)| {
                     let ours = f.local.contains_key(g);
                     if ours {
                         claims.push(g.clone());
@@ -57,7 +60,10 @@ impl Gateway {
                 }
                 Announcement::Host { .. } => {}
             }
-            let whole = !matches!(ann, Announcement::Snapshot { .. }) && !claims.is_empty();
+            let whole = !matches!(
+                ann,
+                Announcement::Snapshot { .. } | Announcement::Batch { .. }
+            ) && !claims.is_empty();
             for gid in claims {
                 let why = format!("{} claims {gid}, which this host serves", env.signer);
                 self.event(Event::Rejected {
@@ -71,7 +77,9 @@ impl Gateway {
             }
         }
         let since = match &ann {
-            Announcement::Snapshot { at, .. } | Announcement::Delta { at, .. } => at.since,
+            Announcement::Snapshot { at, .. }
+            | Announcement::Batch { at, .. }
+            | Announcement::Delta { at, .. } => at.since,
             Announcement::Host { since, .. } => since.unwrap_or(0),
             Announcement::Heartbeat { .. } => 0,
         };
@@ -109,9 +117,12 @@ impl Gateway {
         })
     }
 
-    /// One entity's delta: `gid` joined or changed, if it is served here and announced. Sent
-    /// at once, so a spawned member is seen fleet-wide within a broker round trip.
+    /// One entity's delta: `gid` joined (or is told again), if it is served here and
+    /// announced. Sent at once, so a spawned member is seen fleet-wide within a broker round
+    /// trip.
     pub(in crate::gateway) fn announce(&mut self, gid: &SessionId) {
+        let Some(f) = &mut self.fed else { return };
+        f.changed.remove(gid);
         let Some(f) = &self.fed else { return };
         let Some(served) = f.local.get(gid).filter(|s| s.announced) else {
             return;
@@ -122,7 +133,72 @@ impl Gateway {
 
     /// One entity's leave: its pane is gone.
     pub(in crate::gateway) fn announce_left(&mut self, gid: &SessionId) {
+        if let Some(f) = &mut self.fed {
+            f.changed.remove(gid);
+        }
         self.publish_delta(gid, None);
+    }
+
+    /// `gid`'s status or busy flag changed: it goes out within `presence_batch_ms`, with
+    /// every other change by then, in one message.
+    fn announce_change(&mut self, gid: &SessionId) {
+        let Some(f) = &mut self.fed else { return };
+        if !f.local.get(gid).is_some_and(|s| s.announced) {
+            return;
+        }
+        if f.changed.is_empty() {
+            let at = self.now + Duration::from_millis(self.cfg.presence_batch_ms);
+            self.timers.insert((at, TimerKind::PresenceFlush));
+        }
+        if let Some(f) = &mut self.fed {
+            f.changed.insert(gid.clone());
+        }
+    }
+
+    /// The changes gathered: one as its own delta (the spec's key), several as one batch on
+    /// the host's key. With the broker down they are dropped: the snapshot after it comes
+    /// back says the same.
+    pub(in crate::gateway) fn on_presence_flush(&mut self) {
+        let Some(f) = &mut self.fed else { return };
+        let changed = std::mem::take(&mut f.changed);
+        let Some(f) = &self.fed else { return };
+        let lines: Vec<Listed> = changed
+            .iter()
+            .filter_map(|gid| {
+                let s = f.local.get(gid).filter(|s| s.announced)?;
+                Some(Listed::new(gid.clone(), self.describe(gid, s)))
+            })
+            .collect();
+        match lines.len() {
+            0 => {}
+            1 => {
+                let l = lines.into_iter().next();
+                if let Some(l) = l {
+                    let e = Entity {
+                        kind: l.kind,
+                        status: l.status,
+                        busy: l.busy,
+                        card: l.card,
+                    };
+                    self.publish_delta(&l.gid, Some(e));
+                }
+            }
+            _ => self.publish_batch(lines),
+        }
+    }
+
+    fn publish_batch(&mut self, lines: Vec<Listed>) {
+        if !self.broker_is_up() {
+            return;
+        }
+        let Some(at) = self.next_order() else { return };
+        let Some(f) = &self.fed else { return };
+        let gw = SessionId::new(GATEWAY_GID);
+        let key = presence_key(f.host(), &gw);
+        let body = Presence::batch(at, lines).to_body();
+        let ttl = self.cfg.presence_ttl_ms;
+        let env = self.seal(Draft::new(Kind::Presence, &gw, key, ttl).body(body));
+        self.publish(Exchange::Roster, env);
     }
 
     fn publish_delta(&mut self, gid: &SessionId, change: Option<Entity>) {
@@ -151,12 +227,12 @@ impl Gateway {
             return;
         };
         served.status = Some(status);
-        self.announce(gid);
+        self.announce_change(gid);
     }
 
-    /// A member's session went busy or idle: its presence says so at once.
+    /// A member's session went busy or idle: its presence says so soon.
     pub(in crate::gateway) fn busy_changed(&mut self, gid: &SessionId) {
-        self.announce(gid);
+        self.announce_change(gid);
     }
 
     /// The presence round: parked deliveries and remote asks past their bounds go, silent
@@ -212,6 +288,10 @@ impl Gateway {
     /// status as last sampled (a sample that changed it went out as a delta already).
     fn publish_snapshot(&mut self) {
         let Some(at) = self.next_order() else { return };
+        // The snapshot carries every change gathered so far.
+        if let Some(f) = &mut self.fed {
+            f.changed.clear();
+        }
         let Some(f) = &self.fed else { return };
         let drop_cards = self.cfg.planted(PlantedBug::SnapshotDropsCards);
         let listed: Vec<Listed> = f
