@@ -162,7 +162,7 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let named = kinds
         .into_iter()
         .map(|(kind, from, to, body)| (format!("seed-{}", kind.as_str().to_lowercase()), kind, from, to, body))
-        // Wire 1.1 presence: b's snapshot, and one delta ordered after it.
+        // Wire 1.1 presence: b's snapshot, one delta ordered after it, and a batch after that.
         .chain([
             (
                 "seed-presence-snapshot".to_string(),
@@ -177,6 +177,13 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
                 "w1",
                 "roster.b.w1",
                 br#"{"kind":"member","status":"WORKING","since":1,"seq":3}"#.as_slice(),
+            ),
+            (
+                "seed-presence-batch".to_string(),
+                Kind::Presence,
+                "_gateway",
+                "roster.b._gateway",
+                br#"{"kind":"gateway","since":1,"seq":4,"changes":[{"gid":"w1","kind":"member","status":"IDLE","card":{"profile":"echo","role":"DEV"}}]}"#.as_slice(),
             ),
         ]);
     for (i, (name, kind, from, to, body)) in named.enumerate() {
