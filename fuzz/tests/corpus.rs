@@ -94,5 +94,8 @@ fn the_envelope_seeds_are_admitted() {
         assert!(r.is_ok(), "{name}: {r:?}");
         admitted += 1;
     }
-    assert_eq!(admitted, 15, "every kind, and 1.1 presence three times more");
+    assert_eq!(
+        admitted, 15,
+        "every kind, and 1.1 presence three times more"
+    );
 }
