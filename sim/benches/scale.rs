@@ -3,7 +3,8 @@
 //! cost grows with hosts and agents per host. One thread: the figures are per core.
 //!
 //! Run: `cargo bench -p fleet-sim --bench scale` (add `-- --seeds N`, `--sim-secs S`,
-//! `--grid` for the whole hosts × agents grid, `--big` to add 12 hosts × 1,000 agents).
+//! `--grid` for the whole hosts × agents grid, `--big` to add 12 hosts × 1,000 agents,
+//! `--shape HxM` for one shape alone, e.g. under a profiler).
 
 use fleet_sim::multi::{run_multi, MultiConfig};
 
@@ -14,6 +15,14 @@ fn arg(name: &str, default: u64) -> u64 {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+fn text(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
 }
 
 fn flag(name: &str) -> bool {
@@ -64,7 +73,16 @@ fn main() {
         "hosts", "agents/host", "seeds", "wall s/seed", "seeds/s", "speed-up (x)", "lines/seed"
     );
     let mut shapes = vec![(3, 2, seeds)];
-    if flag("--grid") {
+    if let Some(one) = text("--shape") {
+        let parsed = one
+            .split_once('x')
+            .and_then(|(h, m)| Some((h.parse().ok()?, m.parse().ok()?)));
+        let Some((hosts, agents)) = parsed else {
+            eprintln!("--shape takes HOSTSxAGENTS, e.g. 12x100; got {one:?}");
+            std::process::exit(2);
+        };
+        shapes = vec![(hosts, agents, seeds)];
+    } else if flag("--grid") {
         let few = (seeds / 5).max(1);
         shapes.extend([
             (3, 10, seeds),

@@ -1,5 +1,5 @@
 //! `SimBroker` on its own turmoil host, reached over turmoil TCP: a small framed protocol (a
-//! 4-byte big-endian length, then JSON), a broker host that serves one `ConnId` per
+//! 4-byte big-endian length, then postcard), a broker host that serves one `ConnId` per
 //! connection, and `SimBrokerClient`, the gateway's `BrokerPort`, which reconnects with backoff
 //! and reports each connection as a new generation. Heartbeats both ways detect a partition:
 //! turmoil's TCP never times out on its own.
@@ -45,7 +45,7 @@ async fn write_frame<W: AsyncWrite + Unpin, T: Serialize>(
     w: &mut W,
     msg: &T,
 ) -> std::io::Result<()> {
-    let bytes = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
+    let bytes = postcard::to_stdvec(msg).map_err(std::io::Error::other)?;
     let len = u32::try_from(bytes.len()).map_err(std::io::Error::other)?;
     w.write_all(&len.to_be_bytes()).await?;
     w.write_all(&bytes).await?;
@@ -63,7 +63,7 @@ async fn read_frame<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(
     }
     let mut buf = vec![0u8; len as usize];
     r.read_exact(&mut buf).await?;
-    serde_json::from_slice(&buf).map_err(std::io::Error::other)
+    postcard::from_bytes(&buf).map_err(std::io::Error::other)
 }
 
 type Outboxes = Rc<RefCell<BTreeMap<ConnId, mpsc::UnboundedSender<FromBroker>>>>;

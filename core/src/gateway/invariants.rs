@@ -34,7 +34,7 @@ impl Gateway {
     /// protocol bug is proven against the simulation's oracle (I1–I11), so while one is
     /// switched on these checks stand aside — they would catch most such bugs first; their own
     /// proof is their own planted bug, `held-index-skew`.
-    pub(super) fn assert_invariants(&self, step: &str) {
+    pub(super) fn assert_invariants(&mut self, step: &str) {
         if self.cfg.planted_for_the_oracle() {
             return;
         }
@@ -48,14 +48,14 @@ impl Gateway {
     }
 
     /// Every cross-structure fact the gateway keeps in more than one place agrees.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&mut self) -> Result<(), String> {
         if let Some(b) = &self.open_calls.broken {
             return Err(b.clone());
         }
         self.delegations.check()?;
         self.inbox.check()?;
-        if let Some(f) = &self.fed {
-            f.roster.check()?;
+        if let Some(f) = &mut self.fed {
+            f.roster.check_changed()?;
         }
         // A roster card is kept only for what is served here: no card outlives its member.
         if let Some(gid) = self.cards.keys().find(|g| self.served_here(g).is_none()) {

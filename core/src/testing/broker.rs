@@ -231,16 +231,26 @@ impl SimBroker {
     pub fn tick(&mut self, now: Instant) {
         self.now = self.now.max(now);
         let now = self.now;
-        let names: Vec<String> = self.queues.keys().cloned().collect();
-        for name in &names {
-            let expired = self.queues.get(name).is_some_and(|q| {
-                q.consumers.is_empty()
+        // One pass to find what is due (most queues are not), then act on those alone: with
+        // thousands of queues, cloning every name each tick was a fifth of a large world's cost.
+        let due: Vec<(String, bool)> = self
+            .queues
+            .iter()
+            .filter_map(|(name, q)| {
+                let unused = q.consumers.is_empty()
                     && q.spec
                         .args
                         .expires_ms
-                        .is_some_and(|ms| q.last_used + Duration::from_millis(ms) <= now)
-            });
-            if expired {
+                        .is_some_and(|ms| q.last_used + Duration::from_millis(ms) <= now);
+                let stale = q
+                    .ready
+                    .iter()
+                    .any(|m| m.expires_at.is_some_and(|at| at <= now));
+                (unused || stale).then(|| (name.clone(), unused))
+            })
+            .collect();
+        for (name, unused) in &due {
+            if *unused {
                 self.delete_queue(name);
                 continue;
             }
