@@ -214,6 +214,7 @@ pub enum BrokerOp {
         mandatory: bool,
         persistent: bool,
         headers: Headers,
+        #[serde(with = "serde_bytes")]
         body: Vec<u8>,
     },
     Ack {
@@ -238,6 +239,7 @@ pub enum BrokerEvent {
         routing_key: String,
         redelivered: bool,
         headers: Headers,
+        #[serde(with = "serde_bytes")]
         body: Vec<u8>,
     },
     Published {

@@ -106,7 +106,7 @@ impl fmt::Display for Kind {
 pub enum HeaderValue {
     Str(String),
     Int(i64),
-    Bytes(Vec<u8>),
+    Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 /// Headers by name: ordered, so encodings and snapshots are stable.

@@ -3,6 +3,7 @@
 //! the reply and the member is told.
 
 use crate::ids::{ReplyId, SessionId};
+use crate::revision::Revision;
 use crate::time::Instant;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -30,6 +31,7 @@ pub struct ReplyInbox {
     held: BTreeMap<SessionId, VecDeque<HeldReply>>,
     cap_per_target: usize,
     total: usize,
+    rev: Revision,
 }
 
 impl ReplyInbox {
@@ -38,10 +40,12 @@ impl ReplyInbox {
             held: BTreeMap::new(),
             cap_per_target,
             total: 0,
+            rev: Revision::default(),
         }
     }
 
     pub fn push(&mut self, reply: HeldReply) -> Result<(), InboxFull> {
+        self.rev.bump();
         let q = self.held.entry(reply.target.clone()).or_default();
         if q.len() >= self.cap_per_target {
             if q.is_empty() {
@@ -66,6 +70,7 @@ impl ReplyInbox {
 
     /// Removes the named replies of `target`; returns the ones that were held.
     pub fn ack(&mut self, target: &SessionId, ids: &[ReplyId]) -> Vec<HeldReply> {
+        self.rev.bump();
         let Some(q) = self.held.get_mut(target) else {
             return Vec::new();
         };
@@ -87,6 +92,7 @@ impl ReplyInbox {
 
     /// Peek and ack in one step.
     pub fn drain(&mut self, target: &SessionId) -> Vec<HeldReply> {
+        self.rev.bump();
         let drained: Vec<HeldReply> = self.held.remove(target).map(Vec::from).unwrap_or_default();
         self.total -= drained.len();
         drained
@@ -99,6 +105,11 @@ impl ReplyInbox {
     /// All held replies: the `fleet_inbox_depth` gauge.
     pub fn total(&self) -> usize {
         self.total
+    }
+
+    /// Changed since a check last read it?
+    pub fn revision(&self) -> Revision {
+        self.rev
     }
 
     /// Whether `target`'s inbox still holds reply `id`.

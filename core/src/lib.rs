@@ -26,6 +26,7 @@ pub mod outcome;
 pub mod planted;
 pub mod push;
 pub mod rendezvous;
+pub mod revision;
 pub mod roster;
 pub mod session;
 pub mod signing;
@@ -41,7 +42,7 @@ pub use gateway::{Federation, Gateway, Stats, TimerKind};
 pub use ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, TurnId};
 pub use io::{
     CallError, Event, Input, Output, PaneError, Readiness, RejectCode, Request, Response,
-    RosterEntry, Stale, StatusView, TicketView,
+    RosterEntry, Sampled, Stale, StatusView, TicketView,
 };
 pub use outcome::{AskOutcome, Outcome, Phase};
 pub use session::SessionState;

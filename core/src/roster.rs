@@ -16,6 +16,7 @@ use crate::spawn_spec::MemberRole;
 use crate::status::AgentStatus;
 use crate::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The gid a gateway speaks as when it speaks for itself (its host entry, its DLQ reports).
@@ -344,6 +345,53 @@ impl Announcement {
     }
 }
 
+/// A snapshot as it came, its profiles and list not yet read. A host serializes the same set
+/// the same way, so the next snapshot that says the same is recognised by its bytes and only
+/// refreshes what the roster holds (`Roster::refresh_unchanged`): with every host snapshotting
+/// every round, reading each list again was most of what a fleet's presence cost a receiver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listing<'a> {
+    pub at: Order,
+    profiles: &'a str,
+    entities: &'a str,
+}
+
+impl<'a> Listing<'a> {
+    /// The listing of a snapshot body; `None` for any other presence, or a body that does not
+    /// read (`Announcement::parse` says why).
+    pub fn peek(body: &'a [u8]) -> Option<Listing<'a>> {
+        #[derive(Deserialize)]
+        struct Head<'a> {
+            kind: EntityKind,
+            since: Option<u64>,
+            seq: Option<u64>,
+            #[serde(borrow, default)]
+            profiles: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            entities: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            changes: Option<&'a RawValue>,
+        }
+        let h: Head<'a> = serde_json::from_slice(body).ok()?;
+        match (h.kind, h.since, h.seq, h.entities, h.changes) {
+            (EntityKind::Gateway, Some(since), Some(seq), Some(entities), None) => Some(Listing {
+                at: Order { since, seq },
+                profiles: h.profiles.map_or("", RawValue::get),
+                entities: entities.get(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The bytes of the last snapshot applied from a host, kept while nothing else has shaped
+/// what is known of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Kept {
+    profiles: Box<str>,
+    entities: Box<str>,
+}
+
 /// A snapshot's or batch's lines, checked: no gateway, no gid twice, at most `MAX_LISTED`.
 fn read_listed(what: &str, listed: Vec<Listed>) -> Result<Vec<(SessionId, Entity)>, String> {
     if listed.len() > MAX_LISTED {
@@ -514,6 +562,12 @@ pub struct Roster {
     /// Hosts whose index changed since the last `check_changed`: a step's check walks only
     /// those, so its cost follows the step's work, not the fleet's size.
     touched: BTreeSet<HostId>,
+    /// Each host's last snapshot as it came, while only that snapshot has shaped what is known
+    /// of the host: no delta, batch or heartbeat since, no gid of it refused or forgotten, no
+    /// entry of it expired (any of those drops it, and the next snapshot is read in full).
+    listings: BTreeMap<HostId, Kept>,
+    /// The last snapshot applied exactly (see `snapshot`): the one `keep_listing` may keep.
+    exact: Option<(HostId, Order)>,
 }
 
 impl Roster {
@@ -529,6 +583,8 @@ impl Roster {
             unordered: false,
             broken: None,
             touched: BTreeSet::new(),
+            listings: BTreeMap::new(),
+            exact: None,
         }
     }
 
@@ -562,6 +618,10 @@ impl Roster {
                 }
             }
         }
+        // Whatever applies now, the host's state is no longer its last snapshot's alone (a
+        // snapshot that applies cleanly is kept again by `keep_listing`).
+        self.listings.remove(host);
+        self.exact = None;
         match ann {
             Announcement::Host { profiles, .. } => {
                 let h = self.host_entry(now, host);
@@ -672,8 +732,12 @@ impl Roster {
             k.snapshot = Some(at);
         }
         let mut listed = BTreeSet::new();
+        // Whether what is held of the host is now exactly this snapshot (no gid refused, no
+        // newer delta kept over it): only then may its bytes stand for it (`keep_listing`).
+        let mut exact = true;
         for (gid, entity) in entities {
             if self.claimed(now, host, &gid, seen) {
+                exact = false;
                 continue;
             }
             listed.insert(gid.clone());
@@ -681,6 +745,7 @@ impl Roster {
                 // A delta newer than this snapshot already said more: keep it, and the
                 // snapshot still shows the entity alive.
                 Some(e) if &e.host == host && e.at.is_some_and(|e| e > at) => {
+                    exact = false;
                     e.seen_at = now;
                     if matches!(e.state, State::Present(_)) {
                         seen.bound.push(gid);
@@ -701,12 +766,19 @@ impl Roster {
             let Some(e) = self.entities.get_mut(&gid) else {
                 continue;
             };
-            if e.at.is_some_and(|e| e > at) || e.state == State::Left {
+            if e.at.is_some_and(|e| e > at) {
+                exact = false;
+                continue;
+            }
+            if e.state == State::Left {
                 continue;
             }
             e.state = State::Left;
             e.at = Some(at);
             seen.left.push(gid);
+        }
+        if exact {
+            self.exact = Some((host.clone(), at));
         }
         self.trim_left(host);
     }
@@ -818,7 +890,10 @@ impl Roster {
         }
     }
 
+    /// `gid` is no longer `host`'s here (it expired, was forgotten, or moved): the host's
+    /// last snapshot no longer describes what is held of it.
     fn unindex(&mut self, host: &HostId, gid: &SessionId) {
+        self.listings.remove(host);
         if let Some(gids) = self.by_host.get_mut(host) {
             gids.remove(gid);
             if gids.is_empty() {
@@ -886,6 +961,67 @@ impl Roster {
             .map(|h| h.profiles.clone())
     }
 
+    /// `listing` says exactly what the last snapshot applied from `host` said, and nothing
+    /// else has shaped what is known of the host since: refresh it as that snapshot would have
+    /// been applied again — the host and its listed entities heard now, at `listing`'s order —
+    /// without reading the list. False (nothing done) when it is not so: read it in full.
+    pub fn refresh_unchanged(&mut self, now: Instant, host: &HostId, listing: &Listing) -> bool {
+        let at = listing.at;
+        let same_process = self
+            .known
+            .get(host)
+            .is_some_and(|k| k.since == at.since && k.snapshot.is_some_and(|s| s < at));
+        let same_bytes = self
+            .listings
+            .get(host)
+            .is_some_and(|k| *k.profiles == *listing.profiles && *k.entities == *listing.entities);
+        if !same_process || !same_bytes || !self.host_is_fresh(now, host) {
+            return false;
+        }
+        if let Some(k) = self.known.get_mut(host) {
+            k.snapshot = Some(at);
+        }
+        if let Some(h) = self.hosts.get_mut(host) {
+            h.seen_at = now;
+        }
+        for gid in self.by_host.get(host).into_iter().flatten() {
+            if let Some(e) = self.entities.get_mut(gid) {
+                if matches!(e.state, State::Present(_)) {
+                    e.seen_at = now;
+                    e.at = Some(at);
+                }
+            }
+        }
+        true
+    }
+
+    /// The snapshot `listing` came in was just applied from `host` in full: if it applied
+    /// exactly — every gid it lists bound to `host` as it says, nothing refused, no newer delta
+    /// kept over it — keep its bytes, so the next one that says the same is only a refresh.
+    pub fn keep_listing(&mut self, host: &HostId, listing: &Listing) {
+        let exact = self.exact.take();
+        if exact
+            .as_ref()
+            .is_none_or(|(h, at)| h != host || *at != listing.at)
+            || self.snapshot_of(host) != Some(listing.at)
+        {
+            return;
+        }
+        self.listings.insert(
+            host.clone(),
+            Kept {
+                profiles: listing.profiles.into(),
+                entities: listing.entities.into(),
+            },
+        );
+    }
+
+    /// Forget every kept snapshot: something outside presence changed what a snapshot would
+    /// do (a gid became this host's own, and a peer's copy listing it must be refused).
+    pub fn drop_listings(&mut self) {
+        self.listings.clear();
+    }
+
     /// Our own broker link is back. Every entry gets a full TTL to be heard again: the silence
     /// was ours (our roster queue died with the connection, and the presence with it), so it
     /// says nothing about the others yet.
@@ -913,6 +1049,8 @@ impl Roster {
             self.unindex(host, g);
         }
         self.hosts.retain(|_, h| h.seen_at + ttl > now);
+        let hosts = &self.hosts;
+        self.listings.retain(|h, _| hosts.contains_key(h));
         gone.into_iter().map(|(g, _)| g).collect()
     }
 

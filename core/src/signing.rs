@@ -76,7 +76,64 @@ impl Keyring {
             .get(&env.signer)
             .ok_or(SignatureError::UnknownSigner)?;
         let sig = env.sig.ok_or(SignatureError::BadSignature)?;
-        key.verify_strict(&env.signing_bytes(), &Signature::from_bytes(&sig))
-            .map_err(|_| SignatureError::BadSignature)
+        let bytes = env.signing_bytes();
+        #[cfg(feature = "verify-memo")]
+        if memo::verified(key, &sig, &bytes) {
+            return Ok(());
+        }
+        key.verify_strict(&bytes, &Signature::from_bytes(&sig))
+            .map_err(|_| SignatureError::BadSignature)?;
+        #[cfg(feature = "verify-memo")]
+        memo::remember(key, sig, bytes);
+        Ok(())
+    }
+}
+
+/// The simulation's memo of verified signatures (feature `verify-memo`; fleetd never has it).
+/// The gateways of one simulated world share a thread, and each of a world's hosts verifies
+/// every snapshot every other host signs: the same key, bytes and signature, the same answer
+/// every time (verification is a pure function). A signature verified once over exactly these
+/// bytes with exactly this key is not verified again — the bytes are compared in full, so a
+/// different message under a reused signature is verified as any other. Bounded: the oldest
+/// entry goes first.
+#[cfg(feature = "verify-memo")]
+mod memo {
+    use ed25519_dalek::VerifyingKey;
+    use std::cell::RefCell;
+    use std::collections::{BTreeMap, VecDeque};
+
+    const ENTRIES: usize = 4_096;
+
+    #[derive(Default)]
+    struct Memo {
+        by_sig: BTreeMap<[u8; 64], ([u8; 32], Vec<u8>)>,
+        order: VecDeque<[u8; 64]>,
+    }
+
+    thread_local! {
+        static MEMO: RefCell<Memo> = RefCell::default();
+    }
+
+    pub(super) fn verified(key: &VerifyingKey, sig: &[u8; 64], bytes: &[u8]) -> bool {
+        MEMO.with(|m| {
+            m.borrow()
+                .by_sig
+                .get(sig)
+                .is_some_and(|(k, b)| k == key.as_bytes() && b == bytes)
+        })
+    }
+
+    pub(super) fn remember(key: &VerifyingKey, sig: [u8; 64], bytes: Vec<u8>) {
+        MEMO.with(|m| {
+            let mut m = m.borrow_mut();
+            if m.by_sig.insert(sig, (key.to_bytes(), bytes)).is_none() {
+                m.order.push_back(sig);
+            }
+            while m.order.len() > ENTRIES {
+                if let Some(old) = m.order.pop_front() {
+                    m.by_sig.remove(&old);
+                }
+            }
+        })
     }
 }

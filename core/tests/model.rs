@@ -248,7 +248,10 @@ impl Harness {
                     self.check_response(call, &response);
                 }
                 Output::Event(e) => self.on_event(e, &mut last_call_enqueued),
-                Output::PollStatus { .. } | Output::Audit(_) | Output::Remember(_) => {}
+                Output::PollStatus { .. }
+                | Output::PollStatuses { .. }
+                | Output::Audit(_)
+                | Output::Remember(_) => {}
                 Output::Broker(_) | Output::SpawnPane { .. } | Output::ClosePane { .. } => {
                     panic!("an output this workload cannot cause: {out}")
                 }

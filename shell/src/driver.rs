@@ -9,7 +9,7 @@
 use crate::ports::{BrokerPort, Clock, HerdrError, HerdrPort, PortFuture};
 use crate::replay_record::{InMemory, ReplayRecord};
 use fleet_core::{
-    CallId, Gateway, Input, Instant, Output, PaneError, Principal, Request, Response,
+    CallId, Gateway, Input, Instant, Output, PaneError, Principal, Request, Response, Sampled,
 };
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::collections::BTreeMap;
@@ -242,6 +242,28 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                             // No answer: the next poll samples again; the core's bounds count.
                             Err(HerdrError::Unavailable(_)) => None,
                         }
+                    }));
+                }
+                Output::PollStatuses { targets } => {
+                    let op = self.herdr.sample_all(&targets);
+                    self.ops.push(Box::pin(async move {
+                        // No answer at all: the next round samples again.
+                        let samples = op.await.ok()?;
+                        let samples = samples
+                            .into_iter()
+                            .filter_map(|(target, s)| match s {
+                                Ok(s) => Some((
+                                    target,
+                                    Sampled::Status {
+                                        status: s.status,
+                                        screen: s.screen,
+                                    },
+                                )),
+                                Err(HerdrError::PaneNotFound) => Some((target, Sampled::Gone)),
+                                Err(HerdrError::Unavailable(_)) => None,
+                            })
+                            .collect();
+                        Some(Input::StatusesSampled { samples })
                     }));
                 }
                 Output::Inject { target, msg, text } => {

@@ -35,5 +35,5 @@ pub mod rest;
 pub use amqp::{AmqpBroker, AmqpConfig};
 pub use clock::TokioClock;
 pub use driver::{Call, Driver, Gone, Handle, Observer, Quiet, ToLoop};
-pub use ports::{BrokerPort, Clock, HerdrError, HerdrPort, NoBroker, PortFuture, Sample};
+pub use ports::{BrokerPort, Clock, HerdrError, HerdrPort, NoBroker, PortFuture, Sample, Samples};
 pub use replay_record::{InMemory, RecordFile, ReplayRecord};

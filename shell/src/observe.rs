@@ -167,6 +167,7 @@ impl Observer for DaemonObserver {
                 }
             }
             Output::PollStatus { .. } => herdr(&self.metrics, "sample"),
+            Output::PollStatuses { .. } => herdr(&self.metrics, "sample_all"),
             Output::Inject { .. } => herdr(&self.metrics, "inject"),
             Output::ReadPane { .. } => herdr(&self.metrics, "read"),
             Output::SpawnPane { .. } => herdr(&self.metrics, "spawn"),

@@ -39,9 +39,31 @@ impl From<HerdrError> for fleet_core::io::PaneError {
     }
 }
 
-/// Every pane operation fleetd performs, one request each.
+/// What herdr said of each member in one listing: a sample, or the pane gone.
+pub type Samples = Vec<(SessionId, Result<Sample, HerdrError>)>;
+
+/// Every pane operation fleetd performs, one request each (`sample_all`: one for them all).
 pub trait HerdrPort {
     fn sample(&self, target: &SessionId) -> PortFuture<Result<Sample, HerdrError>>;
+    /// Sample every one of `targets` at once. The default asks one by one (test doubles);
+    /// herdr's client lists its panes once. A target herdr did not answer for is left out;
+    /// `Err` only when nothing could be asked at all.
+    fn sample_all(&self, targets: &[SessionId]) -> PortFuture<Result<Samples, HerdrError>> {
+        let each: Vec<_> = targets
+            .iter()
+            .map(|t| (t.clone(), self.sample(t)))
+            .collect();
+        Box::pin(async move {
+            let mut out = Vec::with_capacity(each.len());
+            for (target, op) in each {
+                match op.await {
+                    Err(HerdrError::Unavailable(_)) => {}
+                    answer => out.push((target, answer)),
+                }
+            }
+            Ok(out)
+        })
+    }
     /// Read the pane (the baseline), then type `text` and submit it. Returns the baseline.
     fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>>;
     fn read(&self, target: &SessionId) -> PortFuture<Result<String, HerdrError>>;

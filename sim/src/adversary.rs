@@ -5,13 +5,13 @@
 //! floods every lead it has seen with unsolicited replies. Half the briefs
 //! it also copies into the DLX with forged broker headers (`x-first-death-reason: maxlen`),
 //! as a client with credentials and no key can, binds the inboxes it learns of (leads' too) to
-//! every broadcast; and every brief it captures it replays,
+//! every broadcast; and every brief it captures it replays, once,
 //! unchanged, 5–40 s later (a replay after the worker's gateway restarted is caught only by a
 //! replay record that survived the restart). Everything it writes carries [`MARK`] (the
 //! forged reason too), so the oracle can trace any outcome, answer or typed text back to it:
 //! I8 in the hostile world is "an adversary changes no outcome".
 //!
-//! It also taps the roster and replays every presence delta an honest host signed, unchanged,
+//! It also taps the roster and replays every presence delta an honest host signed, once, unchanged,
 //! 1–15 s later (within its expiry): only the order of a host's presence (its start, then its
 //! sequence number) tells a late delta from a fresh one. Its own presence is a 1.1 snapshot in
 //! odd seeds and wire 1.0 heartbeats in even ones, so both readers run.
@@ -111,6 +111,11 @@ pub async fn run(liar: Liar) -> turmoil::Result {
     // Captured briefs and honest presence to publish again, unchanged, and when.
     let mut replays: Vec<Replay> = Vec::new();
     let mut roster_replays: Vec<Replay> = Vec::new();
+    // Each captured message is replayed once: its tap hears its own replays too, and replaying
+    // those again made every seed with a liar carry a geometric flood of stale copies (eight
+    // times the cost of a seed without one, all of it refused as expired).
+    let mut replayed: std::collections::BTreeSet<fleet_core::MsgId> =
+        std::collections::BTreeSet::new();
     let mut publish = |broker: &mut SimBrokerClient, exchange: Exchange, mut env: Envelope| {
         keyring.sign(&mut env);
         next_publish += 1;
@@ -160,7 +165,7 @@ pub async fn run(liar: Liar) -> turmoil::Result {
                     if brief.kind == Kind::Presence {
                         // An honest host's delta, replayed unchanged while it is still valid.
                         let honest = brief.signer.as_str() != HOST && brief.from.as_str() != GATEWAY_GID;
-                        if honest {
+                        if honest && replayed.insert(brief.msg_id) {
                             let at = tokio::time::Instant::now() + Duration::from_millis(1_000 + rng.next_u64() % 14_000);
                             roster_replays.push((at, brief.to.clone(), headers.clone(), body.clone()));
                         }
@@ -183,6 +188,10 @@ pub async fn run(liar: Liar) -> turmoil::Result {
                         broker.submit(BrokerOp::Declare(Topology { bindings, ..Topology::default() }));
                     }
                     if brief.kind != Kind::Send || brief.re.is_some() || brief.from == member {
+                        continue;
+                    }
+                    if !replayed.insert(brief.msg_id) {
+                        // Its own replay, heard back: answered and copied once already.
                         continue;
                     }
                     // Replay it, unchanged, 5–40 s from now: after a restart of the worker's

@@ -10,7 +10,7 @@ use fleet_core::{
     AgentStatus, CallError, CoreConfig, Federation, Gateway, HostId, Input, Instant, Principal,
     Readiness, Request, Response, SessionId,
 };
-use fleetd::{Clock, Driver, Handle, HerdrError, HerdrPort, Observer, PortFuture, Sample};
+use fleetd::{Clock, Driver, Handle, HerdrError, HerdrPort, Observer, PortFuture, Sample, Samples};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -123,6 +123,25 @@ impl SimHerdr {
         self.launch_delay.set(Some(d));
     }
 
+    /// What herdr says of `target`'s pane right now.
+    fn sample_now(&self, target: &SessionId) -> Result<Sample, HerdrError> {
+        let panes = self.panes.borrow();
+        let p = panes
+            .get(target)
+            .filter(|p| p.alive)
+            .ok_or(HerdrError::PaneNotFound)?;
+        // An agent still booting has not reported itself to herdr yet.
+        let status = if self.booting.borrow().contains_key(target) {
+            AgentStatus::Unknown
+        } else {
+            p.status
+        };
+        Ok(Sample {
+            status,
+            screen: (status == AgentStatus::Unknown).then(|| p.read()),
+        })
+    }
+
     /// The whole host went down: every pane and its agent died with it.
     pub fn crash(&self) {
         self.panes.borrow_mut().clear();
@@ -132,25 +151,25 @@ impl SimHerdr {
 
 impl HerdrPort for SimHerdr {
     fn sample(&self, target: &SessionId) -> PortFuture<Result<Sample, HerdrError>> {
-        let (panes, target) = (self.panes.clone(), target.clone());
-        let booting = self.booting.clone();
+        let (me, target) = (self.clone(), target.clone());
         Box::pin(async move {
             tokio::time::sleep(HERDR_LATENCY).await;
-            let panes = panes.borrow();
-            let p = panes
-                .get(&target)
-                .filter(|p| p.alive)
-                .ok_or(HerdrError::PaneNotFound)?;
-            // An agent still booting has not reported itself to herdr yet.
-            let status = if booting.borrow().contains_key(&target) {
-                AgentStatus::Unknown
-            } else {
-                p.status
-            };
-            Ok(Sample {
-                status,
-                screen: (status == AgentStatus::Unknown).then(|| p.read()),
-            })
+            me.sample_now(&target)
+        })
+    }
+
+    /// One listing for them all: one herdr round trip.
+    fn sample_all(&self, targets: &[SessionId]) -> PortFuture<Result<Samples, HerdrError>> {
+        let (me, targets) = (self.clone(), targets.to_vec());
+        Box::pin(async move {
+            tokio::time::sleep(HERDR_LATENCY).await;
+            Ok(targets
+                .into_iter()
+                .map(|t| {
+                    let sample = me.sample_now(&t);
+                    (t, sample)
+                })
+                .collect())
         })
     }
 
@@ -412,7 +431,10 @@ struct HostTrace {
 
 impl Observer for HostTrace {
     fn output(&mut self, now: Instant, output: &fleet_core::Output) {
-        if matches!(output, fleet_core::Output::PollStatus { .. }) {
+        if matches!(
+            output,
+            fleet_core::Output::PollStatus { .. } | fleet_core::Output::PollStatuses { .. }
+        ) {
             return;
         }
         if let fleet_core::Output::Broker(fleet_core::broker::BrokerOp::Publish {

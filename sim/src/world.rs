@@ -292,7 +292,8 @@ impl World {
     }
 
     fn carry_out(&mut self, out: Output) {
-        let quiet = matches!(out, Output::PollStatus { .. }) && !self.trace_polls;
+        let quiet = matches!(out, Output::PollStatus { .. } | Output::PollStatuses { .. })
+            && !self.trace_polls;
         if !quiet {
             self.log(out.to_string());
         }
@@ -301,6 +302,13 @@ impl World {
             Output::PollStatus { target } => {
                 let d = self.latency();
                 self.schedule(d, Action::Sample(target));
+            }
+            // (Only a federated gateway's presence round asks this; answered one by one.)
+            Output::PollStatuses { targets } => {
+                for target in targets {
+                    let d = self.latency();
+                    self.schedule(d, Action::Sample(target));
+                }
             }
             Output::Inject { target, msg, text } => {
                 let d = self.latency();

@@ -14,7 +14,7 @@ use fleetd::herdr::events::{self, WatchConfig};
 use fleetd::herdr::launch::{member_secret, LaunchConfig};
 use fleetd::herdr::rebuild::rebuild;
 use fleetd::herdr::{HerdrClient, HerdrConfig, Kind, NewPane, Profile, ReportedState};
-use fleetd::{Clock, Driver, HerdrError, HerdrPort, NoBroker, Quiet, TokioClock};
+use fleetd::{Clock, Driver, HerdrError, HerdrPort, NoBroker, Quiet, Sample, TokioClock};
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -302,6 +302,58 @@ fn status_is_herdrs_and_the_screen_comes_with_unknown() {
         assert_eq!(
             (s.status, s.screen.as_deref()),
             (AgentStatus::Unknown, Some("❯ "))
+        );
+        schema_clean(&d);
+    });
+}
+
+/// A round of samples is one `pane.list`: each member's status comes from its labelled pane,
+/// only one that says `unknown` is read; a member with no pane is gone, and a lead (no label)
+/// is sampled on its own.
+#[test]
+fn a_round_of_samples_is_one_listing() {
+    scenario(async {
+        let dir = Dir::new("sample-all");
+        let d = double(&dir).await;
+        d.add_pane(Some("fleet:g-1"), "idle");
+        d.add_pane(Some("fleet:g-2"), "working");
+        d.add_pane(Some("fleet:g-3"), "unknown");
+        let lead = d.add_pane(Some("lead"), "blocked");
+        let c = client(&d);
+        let gids: Vec<SessionId> = ["g-1", "g-2", "g-3", "g-4", lead.as_str()]
+            .into_iter()
+            .map(SessionId::new)
+            .collect();
+        d.state().requests.clear();
+        let samples = c.sample_all(&gids).await.unwrap_or_else(|e| panic!("{e}"));
+        let read = |s: &Result<Sample, HerdrError>| {
+            s.clone()
+                .map(|s| (s.status, s.screen.is_some()))
+                .map_err(|e| e.to_string())
+        };
+        let got: Vec<_> = samples.iter().map(|(g, s)| (g.as_str(), read(s))).collect();
+        assert_eq!(
+            got,
+            [
+                ("g-1", Ok((AgentStatus::Idle, false))),
+                ("g-2", Ok((AgentStatus::Working, false))),
+                ("g-3", Ok((AgentStatus::Unknown, true))),
+                ("g-4", Err("pane_not_found".to_string())),
+                (lead.as_str(), Ok((AgentStatus::Blocked, false))),
+            ]
+        );
+        let requests = d.state().requests.clone();
+        // One listing and one read for the members; the one with no pane is looked for again
+        // (a listing), and the lead found and checked on its own (a listing, a get).
+        assert_eq!(
+            requests,
+            [
+                "pane.list",
+                "pane.read",
+                "pane.list",
+                "pane.list",
+                "pane.get"
+            ]
         );
         schema_clean(&d);
     });
@@ -1029,6 +1081,54 @@ fn members_live_on_their_own_herdr_and_leads_on_the_main_one() {
         schema_clean(&main);
         schema_clean(&members);
     });
+}
+
+/// A round of samples from one listing reads what herdr says of each member — its reported
+/// state, `unknown` with its screen for one that reports nothing — and a member with no pane
+/// as gone.
+async fn samples_a_round_from_one_listing(backend: Backend) {
+    let dir = Dir::new(&format!("round-{backend:?}"));
+    let Some(h) = Herdr::start(backend, &dir).await else {
+        return;
+    };
+    let c = h.client(&dir);
+    add_member(&c, "fleet:g-1", Some(ReportedState::Idle)).await;
+    add_member(&c, "fleet:g-2", Some(ReportedState::Working)).await;
+    add_member(&c, "fleet:g-3", None).await;
+    let gids: Vec<SessionId> = ["g-1", "g-2", "g-3", "g-4"]
+        .into_iter()
+        .map(SessionId::new)
+        .collect();
+    let samples = c.sample_all(&gids).await.unwrap_or_else(|e| panic!("{e}"));
+    let got: Vec<_> = samples
+        .iter()
+        .map(|(g, s)| {
+            (
+                g.as_str(),
+                s.as_ref().map(|s| (s.status, s.screen.is_some())),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("g-1", Ok((AgentStatus::Idle, false))),
+            ("g-2", Ok((AgentStatus::Working, false))),
+            ("g-3", Ok((AgentStatus::Unknown, true))),
+            ("g-4", Err(&HerdrError::PaneNotFound)),
+        ]
+    );
+    h.finish().await;
+}
+
+#[test]
+fn a_round_of_samples_reads_each_members_state_from_one_listing() {
+    scenario(samples_a_round_from_one_listing(Backend::Double));
+}
+
+#[test]
+fn on_a_real_herdr_a_round_of_samples_reads_each_members_state() {
+    scenario(samples_a_round_from_one_listing(Backend::Real));
 }
 
 /// Nothing is typed into a member while herdr says it is working; the brief goes in once it

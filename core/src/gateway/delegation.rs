@@ -6,6 +6,7 @@
 use crate::ids::{CallId, MsgId, SessionId, TicketId, TurnId};
 use crate::io::TicketView;
 use crate::outcome::{Outcome, Phase};
+use crate::revision::Revision;
 use crate::time::Instant;
 use std::collections::BTreeMap;
 
@@ -214,6 +215,44 @@ pub(crate) struct Ticket {
     pub(crate) target: SessionId,
     pub(crate) lead: Option<SessionId>,
     pub(crate) ended: Option<Ended>,
+}
+
+/// The async tickets by id. Reads go through `Deref`; every change goes through the methods
+/// here, so the per-step checks can tell when there is nothing new to read.
+#[derive(Debug, Default)]
+pub(crate) struct Tickets {
+    map: BTreeMap<TicketId, Ticket>,
+    rev: Revision,
+}
+
+impl std::ops::Deref for Tickets {
+    type Target = BTreeMap<TicketId, Ticket>;
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl Tickets {
+    pub(crate) fn insert(&mut self, ticket: TicketId, t: Ticket) {
+        self.rev.bump();
+        self.map.insert(ticket, t);
+    }
+
+    pub(crate) fn remove(&mut self, ticket: &TicketId) -> Option<Ticket> {
+        self.rev.bump();
+        self.map.remove(ticket)
+    }
+
+    pub(crate) fn get_mut(&mut self, ticket: &TicketId) -> Option<&mut Ticket> {
+        self.rev.bump();
+        self.map.get_mut(ticket)
+    }
+
+    /// Changed since a check last read it?
+    #[cfg(any(debug_assertions, feature = "invariants"))]
+    pub(crate) fn revision(&self) -> Revision {
+        self.rev
+    }
 }
 
 /// How an async ticket ended, kept for its retention.

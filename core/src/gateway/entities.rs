@@ -159,6 +159,11 @@ impl Gateway {
             return;
         };
         let fresh = !f.local.contains_key(gid);
+        if fresh {
+            // A peer's snapshot listing this gid must now be read in full (and the claim
+            // refused), not refreshed from its bytes.
+            f.roster.drop_listings();
+        }
         let e = f.local.entry(gid.clone()).or_insert(Served {
             kind,
             announced: false,

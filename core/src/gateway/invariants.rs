@@ -6,6 +6,8 @@
 use super::delegation::{Answer, Side};
 use super::{Gateway, TimerKind};
 use crate::ids::CallId;
+use crate::ids::SessionId;
+use crate::revision::Revision;
 use std::collections::BTreeSet;
 
 /// Calls asked and not yet answered: every call gets exactly one answer.
@@ -53,13 +55,21 @@ impl Gateway {
             return Err(b.clone());
         }
         self.delegations.check()?;
-        self.inbox.check()?;
         if let Some(f) = &mut self.fed {
             f.roster.check_changed()?;
         }
         // A roster card is kept only for what is served here: no card outlives its member.
-        if let Some(gid) = self.cards.keys().find(|g| self.served_here(g).is_none()) {
-            return Err(format!("{gid} has a roster card but is not served here"));
+        // (Both maps are in gid order: one walk of each, not a lookup per card.)
+        let mut served = match &self.fed {
+            Some(f) => Box::new(f.local.keys()) as Box<dyn Iterator<Item = &SessionId>>,
+            None => Box::new(self.solo.keys()),
+        }
+        .peekable();
+        for gid in self.cards.keys() {
+            while served.next_if(|s| *s < gid).is_some() {}
+            if served.peek() != Some(&gid) {
+                return Err(format!("{gid} has a roster card but is not served here"));
+            }
         }
         for (ticket, d) in self.delegations.iter() {
             // Each open delegation's deadline is armed — except a worker-side turn already
@@ -101,7 +111,7 @@ impl Gateway {
                 return Err(format!("{gid}'s adoption bound {deadline} is not armed"));
             }
         }
-        for (ticket, t) in &self.tickets {
+        for (ticket, t) in self.tickets.iter() {
             if t.ended.is_none() && !self.delegations.contains(ticket) {
                 return Err(format!("ticket {ticket} is open but its delegation ended"));
             }
@@ -120,8 +130,39 @@ impl Gateway {
             }
         }
         let Some(f) = &self.fed else { return Ok(()) };
-        f.held.check()?;
         f.confirms.check()?;
+        for (msg, ticket) in &f.remote_waiters {
+            let ok = self
+                .delegations
+                .get(ticket)
+                .is_some_and(|d| d.msg == *msg && matches!(d.side, Side::Sender { .. }));
+            if !ok {
+                return Err(format!(
+                    "remote waiter for {msg} names {ticket}, which is not a delegation sent on it"
+                ));
+            }
+        }
+        // The reply path's records are walked again only once one of them has changed.
+        let read = ReplyPathRead {
+            held: f.held.revision(),
+            inbox: self.inbox.revision(),
+            parking: f.parking.revision(),
+            tickets: self.tickets.revision(),
+            link: (f.broker_up, f.generation),
+        };
+        if self.reply_path_read == Some(read) {
+            return Ok(());
+        }
+        self.check_reply_path()?;
+        self.reply_path_read = Some(read);
+        Ok(())
+    }
+
+    /// What the reply path holds agrees with the inbox, the tickets and the live connection.
+    fn check_reply_path(&self) -> Result<(), String> {
+        self.inbox.check()?;
+        let Some(f) = &self.fed else { return Ok(()) };
+        f.held.check()?;
         for (member, reply) in f.held.inbox_holds() {
             if !self.inbox.contains(member, reply) {
                 return Err(format!(
@@ -145,17 +186,17 @@ impl Gateway {
                 ));
             }
         }
-        for (msg, ticket) in &f.remote_waiters {
-            let ok = self
-                .delegations
-                .get(ticket)
-                .is_some_and(|d| d.msg == *msg && matches!(d.side, Side::Sender { .. }));
-            if !ok {
-                return Err(format!(
-                    "remote waiter for {msg} names {ticket}, which is not a delegation sent on it"
-                ));
-            }
-        }
         Ok(())
     }
+}
+
+/// The revisions of what `check_reply_path` reads, as of its last walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ReplyPathRead {
+    held: Revision,
+    inbox: Revision,
+    parking: Revision,
+    tickets: Revision,
+    /// Whether the broker link is up, and its generation: which tags are live.
+    link: (bool, u32),
 }

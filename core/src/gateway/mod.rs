@@ -6,10 +6,10 @@
 
 use crate::adoption::Adoption;
 use crate::config::{Compiled, ConfigError, CoreConfig};
-use crate::ids::{CallId, HostId, IdMint, MsgId, SessionId, TicketId};
+use crate::ids::{CallId, HostId, IdMint, MsgId, SessionId};
 use crate::inbox::ReplyInbox;
 use crate::injector::{Bounds, Injector};
-use crate::io::{CallError, Event, Input, Output, Response};
+use crate::io::{CallError, Event, Input, Output, Response, Sampled};
 use crate::push::Push;
 use crate::rendezvous::Rendezvous;
 use crate::session::{SessionState, Sessions};
@@ -30,7 +30,7 @@ mod spawn;
 mod timers;
 mod turns;
 
-use delegation::{Delegations, Ticket};
+use delegation::{Delegations, Tickets};
 use federation::Fed;
 pub use federation::Federation;
 use spawn::Spawns;
@@ -75,7 +75,7 @@ pub struct Gateway {
     inbox: ReplyInbox,
     push: Push,
     delegations: Delegations,
-    tickets: BTreeMap<TicketId, Ticket>,
+    tickets: Tickets,
     /// The message of each session's latest delivered turn: what a reply or an ask belongs to.
     turns: BTreeMap<SessionId, MsgId>,
     /// The lead pane that last delegated to each target (CB-532): who to nudge.
@@ -110,6 +110,9 @@ pub struct Gateway {
     /// or answered without being asked is caught at the step it happens.
     #[cfg(any(debug_assertions, feature = "invariants"))]
     open_calls: invariants::OpenCalls,
+    /// What the reply-path check last read (it walks again only once that has changed).
+    #[cfg(any(debug_assertions, feature = "invariants"))]
+    reply_path_read: Option<invariants::ReplyPathRead>,
 }
 
 impl Gateway {
@@ -138,7 +141,7 @@ impl Gateway {
             ids: IdMint::from_seed(seed),
             now,
             delegations: Delegations::default(),
-            tickets: BTreeMap::new(),
+            tickets: Tickets::default(),
             turns: BTreeMap::new(),
             last_delegator: BTreeMap::new(),
             delegator_of: BTreeMap::new(),
@@ -159,6 +162,8 @@ impl Gateway {
             adoption: Adoption::default(),
             #[cfg(any(debug_assertions, feature = "invariants"))]
             open_calls: invariants::OpenCalls::default(),
+            #[cfg(any(debug_assertions, feature = "invariants"))]
+            reply_path_read: None,
         })
     }
 
@@ -246,11 +251,16 @@ impl Gateway {
                 target,
                 status,
                 screen,
-            } => {
-                self.adoption_sampled(&target, status);
-                let status = crate::completion::refine(status, screen.as_deref(), &self.compiled);
-                self.injector.on_sample(now, &target, status);
-                self.status_sampled(&target, status);
+            } => self.on_sample(now, &target, status, screen.as_deref()),
+            Input::StatusesSampled { samples } => {
+                for (target, sampled) in samples {
+                    match sampled {
+                        Sampled::Status { status, screen } => {
+                            self.on_sample(now, &target, status, screen.as_deref())
+                        }
+                        Sampled::Gone => self.on_pane_gone(now, &target),
+                    }
+                }
             }
             Input::StatusHint { target } => {
                 if self.injector.is_active(&target) {
@@ -293,6 +303,21 @@ impl Gateway {
         self.settle(now);
         #[cfg(any(debug_assertions, feature = "invariants"))]
         self.assert_invariants(step);
+    }
+
+    /// herdr's answer for one pane: the restart rule's verdict, the injector's gate and the
+    /// roster all read the same sample.
+    fn on_sample(
+        &mut self,
+        now: Instant,
+        target: &SessionId,
+        status: crate::AgentStatus,
+        screen: Option<&str>,
+    ) {
+        self.adoption_sampled(target, status);
+        let status = crate::completion::refine(status, screen, &self.compiled);
+        self.injector.on_sample(now, target, status);
+        self.status_sampled(target, status);
     }
 
     /// The next thing to do, in the order decided.

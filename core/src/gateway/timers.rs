@@ -79,8 +79,14 @@ impl Gateway {
                     .filter(|g| !self.injector.is_active(g))
                     .cloned(),
             );
-            for target in targets {
-                self.out.push_back(Output::PollStatus { target });
+            // One listing of herdr's panes for the whole round.
+            match targets.len() {
+                0 => {}
+                1 => {
+                    let target = targets.swap_remove(0);
+                    self.out.push_back(Output::PollStatus { target });
+                }
+                _ => self.out.push_back(Output::PollStatuses { targets }),
             }
         }
     }

@@ -29,6 +29,10 @@ pub enum Input {
         status: AgentStatus,
         screen: Option<String>,
     },
+    /// The answer to `Output::PollStatuses`: each target herdr answered for, from one listing
+    /// of its panes (a target it did not answer for is left out, as a `PollStatus` that got no
+    /// answer is).
+    StatusesSampled { samples: Vec<(SessionId, Sampled)> },
     /// The answer to `Output::Inject`: the baseline read just before typing, or why it failed.
     Injected {
         target: SessionId,
@@ -87,6 +91,7 @@ impl Input {
         match self {
             Input::Call { .. } => "call",
             Input::StatusSampled { .. } => "status_sampled",
+            Input::StatusesSampled { .. } => "statuses_sampled",
             Input::Injected { .. } => "injected",
             Input::PaneRead { .. } => "pane_read",
             Input::MemberStarted { .. } => "member_started",
@@ -106,6 +111,18 @@ impl Input {
             Input::ReplayRecord { .. } => "replay_record",
         }
     }
+}
+
+/// One pane's answer within `Input::StatusesSampled`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sampled {
+    /// Its status, with the pane text when herdr said `unknown` (as `StatusSampled`'s).
+    Status {
+        status: AgentStatus,
+        screen: Option<String>,
+    },
+    /// No pane carries its label any more (as `PaneGone`).
+    Gone,
 }
 
 /// Why herdr could not do what an output asked of a pane. The core acts on the difference:
@@ -136,6 +153,10 @@ pub enum Readiness {
 pub enum Output {
     /// Sample `target`'s status and answer with `Input::StatusSampled`.
     PollStatus { target: SessionId },
+    /// Sample every one of `targets` from one listing of herdr's panes and answer with
+    /// `Input::StatusesSampled`: a presence round's idle members, or a poll round's members
+    /// with work, cost one request, not one each.
+    PollStatuses { targets: Vec<SessionId> },
     /// Read the pane (the baseline), then type `text` and submit it; answer with
     /// `Input::Injected`. Do it at most once: this message must never be typed twice.
     Inject {
@@ -174,6 +195,9 @@ impl fmt::Display for Output {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Output::PollStatus { target } => write!(f, "poll_status {target}"),
+            Output::PollStatuses { targets } => {
+                write!(f, "poll_statuses {} pane(s)", targets.len())
+            }
             Output::Inject { target, msg, text } => {
                 write!(f, "inject {target} msg={msg} text={text:?}")
             }

@@ -526,3 +526,131 @@ fn a_batch_applies_each_change_as_its_own_delta_would() {
     let parsed = Announcement::parse(&SessionId::new(GATEWAY_GID), &body).expect("a batch");
     assert!(matches!(parsed, Announcement::Batch { ref changes, .. } if changes.len() == 1));
 }
+
+/// A snapshot body as a host sends it.
+fn snapshot_body(order: Order, gids: &[(&str, AgentStatus)]) -> Vec<u8> {
+    let listed = gids
+        .iter()
+        .map(|(g, s)| Listed::new(SessionId::new(g), member(*s)))
+        .collect();
+    Presence::snapshot(order, vec!["claude".into()], listed).to_body()
+}
+
+/// Applies a snapshot body as a gateway does: a refresh if it says what the last one said,
+/// else read in full (and kept if it applied exactly). True: it was only a refresh.
+fn apply_body(r: &mut Roster, now: Instant, host: &HostId, body: &[u8]) -> bool {
+    let listing = Listing::peek(body).expect("a snapshot");
+    if r.refresh_unchanged(now, host, &listing) {
+        return true;
+    }
+    let gateway = SessionId::new(GATEWAY_GID);
+    let ann = Announcement::parse(&gateway, body).expect("parses");
+    r.observe(now, host, ann);
+    r.keep_listing(host, &listing);
+    false
+}
+
+/// A quiet host's snapshot, the same every round, is read once: later ones only refresh —
+/// its entries live on, at the later order, exactly as if each had been read again.
+#[test]
+fn an_unchanged_snapshot_only_refreshes_what_it_listed() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    let quiet = [("m1", AgentStatus::Idle), ("m2", AgentStatus::Idle)];
+    assert!(!apply_body(
+        &mut r,
+        ms(0),
+        &b,
+        &snapshot_body(at(1, 1), &quiet)
+    ));
+    for round in 1..6u64 {
+        let now = ms(round * 5_000);
+        assert!(apply_body(
+            &mut r,
+            now,
+            &b,
+            &snapshot_body(at(1, 1 + round), &quiet)
+        ));
+    }
+    // Heard at 25 s: alive a TTL later than the first snapshot would have kept them.
+    assert!(r.expire(ms(TTL + 1_000)).is_empty());
+    assert_eq!(gids(&r, ms(TTL + 1_000)), ["m1", "m2"]);
+    // The refresh moved the order on: a delta from between the rounds is stale now.
+    let seen = r.observe(
+        ms(26_000),
+        &b,
+        delta(at(1, 4), "m1", Some(member(AgentStatus::Working))),
+    );
+    assert!(seen.stale);
+    r.check().expect("index");
+}
+
+/// A delta applied since the kept snapshot changed what is held: the next snapshot is read
+/// in full even when its bytes are the same, and it sets the state back to what it says.
+#[test]
+fn a_snapshot_after_a_delta_is_read_in_full() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    let quiet = [("m1", AgentStatus::Idle)];
+    apply_body(&mut r, ms(0), &b, &snapshot_body(at(1, 1), &quiet));
+    r.observe(
+        ms(1_000),
+        &b,
+        delta(at(1, 2), "m1", Some(member(AgentStatus::Working))),
+    );
+    assert_eq!(status_of(&r, ms(1_000), "m1"), Some(AgentStatus::Working));
+    // Its turn ended, and that delta was lost: the snapshot says idle again.
+    assert!(!apply_body(
+        &mut r,
+        ms(5_000),
+        &b,
+        &snapshot_body(at(1, 4), &quiet)
+    ));
+    assert_eq!(status_of(&r, ms(5_000), "m1"), Some(AgentStatus::Idle));
+}
+
+/// A snapshot that arrived after a newer delta kept that delta's word over its own: it does
+/// not stand for what is held, so the next snapshot with its bytes is read in full.
+#[test]
+fn a_snapshot_behind_a_newer_delta_is_not_kept() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    let quiet = [("m1", AgentStatus::Idle)];
+    apply_body(&mut r, ms(0), &b, &snapshot_body(at(1, 1), &quiet));
+    // Working at seq 3, then idle at seq 5 (lost); the snapshot of seq 2 arrives late.
+    r.observe(
+        ms(1_000),
+        &b,
+        delta(at(1, 3), "m1", Some(member(AgentStatus::Working))),
+    );
+    assert!(!apply_body(
+        &mut r,
+        ms(1_100),
+        &b,
+        &snapshot_body(at(1, 2), &quiet)
+    ));
+    assert_eq!(status_of(&r, ms(1_100), "m1"), Some(AgentStatus::Working));
+    assert!(!apply_body(
+        &mut r,
+        ms(5_000),
+        &b,
+        &snapshot_body(at(1, 6), &quiet)
+    ));
+    assert_eq!(status_of(&r, ms(5_000), "m1"), Some(AgentStatus::Idle));
+}
+
+/// The same bytes from a restarted process are that process's first snapshot: read in full
+/// (and the restart seen).
+#[test]
+fn the_same_snapshot_from_a_restarted_host_is_read_in_full() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    let quiet = [("m1", AgentStatus::Idle)];
+    apply_body(&mut r, ms(0), &b, &snapshot_body(at(1, 1), &quiet));
+    let body = snapshot_body(at(2, 1), &quiet);
+    let listing = Listing::peek(&body).expect("a snapshot");
+    assert!(!r.refresh_unchanged(ms(5_000), &b, &listing));
+    let gateway = SessionId::new(GATEWAY_GID);
+    let seen = r.observe(
+        ms(5_000),
+        &b,
+        Announcement::parse(&gateway, &body).expect("parses"),
+    );
+    assert!(seen.restarted);
+}

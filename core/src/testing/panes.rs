@@ -3,7 +3,7 @@
 //! typed into it — the way the driver feeds herdr's answers back as inputs.
 
 use crate::ids::SessionId;
-use crate::io::{Input, Output, PaneError};
+use crate::io::{Input, Output, PaneError, Sampled};
 use crate::status::AgentStatus;
 use std::collections::BTreeMap;
 
@@ -75,6 +75,21 @@ impl ScriptedPanes {
                 None => Input::PaneGone {
                     target: target.clone(),
                 },
+            }),
+            Output::PollStatuses { targets } => Some(Input::StatusesSampled {
+                samples: targets
+                    .iter()
+                    .map(|t| {
+                        let sampled = match self.panes.get(t) {
+                            Some(p) => Sampled::Status {
+                                status: p.status,
+                                screen: None,
+                            },
+                            None => Sampled::Gone,
+                        };
+                        (t.clone(), sampled)
+                    })
+                    .collect(),
             }),
             Output::Inject { target, msg, text } => {
                 let result = match self.panes.get_mut(target) {

@@ -15,7 +15,7 @@ pub use launch::{CharterReceipt, Gate, Kind, LaunchConfig, LaunchError, Profile}
 pub use rpc::{RpcError, Socket};
 pub use worktree::WorktreeConfig;
 
-use crate::ports::{HerdrError, HerdrPort, PortFuture, Sample};
+use crate::ports::{HerdrError, HerdrPort, PortFuture, Sample, Samples};
 use fleet_core::{AgentStatus, Readiness, SessionId, Worktree};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -344,6 +344,44 @@ impl HerdrPort for HerdrClient {
                 forget_files(&cfg.launch, &gid);
             }
             sampled
+        })
+    }
+
+    /// One `pane.list` for every member: its label finds each one's pane and its
+    /// `agent_status` is the sample; only a pane that says `unknown` is read as well. A target
+    /// no pane is labelled for (a lead, or a member whose pane is gone) is sampled on its own,
+    /// as `sample` would.
+    fn sample_all(&self, targets: &[SessionId]) -> PortFuture<Result<Samples, HerdrError>> {
+        let me = self.clone();
+        let targets = targets.to_vec();
+        Box::pin(async move {
+            let (api, panes, lines) = (&me.api, &me.panes, me.cfg.read_lines);
+            let listed = refresh(api, panes).await.map_err(port_error)?;
+            let by_pane: BTreeMap<&str, &PaneInfo> =
+                listed.iter().map(|p| (p.pane_id.as_str(), p)).collect();
+            let mut out = Vec::with_capacity(targets.len());
+            for gid in targets {
+                let pane = panes.borrow().get(&gid).cloned();
+                let Some(info) = pane.as_deref().and_then(|p| by_pane.get(p)) else {
+                    match me.sample(&gid).await {
+                        Err(HerdrError::Unavailable(_)) => {}
+                        answer => out.push((gid, answer)),
+                    }
+                    continue;
+                };
+                let status = AgentStatus::from_wire(&info.agent_status);
+                let screen = if status == AgentStatus::Unknown {
+                    match api.pane_read(&info.pane_id, lines).await {
+                        Ok(text) => Some(text),
+                        // This one is left out; the next round samples it again.
+                        Err(_) => continue,
+                    }
+                } else {
+                    None
+                };
+                out.push((gid, Ok(Sample { status, screen })));
+            }
+            Ok(out)
         })
     }
 

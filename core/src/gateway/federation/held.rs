@@ -10,6 +10,7 @@
 use crate::admission::SeenSet;
 use crate::broker::DeliveryId;
 use crate::ids::{MsgId, ReplyId, SessionId, TicketId};
+use crate::revision::Revision;
 use std::collections::BTreeMap;
 
 /// What a held delivery waits for: the lead polling the async ticket the reply ended, or
@@ -74,6 +75,7 @@ pub(crate) struct HeldDeliveries {
     done: SeenSet,
     /// The planted `HeldIndexSkew` bug: a release leaves its index entry behind.
     skew_index: bool,
+    rev: Revision,
 }
 
 impl HeldDeliveries {
@@ -83,6 +85,7 @@ impl HeldDeliveries {
             by_holder: BTreeMap::new(),
             done: SeenSet::new(done_capacity),
             skew_index: false,
+            rev: Revision::default(),
         }
     }
 
@@ -96,6 +99,12 @@ impl HeldDeliveries {
         self.held.len()
     }
 
+    /// Changed since a check last read it?
+    #[cfg(any(debug_assertions, feature = "invariants", test))]
+    pub(crate) fn revision(&self) -> Revision {
+        self.rev
+    }
+
     /// A REPLY `msg` arrived as `delivery`, on the lead's held queue or (`held_queue` false)
     /// on its inbox.
     pub(crate) fn arrived(
@@ -104,6 +113,7 @@ impl HeldDeliveries {
         delivery: DeliveryId,
         held_queue: bool,
     ) -> Arrival {
+        self.rev.bump();
         let live = |d: Option<DeliveryId>| d.is_some_and(|d| d.generation == delivery.generation);
         if let Some(h) = self.held.get_mut(&msg) {
             if live(h.tag) || (!held_queue && live(h.moving)) {
@@ -129,6 +139,7 @@ impl HeldDeliveries {
         expires_unix: u64,
         what: HeldFor,
     ) {
+        self.rev.bump();
         self.insert(msg, Some(delivery), None, expires_unix, what);
     }
 
@@ -141,11 +152,13 @@ impl HeldDeliveries {
         expires_unix: u64,
         what: HeldFor,
     ) {
+        self.rev.bump();
         self.insert(msg, None, Some(delivery), expires_unix, what);
     }
 
     /// The planted `ResultsHeldInInbox` bug: a `Stray` inbox delivery is held where it is.
     pub(crate) fn adopt(&mut self, msg: MsgId, delivery: DeliveryId) {
+        self.rev.bump();
         if let Some(h) = self.held.get_mut(&msg) {
             h.tag = Some(delivery);
         }
@@ -153,6 +166,7 @@ impl HeldDeliveries {
 
     /// A `Stray` inbox `delivery` of a held `msg` is being moved again.
     pub(crate) fn move_again(&mut self, msg: MsgId, delivery: DeliveryId) {
+        self.rev.bump();
         if let Some(h) = self.held.get_mut(&msg) {
             h.moving = Some(delivery);
         }
@@ -166,6 +180,7 @@ impl HeldDeliveries {
         expires_unix: u64,
         what: HeldFor,
     ) {
+        self.rev.bump();
         self.by_holder.insert(what.holder(), msg);
         self.held.insert(
             msg,
@@ -182,6 +197,7 @@ impl HeldDeliveries {
     /// delivery to ack now. A move that failed keeps the inbox delivery as the hold's tag —
     /// it holds a slot of the inbox's window again, but nothing is lost.
     pub(crate) fn moved(&mut self, msg: MsgId, routed: bool) -> Option<DeliveryId> {
+        self.rev.bump();
         let h = self.held.get_mut(&msg)?;
         let inbox = h.moving.take()?;
         if routed || h.tag.is_some() {
@@ -193,12 +209,14 @@ impl HeldDeliveries {
 
     /// `msg` reached its lead without being held (a blocking call's answer).
     pub(crate) fn handed(&mut self, msg: MsgId, expires_unix: u64, unix_now: u64) {
+        self.rev.bump();
         self.done.insert(msg, expires_unix, unix_now);
     }
 
     /// The lead has what `holder` held: its deliveries are handed over. Returns the tags to
     /// ack (the held copy's, and the inbox one if its move is not confirmed yet).
     pub(crate) fn release(&mut self, holder: Holder, unix_now: u64) -> Vec<DeliveryId> {
+        self.rev.bump();
         let msg = if self.skew_index {
             self.by_holder.get(&holder).copied()
         } else {
@@ -214,6 +232,7 @@ impl HeldDeliveries {
 
     /// The connection closed: every held tag died with it (the broker requeues the messages).
     pub(crate) fn disconnected(&mut self) {
+        self.rev.bump();
         for h in self.held.values_mut() {
             h.tag = None;
             h.moving = None;

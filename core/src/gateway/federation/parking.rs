@@ -5,6 +5,7 @@
 
 use super::inbound::Delivery;
 use crate::ids::SessionId;
+use crate::revision::Revision;
 use crate::time::{Duration, Instant};
 
 /// One delivery waiting for its sender's presence, kept as it came.
@@ -18,6 +19,7 @@ pub(crate) struct Parked {
 #[derive(Debug, Default)]
 pub(crate) struct Parking {
     parked: Vec<Parked>,
+    rev: Revision,
 }
 
 impl Parking {
@@ -25,7 +27,14 @@ impl Parking {
         self.parked.len()
     }
 
+    /// Changed since a check last read it?
+    #[cfg(any(debug_assertions, feature = "invariants", test))]
+    pub(crate) fn revision(&self) -> Revision {
+        self.rev
+    }
+
     pub(crate) fn park(&mut self, from: SessionId, since: Instant, delivery: Delivery) {
+        self.rev.bump();
         self.parked.push(Parked {
             from,
             since,
@@ -35,6 +44,7 @@ impl Parking {
 
     /// `gid`'s presence arrived: what waited for it, in arrival order.
     pub(crate) fn take_for(&mut self, gid: &SessionId) -> Vec<Parked> {
+        self.rev.bump();
         if !self.parked.iter().any(|p| &p.from == gid) {
             return Vec::new();
         }
@@ -47,6 +57,7 @@ impl Parking {
 
     /// What has waited `ttl` or longer at `now`, in arrival order.
     pub(crate) fn take_expired(&mut self, now: Instant, ttl: Duration) -> Vec<Parked> {
+        self.rev.bump();
         let (late, rest) = std::mem::take(&mut self.parked)
             .into_iter()
             .partition(|p| p.since + ttl <= now);
@@ -56,6 +67,7 @@ impl Parking {
 
     /// The connection closed: every parked tag died with it, and the broker redelivers.
     pub(crate) fn disconnected(&mut self) {
+        self.rev.bump();
         self.parked.clear();
     }
 

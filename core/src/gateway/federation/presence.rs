@@ -10,7 +10,9 @@ use crate::gateway::{Gateway, TimerKind};
 use crate::ids::SessionId;
 use crate::io::{Event, Output, RejectCode};
 use crate::planted::PlantedBug;
-use crate::roster::{Announcement, Card, Entity, EntityKind, Listed, Order, Presence, GATEWAY_GID};
+use crate::roster::{
+    Announcement, Card, Entity, EntityKind, Listed, Listing, Order, Presence, GATEWAY_GID,
+};
 use crate::status::AgentStatus;
 use crate::time::{Duration, Instant};
 
@@ -25,6 +27,17 @@ impl Gateway {
         queue: &str,
         env: Envelope,
     ) {
+        // A snapshot that says what the host's last one said only refreshes (most rounds of
+        // a quiet fleet): its list is not read again.
+        let mut listing = (env.from.as_str() == GATEWAY_GID)
+            .then(|| Listing::peek(&env.body))
+            .flatten();
+        if let (Some(l), Some(f)) = (&listing, &mut self.fed) {
+            if f.roster.refresh_unchanged(now, &env.signer, l) {
+                self.ack(delivery);
+                return;
+            }
+        }
         let mut ann = match Announcement::parse(&env.from, &env.body) {
             Ok(a) => a,
             Err(e) => {
@@ -64,6 +77,10 @@ impl Gateway {
                 ann,
                 Announcement::Snapshot { .. } | Announcement::Batch { .. }
             ) && !claims.is_empty();
+            if !claims.is_empty() {
+                // What is applied is not what it said: its bytes may not stand for it.
+                listing = None;
+            }
             for gid in claims {
                 let why = format!("{} claims {gid}, which this host serves", env.signer);
                 self.event(Event::Rejected {
@@ -85,6 +102,9 @@ impl Gateway {
         };
         let Some(f) = &mut self.fed else { return };
         let seen = f.roster.observe(now, &env.signer, ann);
+        if let Some(l) = &listing {
+            f.roster.keep_listing(&env.signer, l);
+        }
         for (gid, bound) in &seen.claimed {
             // A live binding is never taken over: the claimant is believed about nothing it
             // said of that gid.
@@ -266,16 +286,20 @@ impl Gateway {
                 .collect()
         });
         self.publish_snapshot();
-        for gid in members {
-            // Presence must stay true of members nothing is delegated to as well: sample each
-            // idle one once a round, so a pane that died unwatched (say, while this gateway
-            // was restarting) is seen gone, and a changed status goes out as a delta.
-            // Members with work in flight are sampled by the injector already (and an extra
-            // sample would count against their grace bounds).
-            let view = self.injector.view(&gid);
-            if view.queued == 0 && !view.in_turn {
-                self.out.push_back(Output::PollStatus { target: gid });
-            }
+        // Presence must stay true of members nothing is delegated to as well: sample each idle
+        // one once a round — all of them from one listing of herdr's panes — so a pane that
+        // died unwatched (say, while this gateway was restarting) is seen gone, and a changed
+        // status goes out as a delta. Members with work in flight are sampled by the injector
+        // already (and an extra sample would count against their grace bounds).
+        let idle: Vec<SessionId> = members
+            .into_iter()
+            .filter(|gid| {
+                let view = self.injector.view(gid);
+                view.queued == 0 && !view.in_turn
+            })
+            .collect();
+        if !idle.is_empty() {
+            self.out.push_back(Output::PollStatuses { targets: idle });
         }
         let next = now + Duration::from_millis(self.cfg.presence_interval_ms);
         self.timers.insert((next, TimerKind::Presence));
