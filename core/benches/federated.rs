@@ -10,6 +10,11 @@
 //! publish but a held copy, which keeps its signer's signature) and the verifies (every
 //! delivery is admitted once) a run makes: presence's share of them is its cost.
 //!
+//! The counts come twice: inferred from the traffic (publishes signed, deliveries admitted)
+//! and measured in the keyrings (signatures actually made and checked); the two agree when
+//! every publish is signed once and every delivery verified once. Batch verification
+//! (ed25519-dalek's `verify_batch`) is timed beside one-by-one `verify_strict` on bursts.
+//!
 //! Run: `cargo bench -p fleet-core --bench federated` (add `-- --targets N --rounds R`).
 
 use fleet_core::admission::{admit, SeenSet};
@@ -133,6 +138,14 @@ impl Bench {
         }
         b.run();
         b
+    }
+
+    /// Signatures made and checked so far, over both gateways.
+    fn crypto(&self) -> (u64, u64) {
+        self.gws.iter().fold((0, 0), |(s, v), g| {
+            let c = g.crypto_counts();
+            (s + c.signs, v + c.verifies)
+        })
     }
 
     fn push(&mut self, g: usize, input: Input) {
@@ -355,6 +368,33 @@ fn crypto_costs() -> (f64, f64) {
     (sign_us, admit_us)
 }
 
+/// Per signature: `n` signatures over `n` different 200-byte messages verified one by one,
+/// and as one batch (ed25519-dalek's deterministic batch check).
+#[allow(clippy::disallowed_methods)] // a benchmark measures wall time; it never feeds the core
+fn batch_costs(n: usize) -> (f64, f64) {
+    use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+    let key = SigningKey::from_bytes(&[7; 32]);
+    let public: VerifyingKey = key.verifying_key();
+    let messages: Vec<Vec<u8>> = (0..n).map(|i| vec![i as u8; 200]).collect();
+    let sigs: Vec<Signature> = messages.iter().map(|m| key.sign(m)).collect();
+    let keys = vec![public; n];
+    let refs: Vec<&[u8]> = messages.iter().map(Vec::as_slice).collect();
+    let reps = (2_000 / n).max(4);
+    let t = std::time::Instant::now();
+    for _ in 0..reps {
+        for (m, s) in refs.iter().zip(&sigs) {
+            assert!(public.verify_strict(m, s).is_ok());
+        }
+    }
+    let one = t.elapsed().as_secs_f64() * 1e6 / (reps * n) as f64;
+    let t = std::time::Instant::now();
+    for _ in 0..reps {
+        assert!(ed25519_dalek::verify_batch(&refs, &sigs, &keys).is_ok());
+    }
+    let batch = t.elapsed().as_secs_f64() * 1e6 / (reps * n) as f64;
+    (one, batch)
+}
+
 #[allow(clippy::disallowed_methods)] // a benchmark measures wall time; it never feeds the core
 fn main() {
     let per = arg("--targets", 500);
@@ -364,12 +404,14 @@ fn main() {
     let mut rates = Vec::new();
     let mut last = (0, 0, 0);
     let mut counts = (BTreeMap::new(), BTreeMap::new());
+    let mut made = (0u64, 0u64);
     for _ in 0..runs {
         let mut b = Bench::new(per);
         for _ in 0..20 {
             b.round();
         }
         let (e0, r0, d0) = (b.events, b.remote_sends, b.deliveries);
+        let made0 = b.crypto();
         b.signs.clear();
         b.verifies.clear();
         let t = std::time::Instant::now();
@@ -380,6 +422,8 @@ fn main() {
         rates.push((b.events - e0) as f64 / secs);
         last = (b.events - e0, b.remote_sends - r0, b.deliveries - d0);
         counts = (b.signs.clone(), b.verifies.clone());
+        let made1 = b.crypto();
+        made = (made1.0 - made0.0, made1.1 - made0.1);
     }
     rates.sort_by(f64::total_cmp);
     let median = rates[rates.len() / 2];
@@ -408,6 +452,21 @@ fn main() {
             total as f64 / events,
             100.0 * presence as f64 / total.max(1) as f64,
             kinds.join(", ")
+        );
+    }
+    let (publishes, deliveries): (u64, u64) = (counts.0.values().sum(), counts.1.values().sum());
+    println!(
+        "  measured in the keyrings: {} signs ({:.3} per signed publish), {} verifies ({:.3} per delivery)",
+        made.0,
+        made.0 as f64 / publishes.max(1) as f64,
+        made.1,
+        made.1 as f64 / deliveries.max(1) as f64
+    );
+    for n in [4, 16, 64] {
+        let (one, batch) = batch_costs(n);
+        println!(
+            "  a burst of {n} verified one by one (verify_strict): {one:.1} us each; as one batch (verify_batch): {batch:.1} us each ({:.2}x)",
+            one / batch
         );
     }
     // What signing and admission cost of the run's wall time, at the measured unit costs.

@@ -70,7 +70,6 @@ impl ReplyInbox {
 
     /// Removes the named replies of `target`; returns the ones that were held.
     pub fn ack(&mut self, target: &SessionId, ids: &[ReplyId]) -> Vec<HeldReply> {
-        self.rev.bump();
         let Some(q) = self.held.get_mut(target) else {
             return Vec::new();
         };
@@ -87,14 +86,19 @@ impl ReplyInbox {
             self.held.remove(target);
         }
         self.total -= acked.len();
+        if !acked.is_empty() {
+            self.rev.bump();
+        }
         acked
     }
 
     /// Peek and ack in one step.
     pub fn drain(&mut self, target: &SessionId) -> Vec<HeldReply> {
-        self.rev.bump();
         let drained: Vec<HeldReply> = self.held.remove(target).map(Vec::from).unwrap_or_default();
         self.total -= drained.len();
+        if !drained.is_empty() {
+            self.rev.bump();
+        }
         drained
     }
 

@@ -4,6 +4,7 @@
 use crate::envelope::Envelope;
 use crate::ids::HostId;
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 /// A configured key that cannot be used.
@@ -13,12 +14,25 @@ pub enum KeyError {
     BadPeerKey { host: HostId },
 }
 
-/// This gateway's signing key and its peers' verifying keys.
+/// This gateway's signing key and its peers' verifying keys — decoded once, at configuration:
+/// a check never decodes a key again.
 #[derive(Clone, Debug)]
 pub struct Keyring {
     host: HostId,
     signing: SigningKey,
     peers: BTreeMap<HostId, VerifyingKey>,
+    /// The signatures made and checked so far (the federated bench holds them to one per
+    /// publish and one per delivery).
+    signed: Cell<u64>,
+    checked: Cell<u64>,
+}
+
+/// How much ed25519 work a keyring has done.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CryptoCounts {
+    pub signs: u64,
+    /// Signatures actually verified (the simulation's memo answers some without).
+    pub verifies: u64,
 }
 
 /// Why a signature was not accepted.
@@ -51,6 +65,8 @@ impl Keyring {
             host,
             signing,
             peers: map,
+            signed: Cell::new(0),
+            checked: Cell::new(0),
         })
     }
 
@@ -62,8 +78,16 @@ impl Keyring {
         self.signing.verifying_key().to_bytes()
     }
 
+    pub fn counts(&self) -> CryptoCounts {
+        CryptoCounts {
+            signs: self.signed.get(),
+            verifies: self.checked.get(),
+        }
+    }
+
     /// Stamps this gateway as the signer and signs the envelope's canonical bytes.
     pub fn sign(&self, env: &mut Envelope) {
+        self.signed.set(self.signed.get() + 1);
         env.signer = self.host.clone();
         let sig: Signature = self.signing.sign(&env.signing_bytes());
         env.sig = Some(sig.to_bytes());
@@ -81,6 +105,7 @@ impl Keyring {
         if memo::verified(key, &sig, &bytes) {
             return Ok(());
         }
+        self.checked.set(self.checked.get() + 1);
         key.verify_strict(&bytes, &Signature::from_bytes(&sig))
             .map_err(|_| SignatureError::BadSignature)?;
         #[cfg(feature = "verify-memo")]

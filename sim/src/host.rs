@@ -284,10 +284,19 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
             herdr.booting.borrow_mut().remove(&gid);
             let _ = gateway.tell(Input::MemberConnected { target: gid }).await;
         }
-        for gid in herdr.ready_gids() {
-            if busy.contains(&gid) {
-                continue;
-            }
+        // Only a ready pane with a task typed into it has anything to do (a fleet of idle
+        // members is not walked every 200 ms).
+        let waiting: Vec<SessionId> = {
+            let (panes, booting) = (herdr.panes.borrow(), herdr.booting.borrow());
+            panes
+                .iter()
+                .filter(|(g, p)| {
+                    p.task.is_some() && !booting.contains_key(*g) && !busy.contains(*g)
+                })
+                .map(|(g, _)| g.clone())
+                .collect()
+        };
+        for gid in waiting {
             let job = {
                 let mut panes = herdr.panes.borrow_mut();
                 match panes.get_mut(&gid) {

@@ -26,3 +26,36 @@ pub mod world;
 
 pub use run::{run_seed, RunConfig, RunReport};
 pub use world::World;
+
+/// `println!` for the command line's standard output, except that a reader who closed the pipe
+/// (`fleet-sim replay … | head`) ends the program quietly: it has what it wanted.
+#[macro_export]
+macro_rules! say {
+    () => {
+        $crate::emit("\n")
+    };
+    ($($arg:tt)*) => {
+        $crate::emit(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` likewise.
+#[macro_export]
+macro_rules! say_raw {
+    ($($arg:tt)*) => {
+        $crate::emit(&format!($($arg)*))
+    };
+}
+
+/// Writes to standard output; a closed pipe exits with success, any other failure is named.
+pub fn emit(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("fleet-sim: cannot write to standard output: {e}");
+        std::process::exit(1);
+    }
+}

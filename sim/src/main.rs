@@ -2,7 +2,7 @@
 
 use clap::{Parser, Subcommand};
 use fleet_sim::multi::{run_multi, MultiConfig, MultiReport};
-use fleet_sim::{run_seed, RunConfig, RunReport};
+use fleet_sim::{run_seed, say, say_raw, RunConfig, RunReport};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::ops::Range;
@@ -296,7 +296,7 @@ fn replay_cmd(seed: u64, cfg: &RunConfig) -> String {
 fn run(seeds: Range<u64>, jobs: usize, cfg: RunConfig, determinism: bool) -> ExitCode {
     let started = std::time::Instant::now();
     let total = seeds.end - seeds.start;
-    println!(
+    say!(
         "fleet-sim: seeds {}..{} ({total}), {jobs} job(s), {} workers, {} leads, {} sim-s each{}",
         seeds.start,
         seeds.end,
@@ -342,35 +342,35 @@ fn run(seeds: Range<u64>, jobs: usize, cfg: RunConfig, determinism: bool) -> Exi
                 }
                 let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                 if n.is_multiple_of(50) || n == total {
-                    print!("\r  {n}/{total} seeds");
+                    say_raw!("\r  {n}/{total} seeds");
                     let _ = std::io::stdout().flush();
                 }
             });
         }
     });
-    println!();
+    say!();
     let elapsed = started.elapsed().as_secs_f64();
     let totals = totals.into_inner().unwrap_or_default();
     let mut failures = failures.into_inner().unwrap_or_default();
     failures.sort_by_key(|(r, _)| r.seed);
-    println!("{}", totals.table(elapsed));
+    say!("{}", totals.table(elapsed));
     for (report, problems) in &failures {
-        println!("\nFAILED {report}");
+        say!("\nFAILED {report}");
         for p in problems {
-            println!("  {p}");
+            say!("  {p}");
         }
         let tail = report.trace.len().saturating_sub(15);
-        println!("  last events:");
+        say!("  last events:");
         for line in &report.trace[tail..] {
-            println!("    {line}");
+            say!("    {line}");
         }
-        println!("  replay: {}", replay_cmd(report.seed, &cfg));
+        say!("  replay: {}", replay_cmd(report.seed, &cfg));
     }
     if failures.is_empty() {
-        println!("{total} passed, 0 failed");
+        say!("{total} passed, 0 failed");
         ExitCode::SUCCESS
     } else {
-        println!(
+        say!(
             "{} passed, {} failed",
             total - failures.len() as u64,
             failures.len()
@@ -431,7 +431,7 @@ impl Totals {
 
 fn replay(seed: u64, cfg: RunConfig, trace: Option<std::path::PathBuf>) -> ExitCode {
     let report = run_seed(seed, &cfg);
-    println!("{report}");
+    say!("{report}");
     let text = {
         let mut t = report.trace.join("\n");
         t.push('\n');
@@ -469,7 +469,7 @@ fn multi_run(
     let started = std::time::Instant::now();
     let mine = |seed: u64| shard.is_none_or(|(i, n)| seed % n == i);
     let total = seeds.clone().filter(|s| mine(*s)).count() as u64;
-    println!(
+    say!(
         "fleet-sim: seeds {}..{}{} ({total}), {jobs} job(s), {} hosts x {} members on turmoil, {} sim-s each{}{}",
         seeds.start,
         seeds.end,
@@ -510,13 +510,13 @@ fn multi_run(
                 }
                 let n = done.fetch_add(1, Ordering::SeqCst) + 1;
                 if n.is_multiple_of(10) || n == total {
-                    print!("\r  {n}/{total} seeds");
+                    say_raw!("\r  {n}/{total} seeds");
                     let _ = std::io::stdout().flush();
                 }
             });
         }
     });
-    println!();
+    say!();
     let mut results = results.into_inner().unwrap_or_default();
     results.sort_by_key(|(s, _, _)| *s);
     let (mut sends, mut sim_ms, mut failed, mut fault_events) = (0usize, 0u64, 0u64, 0usize);
@@ -538,30 +538,30 @@ fn multi_run(
                 }
                 if !r.violations.is_empty() || !problems.is_empty() {
                     failed += 1;
-                    println!("\nFAILED {}", describe_multi(r));
+                    say!("\nFAILED {}", describe_multi(r));
                     for v in &r.violations {
-                        println!("  {v}");
+                        say!("  {v}");
                     }
                     for p in problems {
-                        println!("  {p}");
+                        say!("  {p}");
                     }
                     let lines: Vec<&str> = r.trace.lines().collect();
-                    println!("  last events:");
+                    say!("  last events:");
                     for l in &lines[lines.len().saturating_sub(15)..] {
-                        println!("    {l}");
+                        say!("    {l}");
                     }
-                    println!("  replay: {}", multi_replay_cmd(*seed, &cfg));
+                    say!("  replay: {}", multi_replay_cmd(*seed, &cfg));
                 }
             }
             Err(e) => {
                 failed += 1;
-                println!("\nFAILED seed {seed}: the simulation itself failed: {e}");
-                println!("  replay: {}", multi_replay_cmd(*seed, &cfg));
+                say!("\nFAILED seed {seed}: the simulation itself failed: {e}");
+                say!("  replay: {}", multi_replay_cmd(*seed, &cfg));
             }
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
-    println!(
+    say!(
         "seeds {:>6}   sends {:>7}   wall {:.2}s   sim-time speed-up {:.0}x",
         results.len(),
         sends,
@@ -572,9 +572,9 @@ fn multi_run(
             0.0
         }
     );
-    println!("fault profiles: {profiles:?}, {fault_events} fault events");
-    println!("outcomes: {outcomes:?}");
-    println!(
+    say!("fault profiles: {profiles:?}, {fault_events} fault events");
+    say!("outcomes: {outcomes:?}");
+    say!(
         "violations: {}",
         if by_invariant.is_empty() {
             "none".to_string()
@@ -582,7 +582,7 @@ fn multi_run(
             format!("{by_invariant:?}")
         }
     );
-    println!("{} passed, {failed} failed", total - failed);
+    say!("{} passed, {failed} failed", total - failed);
     if failed == 0 {
         ExitCode::SUCCESS
     } else {
@@ -604,28 +604,28 @@ fn multi_replay(
             return ExitCode::FAILURE;
         }
     };
-    println!("{}", describe_multi(&report));
+    say!("{}", describe_multi(&report));
     if let Some(id) = flow {
         let lines = fleet_sim::timeline::flow(report.trace.lines(), &report.trace_ids, &id);
         if lines.is_empty() {
             eprintln!("no line of seed {seed} is about a trace or message starting {id:?} (see --timeline for the ids)");
             return ExitCode::FAILURE;
         }
-        println!(
+        say!(
             "== flow {id}: {} line(s), every host, in simulation order",
             lines.len()
         );
         for l in lines {
-            println!("{l}");
+            say!("{l}");
         }
         return ExitCode::SUCCESS;
     }
     let violations: Vec<String> = report.violations.iter().map(|v| v.to_string()).collect();
     if timeline {
-        print!("{}", report.timeline);
+        say_raw!("{}", report.timeline);
         if trace.is_none() {
             for v in &violations {
-                println!("VIOLATION {v}");
+                say!("VIOLATION {v}");
             }
             return if violations.is_empty() {
                 ExitCode::SUCCESS
@@ -642,16 +642,16 @@ fn multi_replay(
 fn finish_replay(text: &str, path: Option<std::path::PathBuf>, violations: &[String]) -> ExitCode {
     match path {
         Some(path) => match std::fs::write(&path, text) {
-            Ok(()) => println!("trace written to {}", path.display()),
+            Ok(()) => say!("trace written to {}", path.display()),
             Err(e) => {
                 eprintln!("cannot write the trace to {}: {e}", path.display());
                 return ExitCode::FAILURE;
             }
         },
-        None => print!("{text}"),
+        None => say_raw!("{text}"),
     }
     for v in violations {
-        println!("VIOLATION {v}");
+        say!("VIOLATION {v}");
     }
     if violations.is_empty() {
         ExitCode::SUCCESS

@@ -3,6 +3,7 @@
 //! invariant; the first such seed is printed with its replay command.
 
 use crate::multi::{replay_command, run_multi, MultiConfig};
+use crate::say;
 use fleet_core::planted::PlantedBug;
 use std::collections::BTreeSet;
 use std::ops::Range;
@@ -61,7 +62,7 @@ pub fn first_catch(
 }
 
 pub fn prove(bugs: &[PlantedBug], range: Range<u64>, jobs: usize, cfg: &MultiConfig) -> ExitCode {
-    println!(
+    say!(
         "fleet-sim prove: {} planted bug(s), seeds {}..{}, {} hosts x {} members, {} sim-s each",
         bugs.len(),
         range.start,
@@ -79,26 +80,26 @@ pub fn prove(bugs: &[PlantedBug], range: Range<u64>, jobs: usize, cfg: &MultiCon
                 } else {
                     " (not the invariant it breaks!)"
                 };
-                println!(
+                say!(
                     "{bug:<26} breaks {}: caught by seed {} after {} seed(s), as {:?}{expected}",
                     bug.breaks(),
                     c.seed,
                     c.tried,
                     c.invariants
                 );
-                println!("  {}", c.first);
+                say!("  {}", c.first);
                 let with = MultiConfig {
                     planted: Some(bug),
                     ..cfg.clone()
                 };
-                println!("  replay: {}", replay_command(c.seed, &with));
+                say!("  replay: {}", replay_command(c.seed, &with));
                 if !expected.is_empty() {
                     missed += 1;
                 }
             }
             None => {
                 missed += 1;
-                println!(
+                say!(
                     "{bug:<26} breaks {}: NOT caught in seeds {}..{}",
                     bug.breaks(),
                     range.start,
@@ -107,7 +108,7 @@ pub fn prove(bugs: &[PlantedBug], range: Range<u64>, jobs: usize, cfg: &MultiCon
             }
         }
     }
-    println!(
+    say!(
         "{} of {} planted bugs caught",
         bugs.len() - missed,
         bugs.len()

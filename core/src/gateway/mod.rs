@@ -199,6 +199,14 @@ impl Gateway {
         self.stats
     }
 
+    /// The ed25519 work this gateway has done (none without federation).
+    pub fn crypto_counts(&self) -> crate::signing::CryptoCounts {
+        self.fed
+            .as_ref()
+            .map(|f| f.cfg.keyring.counts())
+            .unwrap_or_default()
+    }
+
     /// Held replies across all targets (`fleet_inbox_depth`).
     pub fn inbox_depth(&self) -> usize {
         self.inbox.total()

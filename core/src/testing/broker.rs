@@ -112,6 +112,10 @@ pub struct SimBroker {
     /// room): `deliver` looks only at these, so an operation costs what it touches, not the
     /// number of queues.
     dirty: BTreeSet<String>,
+    /// Nothing can be due before this (a message's TTL, an unused queue's `x-expires`): the
+    /// tick looks at the queues only from then on. Anything that may bring a due time earlier
+    /// lowers it — an enqueue with a TTL, a declare, consumers going.
+    scan_from: Instant,
 }
 
 fn topic_match(pattern: &str, key: &str) -> bool {
@@ -144,6 +148,7 @@ impl SimBroker {
             dead_lettered: 0,
             names: Names::new(namespace),
             dirty: BTreeSet::new(),
+            scan_from: Instant::ZERO,
         }
     }
 
@@ -168,6 +173,7 @@ impl SimBroker {
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
+        self.scan_from = Instant::ZERO;
         for (_, (queue, mut m)) in c.unacked.into_iter().rev() {
             if let Some(q) = self.queues.get_mut(&queue) {
                 m.redelivered = true;
@@ -201,6 +207,7 @@ impl SimBroker {
     /// and the persistent messages in them survive (unacked ones requeued first); the rest is
     /// gone.
     pub fn restart(&mut self) {
+        self.scan_from = Instant::ZERO;
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         for c in conns {
             self.disconnect(c);
@@ -231,6 +238,10 @@ impl SimBroker {
     pub fn tick(&mut self, now: Instant) {
         self.now = self.now.max(now);
         let now = self.now;
+        if now < self.scan_from {
+            self.deliver();
+            return;
+        }
         // One pass to find what is due (most queues are not), then act on those alone: with
         // thousands of queues, cloning every name each tick was a fifth of a large world's cost.
         let due: Vec<(String, bool)> = self
@@ -249,11 +260,32 @@ impl SimBroker {
                 (unused || stale).then(|| (name.clone(), unused))
             })
             .collect();
+        // The earliest anything still kept can fall due.
+        self.scan_from = self
+            .queues
+            .values()
+            .flat_map(|q| {
+                let unused = q
+                    .consumers
+                    .is_empty()
+                    .then(|| {
+                        q.spec
+                            .args
+                            .expires_ms
+                            .map(|ms| q.last_used + Duration::from_millis(ms))
+                    })
+                    .flatten();
+                q.ready.iter().filter_map(|m| m.expires_at).chain(unused)
+            })
+            .filter(|at| *at > now)
+            .min()
+            .unwrap_or(Instant::MAX);
         for (name, unused) in &due {
             if *unused {
                 self.delete_queue(name);
                 continue;
             }
+            // (What is dead-lettered below lowers `scan_from` again as it is enqueued.)
             let mut dead = Vec::new();
             if let Some(q) = self.queues.get_mut(name) {
                 q.ready.retain(|m| {
@@ -283,7 +315,10 @@ impl SimBroker {
             return Err(BrokerError::NotConnected(conn));
         }
         let result = match op {
-            BrokerOp::Declare(t) => self.declare(conn, t),
+            BrokerOp::Declare(t) => {
+                self.scan_from = Instant::ZERO;
+                self.declare(conn, t)
+            }
             BrokerOp::DeleteQueue { name } => {
                 self.delete_queue(&name);
                 Ok(())
@@ -462,6 +497,9 @@ impl SimBroker {
                 .args
                 .message_ttl_ms
                 .map(|ms| now + Duration::from_millis(ms));
+            if let Some(at) = m.expires_at {
+                self.scan_from = self.scan_from.min(at);
+            }
             q.ready.push_back(m);
             if let Some(max) = q.spec.args.max_length {
                 if q.ready.len() as u64 > max {

@@ -113,7 +113,6 @@ impl HeldDeliveries {
         delivery: DeliveryId,
         held_queue: bool,
     ) -> Arrival {
-        self.rev.bump();
         let live = |d: Option<DeliveryId>| d.is_some_and(|d| d.generation == delivery.generation);
         if let Some(h) = self.held.get_mut(&msg) {
             if live(h.tag) || (!held_queue && live(h.moving)) {
@@ -121,6 +120,7 @@ impl HeldDeliveries {
             }
             if held_queue {
                 h.tag = Some(delivery);
+                self.rev.bump();
                 return Arrival::Adopted;
             }
             return Arrival::Stray;
@@ -209,19 +209,21 @@ impl HeldDeliveries {
 
     /// `msg` reached its lead without being held (a blocking call's answer).
     pub(crate) fn handed(&mut self, msg: MsgId, expires_unix: u64, unix_now: u64) {
-        self.rev.bump();
+        // (The record of what was handed over is not read by the checks: no bump.)
         self.done.insert(msg, expires_unix, unix_now);
     }
 
     /// The lead has what `holder` held: its deliveries are handed over. Returns the tags to
     /// ack (the held copy's, and the inbox one if its move is not confirmed yet).
     pub(crate) fn release(&mut self, holder: Holder, unix_now: u64) -> Vec<DeliveryId> {
-        self.rev.bump();
         let msg = if self.skew_index {
             self.by_holder.get(&holder).copied()
         } else {
             self.by_holder.remove(&holder)
         };
+        if msg.is_some() {
+            self.rev.bump();
+        }
         let Some(h) = msg.and_then(|m| self.held.remove(&m).map(|h| (m, h))) else {
             return Vec::new();
         };
