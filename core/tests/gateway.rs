@@ -4,8 +4,8 @@
 use fleet_core::injector::Cause;
 use fleet_core::{
     AgentStatus, AskOutcome, CallError, CallId, CoreConfig, Duration, Event, Gateway, Input,
-    Instant, MsgId, Outcome, Output, Phase, Principal, Request, Response, SessionId, Stale,
-    TicketId, TurnId,
+    Instant, MsgId, Outcome, Output, Phase, Principal, Request, Response, Round, Sampled,
+    SessionId, Stale, TicketId, TurnId,
 };
 
 struct Gw {
@@ -707,6 +707,47 @@ fn a_missed_fast_turn_resolves_nothing_but_a_reply_still_does() {
         g.outcome(c),
         Some((Outcome::Replied, Some("done quickly".into())))
     );
+}
+
+/// A presence round's sample of an idle member can come back after a brief was typed into
+/// it: it says nothing about that turn (it may predate the brief), so it never ends it — only
+/// the injector's own samples do.
+#[test]
+fn an_idle_rounds_sample_never_ends_a_turn_typed_since() {
+    let mut g = Gw::new();
+    let c = g.send("w1", "task", true);
+    g.sample(&w1(), AgentStatus::Idle);
+    let (_, msg, _) = g.last_inject().expect("injected");
+    g.input(Input::Injected {
+        target: w1(),
+        msg,
+        result: Ok("❯ ".into()),
+    });
+    let round = || Input::StatusesSampled {
+        round: Round::Idle,
+        samples: vec![(
+            w1(),
+            Sampled::Status {
+                status: AgentStatus::Idle,
+                screen: None,
+            },
+        )],
+    };
+    for _ in 0..8 {
+        g.input(round());
+    }
+    let ended = |g: &Gw| {
+        g.events()
+            .iter()
+            .any(|e| matches!(e, Event::TurnComplete { .. }))
+    };
+    assert!(!ended(&g), "a stale idle sample ended the turn");
+    for _ in 0..8 {
+        g.sample(&w1(), AgentStatus::Idle);
+    }
+    assert!(ended(&g), "the injector's own samples still do");
+    g.reply(&w1(), "done");
+    assert_eq!(g.outcome(c).map(|o| o.0), Some(Outcome::Replied));
 }
 
 /// An async delegation paused on a question is still open: a second send is BUSY.

@@ -244,7 +244,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                         }
                     }));
                 }
-                Output::PollStatuses { targets } => {
+                Output::PollStatuses { round, targets } => {
                     let op = self.herdr.sample_all(&targets);
                     self.ops.push(Box::pin(async move {
                         // No answer at all: the next round samples again.
@@ -263,7 +263,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                                 Err(HerdrError::Unavailable(_)) => None,
                             })
                             .collect();
-                        Some(Input::StatusesSampled { samples })
+                        Some(Input::StatusesSampled { round, samples })
                     }));
                 }
                 Output::Inject { target, msg, text } => {

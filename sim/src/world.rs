@@ -303,8 +303,8 @@ impl World {
                 let d = self.latency();
                 self.schedule(d, Action::Sample(target));
             }
-            // (Only a federated gateway's presence round asks this; answered one by one.)
-            Output::PollStatuses { targets } => {
+            // (Answered one by one, as `PollStatus`es.)
+            Output::PollStatuses { targets, .. } => {
                 for target in targets {
                     let d = self.latency();
                     self.schedule(d, Action::Sample(target));

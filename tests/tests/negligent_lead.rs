@@ -48,7 +48,8 @@ async fn a_lead_that_never_collects_still_gets_its_blocking_send_answered() {
                     json!({"sessionId": gid, "message": task, "wait": false}),
                 )
                 .await;
-            assert!(ok, "{t}\n{}", logs(&hosts));
+            // (The lead's gateway may say BUSY itself while the last result is on its way.)
+            assert!(ok || t["outcome"] == "BUSY", "{t}\n{}", logs(&hosts));
             for _ in 0..30 {
                 if typed(&hosts[1], &gid, &task).await == 1 {
                     taken = true;
@@ -63,20 +64,24 @@ async fn a_lead_that_never_collects_still_gets_its_blocking_send_answered() {
         assert!(taken, "task {i} was never typed\n{}", logs(&hosts));
     }
 
+    // BUSY (an error result on MCP) while the member still works on the last task — on a real
+    // herdr the played member can answer it seconds after it was typed — then REPLIED.
     let mut end = serde_json::Value::Null;
-    for _ in 0..200 {
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    while tokio::time::Instant::now() < until {
         let (ok, out) = alpha
             .call(
                 "fleet_send",
                 json!({"sessionId": gid, "message": "the blocking one", "timeoutMs": 30000}),
             )
             .await;
-        assert!(ok, "{out}\n{}", logs(&hosts));
         end = out;
-        if end["outcome"] != "BUSY" {
-            break;
+        if end["outcome"] == "BUSY" {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(ok, "{end}\n{}", logs(&hosts));
+        break;
     }
     assert_eq!(end["outcome"], "REPLIED", "{end}\n{}", logs(&hosts));
     assert_eq!(typed(&hosts[1], &gid, "the blocking one").await, 1);

@@ -9,7 +9,7 @@ use crate::config::{Compiled, ConfigError, CoreConfig};
 use crate::ids::{CallId, HostId, IdMint, MsgId, SessionId};
 use crate::inbox::ReplyInbox;
 use crate::injector::{Bounds, Injector};
-use crate::io::{CallError, Event, Input, Output, Response, Sampled};
+use crate::io::{CallError, Event, Input, Output, Response, Round, Sampled};
 use crate::push::Push;
 use crate::rendezvous::Rendezvous;
 use crate::session::{SessionState, Sessions};
@@ -260,8 +260,13 @@ impl Gateway {
                 status,
                 screen,
             } => self.on_sample(now, &target, status, screen.as_deref()),
-            Input::StatusesSampled { samples } => {
+            Input::StatusesSampled { round, samples } => {
                 for (target, sampled) in samples {
+                    // Asked while it was idle; it has work now. An idle sample taken before its
+                    // brief was typed would read as the turn over already.
+                    if round == Round::Idle && self.injector.is_active(&target) {
+                        continue;
+                    }
                     match sampled {
                         Sampled::Status { status, screen } => {
                             self.on_sample(now, &target, status, screen.as_deref())

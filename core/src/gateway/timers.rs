@@ -3,7 +3,7 @@
 
 use super::Gateway;
 use crate::ids::{SessionId, TicketId, TurnId};
-use crate::io::{Event, Output};
+use crate::io::{Event, Output, Round};
 use crate::push::Attention;
 use crate::time::Instant;
 
@@ -86,7 +86,10 @@ impl Gateway {
                     let target = targets.swap_remove(0);
                     self.out.push_back(Output::PollStatus { target });
                 }
-                _ => self.out.push_back(Output::PollStatuses { targets }),
+                _ => self.out.push_back(Output::PollStatuses {
+                    round: Round::Work,
+                    targets,
+                }),
             }
         }
     }

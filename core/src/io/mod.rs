@@ -32,7 +32,10 @@ pub enum Input {
     /// The answer to `Output::PollStatuses`: each target herdr answered for, from one listing
     /// of its panes (a target it did not answer for is left out, as a `PollStatus` that got no
     /// answer is).
-    StatusesSampled { samples: Vec<(SessionId, Sampled)> },
+    StatusesSampled {
+        round: Round,
+        samples: Vec<(SessionId, Sampled)>,
+    },
     /// The answer to `Output::Inject`: the baseline read just before typing, or why it failed.
     Injected {
         target: SessionId,
@@ -113,6 +116,17 @@ impl Input {
     }
 }
 
+/// Which round a batch of samples was asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Round {
+    /// A presence round's idle members. A member given work since the round asked is not
+    /// judged by it: its sample may predate the brief typed into it (a real herdr lists slowly
+    /// enough for that), and the injector samples it itself.
+    Idle,
+    /// The injector's poll round: members with work, and members being adopted.
+    Work,
+}
+
 /// One pane's answer within `Input::StatusesSampled`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Sampled {
@@ -154,9 +168,12 @@ pub enum Output {
     /// Sample `target`'s status and answer with `Input::StatusSampled`.
     PollStatus { target: SessionId },
     /// Sample every one of `targets` from one listing of herdr's panes and answer with
-    /// `Input::StatusesSampled`: a presence round's idle members, or a poll round's members
-    /// with work, cost one request, not one each.
-    PollStatuses { targets: Vec<SessionId> },
+    /// `Input::StatusesSampled` for the same `round`: one request a round — a presence round's
+    /// idle members, the injector's poll round — not one per member.
+    PollStatuses {
+        round: Round,
+        targets: Vec<SessionId>,
+    },
     /// Read the pane (the baseline), then type `text` and submit it; answer with
     /// `Input::Injected`. Do it at most once: this message must never be typed twice.
     Inject {
@@ -195,8 +212,8 @@ impl fmt::Display for Output {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Output::PollStatus { target } => write!(f, "poll_status {target}"),
-            Output::PollStatuses { targets } => {
-                write!(f, "poll_statuses {} pane(s)", targets.len())
+            Output::PollStatuses { round, targets } => {
+                write!(f, "poll_statuses {round:?} {} pane(s)", targets.len())
             }
             Output::Inject { target, msg, text } => {
                 write!(f, "inject {target} msg={msg} text={text:?}")

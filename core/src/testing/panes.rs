@@ -76,7 +76,8 @@ impl ScriptedPanes {
                     target: target.clone(),
                 },
             }),
-            Output::PollStatuses { targets } => Some(Input::StatusesSampled {
+            Output::PollStatuses { round, targets } => Some(Input::StatusesSampled {
+                round: *round,
                 samples: targets
                     .iter()
                     .map(|t| {
