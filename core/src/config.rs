@@ -83,6 +83,9 @@ pub struct CoreConfig {
     pub profiles: Vec<String>,
     /// A spawned member must connect (its readiness gate) within this, or it is reaped.
     pub spawn_ready_timeout_ms: u64,
+    /// A stop of a member on another host is answered within this: its host's leave, or a
+    /// refusal, or else `stop_unconfirmed`.
+    pub stop_timeout_ms: u64,
     /// A member idle (READY, DONE or FAILED) this long is closed by the reaper; 0 never.
     pub member_idle_ttl_ms: u64,
     /// A protocol bug to switch on, for proving the simulation's oracle (test builds only).
@@ -139,6 +142,7 @@ impl Default for CoreConfig {
             held_sweep_interval_ms: 60_000,
             profiles: Vec::new(),
             spawn_ready_timeout_ms: 180_000,
+            stop_timeout_ms: 30_000,
             member_idle_ttl_ms: 3_600_000,
             #[cfg(feature = "planted-bugs")]
             planted: None,
@@ -229,6 +233,7 @@ impl CoreConfig {
             ("dlq_max_length", self.dlq_max_length),
             ("held_sweep_interval_ms", self.held_sweep_interval_ms),
             ("spawn_ready_timeout_ms", self.spawn_ready_timeout_ms),
+            ("stop_timeout_ms", self.stop_timeout_ms),
         ] {
             if v == 0 {
                 return Err(ConfigError::Zero { key });

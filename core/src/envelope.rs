@@ -14,8 +14,10 @@ use uuid::Uuid;
 
 /// The envelope schema this build writes. 1.1: presence is a host snapshot plus ordered
 /// per-entity deltas (`roster::Presence`'s `seq`, `entities`, `group`, `gone`); 1.0 readers
-/// ignore those fields (docs/federation.md, "Presence").
-pub const VERSION: Version = Version { major: 1, minor: 1 };
+/// ignore those fields (docs/federation.md, "Presence"). 1.2: STOP on `fleet.control`, and a
+/// refused control message is answered FAILED with a typed `control::Refusal` (a 1.1 reader
+/// refuses a STOP as malformed, and its requester's call says the stop is unconfirmed).
+pub const VERSION: Version = Version { major: 1, minor: 2 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Version {
@@ -45,10 +47,11 @@ pub enum Kind {
     Broadcast,
     Presence,
     Spawn,
+    Stop,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
         Kind::Send,
         Kind::Reply,
         Kind::Ask,
@@ -61,6 +64,7 @@ impl Kind {
         Kind::Broadcast,
         Kind::Presence,
         Kind::Spawn,
+        Kind::Stop,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,17 +81,25 @@ impl Kind {
             Kind::Broadcast => "BROADCAST",
             Kind::Presence => "PRESENCE",
             Kind::Spawn => "SPAWN",
+            Kind::Stop => "STOP",
         }
     }
 
     /// Kinds a second first-delivery of which can only be a replay, so the seen-set refuses
-    /// it: the at-most-once forward path (acked before it acts), and SPAWN (whose broker
-    /// redeliveries the spawn dedup absorbs, but whose replay after a stop must not relaunch).
+    /// it: the at-most-once forward path (acked before it acts), SPAWN (whose broker
+    /// redeliveries the spawn dedup absorbs, but whose replay after a stop must not relaunch)
+    /// and STOP (idempotent under redelivery, but a replay must not stop a member again).
     pub fn replay_guarded(self) -> bool {
         matches!(
             self,
-            Kind::Send | Kind::Answer | Kind::Broadcast | Kind::Spawn
+            Kind::Send | Kind::Answer | Kind::Broadcast | Kind::Spawn | Kind::Stop
         )
+    }
+
+    /// Control kinds: at-least-once, acked once done, so a broker redelivery is handled again
+    /// (each is idempotent) rather than treated as a lost forward message.
+    pub fn is_control(self) -> bool {
+        matches!(self, Kind::Spawn | Kind::Stop)
     }
 
     pub fn from_wire(s: &str) -> Option<Kind> {

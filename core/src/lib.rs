@@ -16,6 +16,7 @@ pub mod authz;
 pub mod broker;
 pub mod completion;
 pub mod config;
+pub mod control;
 pub mod envelope;
 pub mod gateway;
 pub mod ids;

@@ -53,10 +53,14 @@ pub enum PlantedBug {
     /// other host forgets who a member is — its profile, role, owner, since — while its own
     /// host still knows (I7: the roster says the same of a member on every host).
     SnapshotDropsCards,
+    /// A STOP is honoured from any gateway whose key verifies, allowlisted or not: a lying
+    /// peer (or a member's stolen credentials on it) stops members it was never given
+    /// control of (I12).
+    StopWithoutAllowlist,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 13] = [
+    pub const ALL: [PlantedBug; 14] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -70,6 +74,7 @@ impl PlantedBug {
         PlantedBug::HoldOutlivesTicket,
         PlantedBug::DeltaAppliedOutOfOrder,
         PlantedBug::SnapshotDropsCards,
+        PlantedBug::StopWithoutAllowlist,
     ];
 
     pub fn name(self) -> &'static str {
@@ -87,6 +92,7 @@ impl PlantedBug {
             PlantedBug::HoldOutlivesTicket => "hold-outlives-ticket",
             PlantedBug::DeltaAppliedOutOfOrder => "delta-applied-out-of-order",
             PlantedBug::SnapshotDropsCards => "snapshot-drops-cards",
+            PlantedBug::StopWithoutAllowlist => "stop-without-allowlist",
         }
     }
 
@@ -108,6 +114,7 @@ impl PlantedBug {
             PlantedBug::ReplyWithoutCounterpart | PlantedBug::DlqTrustsBrokerHeaders => "I8",
             PlantedBug::ResultsHeldInInbox => "I11",
             PlantedBug::ReplayRecordForgotten => "I1",
+            PlantedBug::StopWithoutAllowlist => "I12",
         }
     }
 }

@@ -38,6 +38,16 @@ pub enum EntityKind {
     Gateway,
 }
 
+impl EntityKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntityKind::Member => "member",
+            EntityKind::Lead => "lead",
+            EntityKind::Gateway => "gateway",
+        }
+    }
+}
+
 /// The body of a PRESENCE message. 1.0 readers ignore the fields they do not know, so they
 /// still read a 1.1 snapshot as their host entry and a delta as a heartbeat.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

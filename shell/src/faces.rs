@@ -449,7 +449,7 @@ pub fn http_status(resp: &Response) -> u16 {
 pub fn error_status(e: &CallError) -> u16 {
     match e {
         CallError::Denied { role, .. } if *role == Role::Anonymous => 401,
-        CallError::Denied { .. } | CallError::NoSession => 403,
+        CallError::Denied { .. } | CallError::NoSession | CallError::NotAllowed { .. } => 403,
         CallError::UnknownTicket
         | CallError::NotFound { .. }
         | CallError::NoSuchRecipient { .. }
@@ -458,6 +458,8 @@ pub fn error_status(e: &CallError) -> u16 {
         CallError::InboxFull { .. } => 429,
         CallError::BrokerUnavailable => 503,
         CallError::SpawnFailed { .. } => 502,
+        CallError::StopUnconfirmed { .. } => 504,
+        CallError::PaneGone { .. } => 410,
     }
 }
 

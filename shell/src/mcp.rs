@@ -272,8 +272,10 @@ spawned it, since when, and whether the row is live. Leads' ids are their coordI
     }
 
     #[tool(
-        description = "Stop a member on this host: its pane closes and any delegation to it \
-ends."
+        description = "Stop a member on any host (sessionId: its gid from fleet_list): its pane \
+closes, its inbox is deleted and any delegation to it ends ABANDONED. Answers stopped once its \
+host confirms it left; not_found, not_allowed (its host takes no control from this one), \
+broker_unavailable or stop_unconfirmed otherwise. Leads are not stopped."
     )]
     async fn fleet_stop(
         &self,

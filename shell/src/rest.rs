@@ -202,10 +202,16 @@ async fn profiles(State(app): State<App>, Extension(caller): Extension<Caller>) 
     }
 }
 
-/// Stop a member (`fleet_stop`): its pane closes, its open delegations end.
+/// Stop a member on any host (`fleet_stop`): its pane closes, its inbox is deleted, its open
+/// delegations end ABANDONED. A member on another host is stopped through a STOP to its
+/// gateway, answered once that host announces it left.
 #[utoipa::path(delete, path = "/members/{id}", tag = "members",
-    params(("id" = String, Path, description = "the member's id")),
-    responses((status = 200, description = "stopping"), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    params(("id" = String, Path, description = "the member's gid")),
+    responses((status = 200, description = "stopped"), (status = 400, description = "a lead, not a member", body = ErrorBody),
+              (status = 403, description = "denied, or not_allowed by the member's host", body = ErrorBody),
+              (status = 404, description = "not_found: no host serves it", body = ErrorBody),
+              (status = 503, description = "broker_unavailable", body = ErrorBody),
+              (status = 504, description = "stop_unconfirmed: its host did not confirm within stop_timeout_ms", body = ErrorBody)))]
 async fn stop_member(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,

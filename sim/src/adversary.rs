@@ -11,6 +11,9 @@
 //! forged reason too), so the oracle can trace any outcome, answer or typed text back to it:
 //! I8 in the hostile world is "an adversary changes no outcome".
 //!
+//! One member in three it sees work for, it tries to stop: a signed STOP from its own member to
+//! every honest host's control queue, which no honest host's allowlist admits (I12).
+//!
 //! It also taps the roster and replays every presence delta an honest host signed, once, unchanged,
 //! 1–15 s later (within its expiry): only the order of a host's presence (its start, then its
 //! sequence number) tells a late delta from a fresh one. Its own presence is a 1.1 snapshot in
@@ -26,6 +29,7 @@ use fleet_core::admission::presence_key;
 use fleet_core::broker::{
     Binding, BrokerEvent, BrokerOp, Consume, Exchange, PublishId, QueueArgs, QueueSpec, Topology,
 };
+use fleet_core::control::StopRequest;
 use fleet_core::envelope::{Envelope, HeaderValue, Kind, VERSION};
 use fleet_core::ids::IdMint;
 use fleet_core::roster::{Entity, EntityKind, Listed, Order, Presence, GATEWAY_GID};
@@ -116,6 +120,9 @@ pub async fn run(liar: Liar) -> turmoil::Result {
     // times the cost of a seed without one, all of it refused as expired).
     let mut replayed: std::collections::BTreeSet<fleet_core::MsgId> =
         std::collections::BTreeSet::new();
+    // Honest hosts heard on the roster, and the members it has tried to stop through them.
+    let mut hosts: std::collections::BTreeSet<HostId> = std::collections::BTreeSet::new();
+    let mut stopping: std::collections::BTreeSet<SessionId> = std::collections::BTreeSet::new();
     let mut publish = |broker: &mut SimBrokerClient, exchange: Exchange, mut env: Envelope| {
         keyring.sign(&mut env);
         next_publish += 1;
@@ -163,6 +170,9 @@ pub async fn run(liar: Liar) -> turmoil::Result {
                     broker.submit(BrokerOp::Ack { delivery });
                     let Ok(brief) = Envelope::from_parts(&headers, body.clone()) else { continue };
                     if brief.kind == Kind::Presence {
+                        if brief.signer.as_str() != HOST {
+                            hosts.insert(brief.signer.clone());
+                        }
                         // An honest host's delta, replayed unchanged while it is still valid.
                         let honest = brief.signer.as_str() != HOST && brief.from.as_str() != GATEWAY_GID;
                         if honest && replayed.insert(brief.msg_id) {
@@ -218,6 +228,18 @@ pub async fn run(liar: Liar) -> turmoil::Result {
                     }
                     leads.insert(brief.from.clone());
                     let now = unix_ms(liar.epoch_unix_ms);
+                    // One member in three it sees work for, it tries to stop: a signed STOP from
+                    // its own member to every honest host's control queue. No honest host allows
+                    // it control; each must refuse (I12).
+                    let target = SessionId::new(&brief.to);
+                    if rng.next_u64() % 3 == 0 && stopping.insert(target.clone()) {
+                        let body = serde_json::to_vec(&StopRequest { target }).unwrap_or_default();
+                        for host in &hosts {
+                            let mut stop = forge(&mut ids, now, Kind::Stop, &member, host.to_string());
+                            stop.body = body.clone();
+                            publish(&mut broker, Exchange::Control, stop);
+                        }
+                    }
                     let kind = [Kind::Reply, Kind::Failed, Kind::Abandoned, Kind::Injected, Kind::Ask, Kind::TooLate]
                         [(rng.next_u64() % 6) as usize];
                     let mut env = forge(&mut ids, now, kind, &member, brief.from.to_string());

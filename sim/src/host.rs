@@ -80,6 +80,8 @@ pub struct PaneLog {
     /// (task text, sim ms) for every `fleet_reply` the gateway accepted — for a reply to
     /// another host, once the broker confirmed it.
     pub replied: Vec<(String, u64)>,
+    /// (pane, sim ms) for every pane the gateway closed while it lived.
+    pub closed: Vec<(SessionId, u64)>,
 }
 
 const HERDR_LATENCY: Duration = Duration::from_millis(3);
@@ -242,9 +244,12 @@ impl HerdrPort for SimHerdr {
 
     fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>> {
         let (panes, gid) = (self.panes.clone(), gid.clone());
-        let booting = self.booting.clone();
+        let (booting, log) = (self.booting.clone(), self.log.clone());
         Box::pin(async move {
-            panes.borrow_mut().remove(&gid);
+            if panes.borrow_mut().remove(&gid).is_some() {
+                let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
+                log.borrow_mut().closed.push((gid.clone(), at));
+            }
             booting.borrow_mut().remove(&gid);
             Ok(())
         })

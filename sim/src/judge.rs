@@ -288,6 +288,50 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
         }
     }
 
+    // I12: a member stops only when a lead that may stop it asks. Every pane a gateway closed
+    // of a member that was ready (an initial one, or one whose spawn was answered) was asked
+    // to stop by an honest lead before it closed — on a host that never restarted or crashed
+    // (a restarted gateway closes members it could not adopt). A stop answered `stopped` left
+    // its member dead at the end; every stop is answered.
+    let mut asked: BTreeMap<&SessionId, u64> = BTreeMap::new();
+    for s in &f.ledger.stops {
+        let t = asked.entry(&s.target).or_insert(s.asked_ms);
+        *t = (*t).min(s.asked_ms);
+    }
+    for (h, log) in f.logs.iter().enumerate() {
+        if f.restarted.contains(&h) || f.crashed.contains(&h) {
+            continue;
+        }
+        for (gid, at) in &log.closed {
+            if !f.ledger.targets.iter().any(|(t, _)| t == gid) {
+                continue;
+            }
+            if asked.get(gid).is_none_or(|t| t > at) {
+                violate(
+                    "I12",
+                    format!(
+                        "{gid} on host {h} was closed at {at} ms, and no lead had asked to stop it"
+                    ),
+                );
+            }
+        }
+    }
+    for s in &f.ledger.stops {
+        match &s.response {
+            None if !s.lost => violate("I2", format!("a stop of {} was never answered", s.target)),
+            Some(Response::Stopped { target }) if f.truth.iter().any(|(g, _)| g == target) => {
+                violate(
+                    "I12",
+                    format!(
+                        "lead{} was told {target} stopped, but it is alive at the end",
+                        s.host
+                    ),
+                )
+            }
+            _ => {}
+        }
+    }
+
     // I7: after the quiet phase every lead's view is exactly the agents that are alive. The
     // lying gateway's own member is its own business; any other gid believed on its host is
     // a takeover (I8).
@@ -380,6 +424,15 @@ pub fn outcomes(ledger: &Ledger) -> BTreeMap<String, u64> {
                 Some(other) => other.to_string(),
                 None => "unanswered".into(),
             }
+        };
+        *out.entry(name).or_insert(0) += 1;
+    }
+    for s in &ledger.stops {
+        let name = match &s.response {
+            Some(Response::Stopped { .. }) => "stop: ok".to_string(),
+            Some(Response::Error(e)) => format!("stop: {}", e.code()),
+            Some(other) => format!("stop: {other}"),
+            None => "stop: lost".into(),
         };
         *out.entry(name).or_insert(0) += 1;
     }

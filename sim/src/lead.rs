@@ -1,7 +1,7 @@
 //! Simulated leads of the multi-host world: each delegates (U1, blocking and async), answers
 //! the questions its workers ask (U2, sometimes too late), drains stranded replies (U3), spawns
-//! members on any host (U4, sometimes with a profile nobody offers), reads the roster (U5), and
-//! sends to recipients that do not exist. Everything it sees goes into the shared [`Ledger`]
+//! members on any host (U4, sometimes with a profile nobody offers) and stops some of them again
+//! (wherever they run), reads the roster (U5), and sends to recipients that do not exist. Everything it sees goes into the shared [`Ledger`]
 //! for the oracle.
 
 use crate::host::sim_now;
@@ -57,11 +57,23 @@ pub struct SpawnRecord {
     pub lost: bool,
 }
 
+/// One `fleet_stop`, of a member its lead spawned (on any host).
+#[derive(Clone, Debug)]
+pub struct StopRecord {
+    pub host: usize,
+    pub target: SessionId,
+    /// When it was asked (sim ms since the world began).
+    pub asked_ms: u64,
+    pub response: Option<Response>,
+    pub lost: bool,
+}
+
 /// What all leads did and saw.
 #[derive(Debug, Default)]
 pub struct Ledger {
     pub sends: Vec<SendRecord>,
     pub spawns: Vec<SpawnRecord>,
+    pub stops: Vec<StopRecord>,
     /// Every reply body a lead received, with how and in which incarnation of its gateway.
     pub received: Vec<Received>,
     /// Members anyone may send to: the initial ones, then every spawned one.
@@ -94,6 +106,13 @@ impl Ledger {
         }
         for s in self
             .spawns
+            .iter_mut()
+            .filter(|s| s.host == host && s.response.is_none())
+        {
+            s.lost = true;
+        }
+        for s in self
+            .stops
             .iter_mut()
             .filter(|s| s.host == host && s.response.is_none())
         {
@@ -171,6 +190,7 @@ pub async fn lead(plan: LeadPlan, gateway: Handle, ledger: Rc<RefCell<Ledger>>) 
             }
             83..=90 if !plan.negligent => drain(&plan, &me, &gateway, &ledger).await,
             91..=92 => broadcast(&plan, &me, &gateway, &ledger, n).await,
+            93..=95 => stop(&plan, &me, &gateway, &ledger, &mut rng).await,
             _ => {
                 let _ = gateway.call(me.clone(), Request::List).await;
             }
@@ -473,4 +493,43 @@ async fn spawn(
         l.targets.push((gid.clone(), h));
     }
     l.spawns[index].response = Some(r);
+}
+
+/// U4's other half: stops a member this lead spawned and has not stopped yet, wherever it runs.
+async fn stop(
+    plan: &LeadPlan,
+    me: &Principal,
+    gateway: &Handle,
+    ledger: &Rc<RefCell<Ledger>>,
+    rng: &mut ChaCha8Rng,
+) {
+    let (index, target) = {
+        let mut l = ledger.borrow_mut();
+        let stopped: BTreeSet<&SessionId> = l.stops.iter().map(|s| &s.target).collect();
+        let mine: Vec<SessionId> = l
+            .spawns
+            .iter()
+            .filter(|s| s.host == plan.host)
+            .filter_map(|s| match &s.response {
+                Some(Response::Spawned { gid, .. }) if !stopped.contains(gid) => Some(gid.clone()),
+                _ => None,
+            })
+            .collect();
+        if mine.is_empty() {
+            return;
+        }
+        let target = mine[(rng.next_u64() % mine.len() as u64) as usize].clone();
+        l.stops.push(StopRecord {
+            host: plan.host,
+            target: target.clone(),
+            asked_ms: ms(sim_now()),
+            response: None,
+            lost: false,
+        });
+        (l.stops.len() - 1, target)
+    };
+    let Ok(r) = gateway.call(me.clone(), Request::Stop { target }).await else {
+        return;
+    };
+    ledger.borrow_mut().stops[index].response = Some(r);
 }

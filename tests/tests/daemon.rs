@@ -2,10 +2,14 @@
 //! REST, members played through herdr's API on the herdr double, or on a real herdr when
 //! `HERDR_BIN` names one (see `fleet_tests::fleetd_proc` and `fleet_tests::panes`).
 
+use fleet_core::broker::Names;
+use fleet_core::SessionId;
+use fleet_tests::conformance::amqp_side::queue_exists;
 use fleet_tests::fleetd_proc::{
     collect, eventually, free_port, logs, play_members, solo_config, start_host, stop_all,
     ticket_end, typed, write_key, Dir, Mcp, Proc, Rest, HOSTS,
 };
+use fleet_tests::gateways::amqp_uri;
 use fleet_tests::panes::Panes;
 use serde_json::json;
 use std::time::Duration;
@@ -389,7 +393,7 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
             .call("fleet_spawn", json!({"profile": "echo", "host": "gamma"}))
             .await;
         assert!(!ok, "{refused}");
-        assert_eq!(refused["code"], "spawn_failed", "{refused}");
+        assert_eq!(refused["code"], "not_allowed", "{refused}");
         let labels = hosts[2].herdr.labels().await;
         assert!(
             labels.iter().all(|l| !l.starts_with("fleet:")),
@@ -585,6 +589,55 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
         "{}",
         logs(&hosts)
     );
+
+    // U4's other half: alpha's lead stops the member on beta. Beta closes its pane and deletes
+    // its inbox; alpha's call answers `stopped` once beta's leave says so.
+    let stopping = async {
+        let (ok, s) = lead.call("fleet_stop", json!({"sessionId": gid_b})).await;
+        assert!(ok, "{s}");
+        assert_eq!(s["type"], "stopped", "{s}");
+        assert!(
+            hosts[1].herdr.member_pane(&gid_b).await.is_none(),
+            "beta's pane is gone"
+        );
+        let inbox = Names::new(&ns).inbox(&SessionId::new(&gid_b));
+        eventually("beta deleted the member's inbox", 10, || async {
+            queue_exists(&amqp_uri(), &inbox).await == Ok(false)
+        })
+        .await;
+        let (_, v) = lead.call("fleet_list", json!({})).await;
+        assert!(!v.to_string().contains(&gid_b), "left alpha's roster: {v}");
+        // Gone now: a second stop is not_found.
+        let (ok, again) = lead.call("fleet_stop", json!({"sessionId": gid_b})).await;
+        assert!(!ok, "{again}");
+        assert_eq!(again["code"], "not_found", "{again}");
+
+        // Gamma takes no control from alpha: its own lead's member is not alpha's to stop.
+        let gamma = Rest::new(&hosts[2].proc.url, Some(&hosts[2].token));
+        let (status, m) = gamma.post("/members", json!({"profile": "echo"})).await;
+        assert_eq!(status, 200, "{m}");
+        let gid_c = m["gid"].as_str().unwrap_or_default().to_string();
+        eventually("gamma's member in alpha's roster", 20, || async {
+            let (_, v) = lead.call("fleet_list", json!({})).await;
+            v.to_string().contains(&gid_c)
+        })
+        .await;
+        let (ok, refused) = lead.call("fleet_stop", json!({"sessionId": gid_c})).await;
+        assert!(!ok, "{refused}");
+        assert_eq!(refused["code"], "not_allowed", "{refused}");
+        assert!(
+            hosts[2].herdr.member_pane(&gid_c).await.is_some(),
+            "still there"
+        );
+        let (status, s) = gamma.delete(&format!("/members/{gid_c}")).await;
+        assert_eq!(status, 200, "{s}");
+    };
+    if tokio::time::timeout(Duration::from_secs(60), stopping)
+        .await
+        .is_err()
+    {
+        panic!("the stops hung\n{}", logs(&hosts));
+    }
 
     lead.close().await;
     stop_all(&mut hosts).await;

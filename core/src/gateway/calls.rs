@@ -86,6 +86,18 @@ impl Gateway {
             };
             return self.respond(call, Response::Error(err));
         }
+        // A member's own calls come only from a member this host serves: one whose pane is
+        // gone (stopped, reaped) may still hold its token — a process that outlived its pane —
+        // and a reply or question from it now would be an orphan nobody asked for.
+        if let (Request::Reply { .. } | Request::Ask { .. }, Some(s)) = (&request, &caller.session)
+        {
+            if caller.role != authz::Role::Primary && self.is_gone(s) {
+                return self.respond(
+                    call,
+                    Response::Error(CallError::PaneGone { target: s.clone() }),
+                );
+            }
+        }
         if let Some(len) = request.content_len() {
             if len > self.cfg.max_body_bytes {
                 let why = format!(
@@ -199,7 +211,7 @@ impl Gateway {
                 };
                 self.on_spawn(now, call, caller.session.clone(), host, spec)
             }
-            Request::Stop { target } => self.on_stop(now, call, target),
+            Request::Stop { target } => self.on_stop(now, call, caller.session.clone(), target),
             Request::Broadcast { group, content } => {
                 self.on_broadcast(call, &caller, group, content)
             }

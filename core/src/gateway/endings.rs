@@ -1,15 +1,15 @@
 //! How delegations end: each with exactly one outcome, told the way its side says — a blocking
 //! call's answer, an async ticket's terminal phase, or (worker side) a message to the sender's
-//! gateway. Also the endings nobody's turn decides: the send timeout, `fleet_stop`, shutdown.
+//! gateway. Also the endings nobody's turn decides: the send timeout, a stop (`stop`), shutdown.
 
 use super::delegation::{Answer, Ended, RemoteBrief, Side};
 use super::federation::Draft;
 use super::{Gateway, TimerKind};
 use crate::broker::Exchange;
 use crate::envelope::Kind as MsgKind;
-use crate::ids::{CallId, SessionId, TicketId, TurnId};
+use crate::ids::{CallId, TicketId, TurnId};
 use crate::injector::Cause;
-use crate::io::{CallError, Event, Output, Response};
+use crate::io::{CallError, Event, Response};
 use crate::outcome::Outcome;
 use crate::push::Attention;
 use crate::rendezvous::Kind;
@@ -162,19 +162,6 @@ impl Gateway {
         self.finish(now, ticket, outcome, None, None);
     }
 
-    /// `fleet_stop` of a member on this host: its pane is closed; delegations from other hosts
-    /// are reported ABANDONED, local ones end WORKER_FAILED; the inbox goes when the pane does.
-    pub(super) fn on_stop(&mut self, now: Instant, call: CallId, target: SessionId) {
-        if self.is_remote(&target) {
-            return self.invalid(call, "stop a member through the gateway of its own host");
-        }
-        self.abandon(now, |d| d.target == target, "stopped by its lead");
-        self.out.push_back(Output::ClosePane {
-            gid: target.clone(),
-        });
-        self.respond(call, Response::Stopped { target });
-    }
-
     /// Graceful shutdown (CB-516 abandon on teardown).
     pub(super) fn abandon_all(&mut self, now: Instant) {
         self.abandon(now, |_| true, "its host's gateway shut down");
@@ -182,7 +169,7 @@ impl Gateway {
 
     /// Ends every delegation `which` picks whose turn runs here: a cross-host one is reported
     /// ABANDONED to its sender, a local one ends WORKER_FAILED. Nothing of it is typed after.
-    fn abandon(
+    pub(super) fn abandon(
         &mut self,
         now: Instant,
         which: impl Fn(&super::delegation::Delegation) -> bool,

@@ -130,6 +130,10 @@ impl Gateway {
             }
         }
         let Some(f) = &self.fed else { return Ok(()) };
+        self.stops.check(
+            |at, msg| self.timers.contains(&(at, TimerKind::Stop(msg))),
+            |gid| f.local.contains_key(gid),
+        )?;
         f.confirms.check()?;
         for (msg, ticket) in &f.remote_waiters {
             let ok = self

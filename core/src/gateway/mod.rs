@@ -27,6 +27,7 @@ mod members;
 mod rebuild;
 mod sessions;
 mod spawn;
+mod stop;
 mod timers;
 mod turns;
 
@@ -34,6 +35,7 @@ use delegation::{Delegations, Tickets};
 use federation::Fed;
 pub use federation::Federation;
 use spawn::Spawns;
+use stop::Stops;
 pub use timers::TimerKind;
 
 /// Running counters for `/metrics`.
@@ -104,6 +106,7 @@ pub struct Gateway {
     /// Cross-host state; `None` in single-host mode, where every path is local.
     fed: Option<Fed>,
     spawns: Spawns,
+    stops: Stops,
     /// Members listed at start, until adopted, closed or undecided.
     adoption: Adoption,
     /// Calls asked and not yet answered, while invariants are checked: a call answered twice
@@ -159,6 +162,7 @@ impl Gateway {
             stats: Stats::default(),
             fed: None,
             spawns: Spawns::default(),
+            stops: Stops::default(),
             adoption: Adoption::default(),
             #[cfg(any(debug_assertions, feature = "invariants"))]
             open_calls: invariants::OpenCalls::default(),

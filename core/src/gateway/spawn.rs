@@ -11,6 +11,7 @@ use super::entities::Announce;
 use super::federation::Draft;
 use super::{Gateway, TimerKind};
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
+use crate::control::{Refusal, RefusalCode};
 use crate::envelope::{Envelope, Kind};
 use crate::ids::{CallId, HostId, MsgId, SessionId};
 use crate::io::{CallError, Event, Output, Readiness, Response, Stale};
@@ -69,6 +70,10 @@ pub(super) struct Spawns {
 impl Spawns {
     pub(super) fn reserved(&self) -> usize {
         self.reserved.len()
+    }
+
+    pub(super) fn is_reserved(&self, gid: &SessionId) -> bool {
+        self.reserved.contains_key(gid)
     }
 }
 
@@ -385,14 +390,33 @@ impl Gateway {
     }
 
     /// Requester side: FAILED answering a SPAWN. Returns false if `re` is not a spawn.
-    pub(super) fn spawn_failed(&mut self, re: MsgId, reason: String) -> bool {
+    pub(super) fn spawn_failed(&mut self, re: MsgId, body: &[u8]) -> bool {
         let Some(gid) = self.spawns.by_msg.remove(&re) else {
             return false;
         };
         if let Some(w) = self.spawns.waiting.remove(&gid) {
-            self.respond(w.call, Response::Error(CallError::SpawnFailed { reason }));
+            let refusal = Refusal::parse(body);
+            let err = match refusal.code {
+                RefusalCode::NotAllowed => CallError::NotAllowed {
+                    host: w.host,
+                    reason: refusal.reason,
+                },
+                RefusalCode::NotFound | RefusalCode::Invalid => CallError::SpawnFailed {
+                    reason: refusal.reason,
+                },
+            };
+            self.respond(w.call, Response::Error(err));
         }
         true
+    }
+
+    /// A spawn still in its readiness gate is called off: its pane is closed and whoever
+    /// asked for it is told it failed, and why.
+    pub(super) fn cancel_spawn(&mut self, gid: &SessionId, why: &str) {
+        if let Some(r) = self.spawns.reserved.remove(gid) {
+            self.out.push_back(Output::ClosePane { gid: gid.clone() });
+            self.spawn_done(gid, r.reply, Err(why.to_string()));
+        }
     }
 
     /// Requester side: the confirm of `publish`, if it was a SPAWN. Routed, the spawn waits

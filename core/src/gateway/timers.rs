@@ -32,6 +32,8 @@ pub enum TimerKind {
     HeldSweep,
     /// A spawn's readiness bound (target side) or answer bound (requester side).
     Spawn(SessionId),
+    /// A remote stop's answer bound (requester side), by the STOP's msgId.
+    Stop(crate::ids::MsgId),
     /// The idle reaper's round.
     Reap,
     /// A member listed at start reaches its adoption bound.
@@ -64,6 +66,7 @@ impl Gateway {
                 TimerKind::PresenceFlush => self.on_presence_flush(),
                 TimerKind::HeldSweep => self.on_held_sweep(now),
                 TimerKind::Spawn(gid) => self.on_spawn_timer(now, gid),
+                TimerKind::Stop(msg) => self.on_stop_timer(now, msg),
                 TimerKind::Reap => self.on_reap(now),
                 TimerKind::Adoption(gid) => self.on_adoption_due(now, gid),
                 TimerKind::StatusPoll | TimerKind::Injector => {}

@@ -222,6 +222,7 @@ impl Gateway {
         self.turns.remove(target);
         self.sessions.remove(target);
         self.local_entity_gone(target);
+        self.stop_pane_gone(now, target);
         self.last_delegator.remove(target);
         if self.push.forget(target) {
             // A lead pane died: nothing can be typed into it; its items stay collectable.

@@ -282,6 +282,16 @@ pub enum CallError {
     SpawnFailed { reason: String },
     #[error("{target} is not in the roster: no host serves it now")]
     NotFound { target: SessionId },
+    #[error("host {host} refused: {reason}")]
+    NotAllowed { host: HostId, reason: String },
+    #[error("{target} is no longer served here: its pane is gone (stopped or closed), and nothing it says now is delivered")]
+    PaneGone { target: SessionId },
+    #[error("host {host} did not confirm that {target} stopped within {waited_ms} ms: the STOP may still take effect; fleet_list shows whether it left")]
+    StopUnconfirmed {
+        target: SessionId,
+        host: HostId,
+        waited_ms: u64,
+    },
 }
 
 impl CallError {
@@ -299,6 +309,9 @@ impl CallError {
             CallError::UnknownProfile { .. } => "unknown_profile",
             CallError::SpawnFailed { .. } => "spawn_failed",
             CallError::NotFound { .. } => "not_found",
+            CallError::NotAllowed { .. } => "not_allowed",
+            CallError::PaneGone { .. } => "pane_gone",
+            CallError::StopUnconfirmed { .. } => "stop_unconfirmed",
         }
     }
 }

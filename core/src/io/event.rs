@@ -187,6 +187,9 @@ pub enum Event {
     RosterExpired { gid: SessionId },
     /// Its host's presence says a gid left (a leave delta, or absent from a newer snapshot).
     RosterLeft { gid: SessionId },
+    /// A member served here is being stopped (its pane closed), and why: by its own lead, or
+    /// by a STOP naming the lead and host that asked.
+    Stopping { gid: SessionId, why: String },
     /// Another host's gateway announced a later start: it restarted and lost its soft state.
     PeerRestarted { host: HostId },
     /// A report to another host could not be published (broker down, no inbox any more).
@@ -236,6 +239,7 @@ impl Event {
             Event::Rejected { .. } => "rejected",
             Event::RosterExpired { .. } => "roster_expired",
             Event::RosterLeft { .. } => "roster_left",
+            Event::Stopping { .. } => "stopping",
             Event::PeerRestarted { .. } => "peer_restarted",
             Event::Undelivered { .. } => "undelivered",
             Event::BrokerDropped { .. } => "broker_dropped",
@@ -319,6 +323,7 @@ impl fmt::Display for Event {
             } => write!(f, "rejected {queue} {code}: {detail}"),
             Event::RosterExpired { gid } => write!(f, "roster_expired {gid}"),
             Event::RosterLeft { gid } => write!(f, "roster_left {gid}"),
+            Event::Stopping { gid, why } => write!(f, "stopping {gid} ({why})"),
             Event::PeerRestarted { host } => write!(f, "peer_restarted {host}"),
             Event::Undelivered { kind, to, why } => write!(f, "undelivered {kind} to {to}: {why}"),
             Event::ReplayRecordRestored { entries, expired } => {

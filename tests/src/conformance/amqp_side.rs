@@ -285,6 +285,26 @@ pub async fn delete_all(uri: &str, queues: &[String], names: &fleet_core::broker
     let _ = conn.close(200, "cleanup done".into()).await;
 }
 
+/// Whether `queue` exists on the broker (a passive declare: a missing queue closes the
+/// channel with 404). `Err` when the broker cannot be asked.
+pub async fn queue_exists(uri: &str, queue: &str) -> Result<bool, String> {
+    let conn = probe(uri).await?;
+    let ch = conn
+        .create_channel()
+        .await
+        .map_err(|e| format!("channel: {e}"))?;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    let found = ch
+        .queue_declare(queue.into(), passive, FieldTable::default())
+        .await
+        .is_ok();
+    let _ = conn.close(200, "probe done".into()).await;
+    Ok(found)
+}
+
 async fn probe(uri: &str) -> Result<Connection, String> {
     let connect = Connection::connect(uri, ConnectionProperties::default());
     match tokio::time::timeout(Duration::from_secs(10), connect).await {

@@ -3,7 +3,8 @@
 //! FAILED — is believed only from that delegation's real counterpart: the member the brief
 //! was sent to (admission has already checked that signed presence binds it to the signing
 //! host), or for a report about it (a `_gateway` FAILED, which no honest gateway sends now),
-//! that host's own gateway or this one; for a spawn, the gateway of the host it was sent to;
+//! that host's own gateway or this one; for a spawn or a stop, the gateway of the host it was
+//! sent to;
 //! for NO_WAITER, the lead the question was asked of. `re` alone proves nothing: any peer that
 //! learns a msgId could otherwise end or answer someone else's delegation.
 
@@ -55,15 +56,15 @@ impl Gateway {
                         env.kind, env.msg_id, env.from, env.signer, d.target
                     ));
                 }
-                if let Some(host) = (env.kind == Kind::Failed)
-                    .then(|| self.spawn_host(re))
-                    .flatten()
-                {
+                for (what, host) in [("spawn", self.spawn_host(re)), ("stop", self.stop_host(re))] {
+                    let Some(host) = host.filter(|_| env.kind == Kind::Failed) else {
+                        continue;
+                    };
                     if from_gateway && env.signer == host {
                         return Ok(());
                     }
                     return Err(format!(
-                        "FAILED {} from {} on {} answers spawn {re}, which went to {host}",
+                        "FAILED {} from {} on {} answers {what} {re}, which went to {host}",
                         env.msg_id, env.from, env.signer
                     ));
                 }

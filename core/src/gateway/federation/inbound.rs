@@ -6,6 +6,7 @@ use super::confirms::Pending;
 use super::Draft;
 use crate::admission::{admit_in, Arrived, Rejection};
 use crate::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange, Names, PublishResult};
+use crate::control::{Refusal, RefusalCode};
 use crate::envelope::{Envelope, HeaderValue, Headers, Kind};
 use crate::gateway::delegation::{RemoteBrief, Side};
 use crate::gateway::{Gateway, TimerKind};
@@ -33,7 +34,7 @@ impl Gateway {
             BrokerEvent::Up { generation } => self.on_broker_up(now, generation),
             BrokerEvent::Down => self.on_broker_down(now),
             BrokerEvent::Published { publish, result } => {
-                if self.spawn_confirmed(publish, &result) {
+                if self.spawn_confirmed(publish, &result) || self.stop_confirmed(publish, &result) {
                     return;
                 }
                 let what = self.fed.as_mut().and_then(|f| f.confirms.take(publish));
@@ -117,6 +118,7 @@ impl Gateway {
             );
         }
         self.spawns_broker_down();
+        self.stops_broker_down();
     }
 
     /// A publish's fate, as the confirm (or its absence) tells it.
@@ -218,11 +220,12 @@ impl Gateway {
             Err(r) => return self.reject(d.delivery, &d.queue, r.code(), r.to_string()),
         };
         let (delivery, queue) = (d.delivery, d.queue);
-        // A SPAWN is at-least-once (acked once its member is ready or failed): a broker
-        // redelivery of one goes to the spawn dedup (registry, then reservation), not here.
+        // SPAWN and STOP are at-least-once (acked once done): a broker redelivery of one goes
+        // to its own dedup (the spawn's registry and reservation, the stop's closing set), not
+        // here.
         if d.redelivered
             && env.kind.replay_guarded()
-            && env.kind != Kind::Spawn
+            && !env.kind.is_control()
             && !self.cfg.planted(PlantedBug::AckAfterInject)
         {
             return self.on_forward_redelivery(delivery, &queue, env);
@@ -251,8 +254,14 @@ impl Gateway {
             .or(held_q);
         // Point-to-point kinds must be addressed to the inbox they arrived in.
         let inbox = inbox_of.as_ref().is_some_and(|g| g.as_str() == env.to);
-        if control && !f.cfg.control_allowlist.contains(&env.signer) {
-            let why = format!("{} may not send control to this host", env.signer);
+        let unchecked =
+            env.kind == Kind::Stop && self.cfg.planted(PlantedBug::StopWithoutAllowlist);
+        if control && !f.cfg.control_allowlist.contains(&env.signer) && !unchecked {
+            let why = format!("{} may not send control to {}", env.signer, f.cfg.host);
+            // The requester's call hears why at once instead of waiting out its bound.
+            if env.kind.is_control() {
+                self.refuse_control(&env, Refusal::new(RefusalCode::NotAllowed, why.clone()));
+            }
             return self.reject(delivery, queue, RejectCode::NotAllowed, why);
         }
         if inbox {
@@ -269,6 +278,12 @@ impl Gateway {
                         code: RejectCode::Malformed,
                         detail: why,
                     });
+                }
+            }
+            Kind::Stop if control => {
+                if let Err(refusal) = self.on_stop_message(now, delivery, &env) {
+                    self.ack(delivery);
+                    self.refuse_control(&env, refusal);
                 }
             }
             Kind::Broadcast if inbox_of.is_some() => {

@@ -119,6 +119,7 @@ impl Gateway {
             self.peer_restarted(now, &env.signer, since);
         }
         for gid in seen.left {
+            self.stop_seen_left(&gid, &env.signer);
             self.event(Event::RosterLeft { gid });
         }
         for gid in &seen.bound {

@@ -151,7 +151,7 @@ impl Gateway {
         let mandatory = env.kind != Kind::Broadcast;
         let persistent = matches!(
             env.kind,
-            Kind::Send | Kind::Reply | Kind::Failed | Kind::Abandoned | Kind::Spawn
+            Kind::Send | Kind::Reply | Kind::Failed | Kind::Abandoned | Kind::Spawn | Kind::Stop
         );
         self.out.push_back(Output::Broker(BrokerOp::Publish {
             publish,

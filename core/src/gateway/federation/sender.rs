@@ -320,8 +320,7 @@ impl Gateway {
     /// FAILED or ABANDONED answering a brief (or a SPAWN) we sent.
     pub(super) fn on_failed_message(&mut self, now: Instant, env: Envelope) {
         if let Some(re) = env.re {
-            let reason = String::from_utf8_lossy(&env.body).into_owned();
-            if self.spawn_failed(re, reason) {
+            if self.stop_refused(re, &env.body) || self.spawn_failed(re, &env.body) {
                 return;
             }
         }
