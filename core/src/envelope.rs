@@ -14,9 +14,9 @@ use uuid::Uuid;
 
 /// The envelope schema this build writes. 1.1: presence is a host snapshot plus ordered
 /// per-entity deltas (`roster::Presence`'s `seq`, `entities`, `group`, `gone`); 1.0 readers
-/// ignore those fields (docs/federation.md, "Presence"). 1.2: STOP on `fleet.control`, and a
-/// refused control message is answered FAILED with a typed `control::Refusal` (a 1.1 reader
-/// refuses a STOP as malformed, and its requester's call says the stop is unconfirmed).
+/// ignore those fields (docs/federation.md, "Presence"). 1.2: STOP on `fleet.control`, a
+/// refused control message answered FAILED with a typed `control::Refusal`, and COORD (a
+/// lead-to-lead note); a 1.1 reader refuses either new kind as malformed.
 pub const VERSION: Version = Version { major: 1, minor: 2 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -48,10 +48,11 @@ pub enum Kind {
     Presence,
     Spawn,
     Stop,
+    Coord,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 14] = [
         Kind::Send,
         Kind::Reply,
         Kind::Ask,
@@ -65,6 +66,7 @@ impl Kind {
         Kind::Presence,
         Kind::Spawn,
         Kind::Stop,
+        Kind::Coord,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -82,6 +84,7 @@ impl Kind {
             Kind::Presence => "PRESENCE",
             Kind::Spawn => "SPAWN",
             Kind::Stop => "STOP",
+            Kind::Coord => "COORD",
         }
     }
 
@@ -92,7 +95,7 @@ impl Kind {
     pub fn replay_guarded(self) -> bool {
         matches!(
             self,
-            Kind::Send | Kind::Answer | Kind::Broadcast | Kind::Spawn | Kind::Stop
+            Kind::Send | Kind::Answer | Kind::Broadcast | Kind::Spawn | Kind::Stop | Kind::Coord
         )
     }
 

@@ -20,6 +20,13 @@ pub struct HeldReply {
     pub at: Instant,
 }
 
+impl HeldReply {
+    /// Each lead collects its own results; one held for no lead, anyone who may drain.
+    pub fn visible_to(&self, by: Option<&SessionId>) -> bool {
+        self.lead.is_none() || self.lead.as_ref() == by
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the reply inbox for this session is full ({cap} held); collect replies first")]
 pub struct InboxFull {
@@ -90,6 +97,37 @@ impl ReplyInbox {
             self.rev.bump();
         }
         acked
+    }
+
+    /// What `by` may collect of `target`'s held replies: those for it, and those for no lead
+    /// (an orphan, whose turn's lead was forgotten), oldest first, without removing them.
+    pub fn peek_by(&self, target: &SessionId, by: Option<&SessionId>) -> Vec<HeldReply> {
+        self.held
+            .get(target)
+            .map(|q| q.iter().filter(|r| r.visible_to(by)).cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Removes the named replies of `target` that `by` may collect.
+    pub fn ack_by(
+        &mut self,
+        target: &SessionId,
+        ids: &[ReplyId],
+        by: Option<&SessionId>,
+    ) -> Vec<HeldReply> {
+        let mine: Vec<ReplyId> = self
+            .peek_by(target, by)
+            .into_iter()
+            .map(|r| r.id)
+            .filter(|id| ids.contains(id))
+            .collect();
+        self.ack(target, &mine)
+    }
+
+    /// Peek and ack in one step, of what `by` may collect.
+    pub fn drain_by(&mut self, target: &SessionId, by: Option<&SessionId>) -> Vec<HeldReply> {
+        let mine: Vec<ReplyId> = self.peek_by(target, by).into_iter().map(|r| r.id).collect();
+        self.ack(target, &mine)
     }
 
     /// Peek and ack in one step.
@@ -177,6 +215,33 @@ mod tests {
         assert_eq!(inbox.depth(&"w1".into()), 0);
         assert_eq!(inbox.depth(&"w2".into()), 1);
         assert_eq!(inbox.total(), 1);
+    }
+
+    #[test]
+    fn each_lead_collects_only_its_own_and_the_orphans() {
+        let mut m = IdMint::from_seed(1);
+        let mut inbox = ReplyInbox::new(8);
+        let (a, b) = (SessionId::new("lead-a"), SessionId::new("lead-b"));
+        let for_a = HeldReply {
+            lead: Some(a.clone()),
+            ..reply(&mut m, "w1", "for a")
+        };
+        let for_b = HeldReply {
+            lead: Some(b.clone()),
+            ..reply(&mut m, "w1", "for b")
+        };
+        let orphan = reply(&mut m, "w1", "for nobody");
+        for r in [&for_a, &for_b, &orphan] {
+            inbox.push(r.clone()).unwrap();
+        }
+        assert_eq!(
+            inbox.peek_by(&"w1".into(), Some(&a)),
+            vec![for_a.clone(), orphan.clone()]
+        );
+        assert!(inbox.ack_by(&"w1".into(), &[for_b.id], Some(&a)).is_empty());
+        assert_eq!(inbox.drain_by(&"w1".into(), Some(&a)), vec![for_a, orphan]);
+        assert_eq!(inbox.drain_by(&"w1".into(), Some(&b)), vec![for_b]);
+        assert_eq!(inbox.total(), 0);
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub struct Ask {
     pub question: String,
     pub calls: Vec<CallId>,
     pub deadline: Instant,
+    /// The lead the question was put to (the lead of the delegation it paused): only it may
+    /// answer. `None` until then, or when that delegation had no lead of its own.
+    pub owner: Option<SessionId>,
 }
 
 /// The result of `open_ask`.
@@ -185,6 +188,7 @@ impl Rendezvous {
                 question: question.to_string(),
                 calls: vec![call],
                 deadline,
+                owner: None,
             },
         );
         self.ask_by_session.insert(session.clone(), turn);
@@ -193,6 +197,13 @@ impl Rendezvous {
 
     pub fn ask(&self, turn: TurnId) -> Option<&Ask> {
         self.asks.get(&turn)
+    }
+
+    /// The question of `turn` was put to `lead`.
+    pub fn set_owner(&mut self, turn: TurnId, lead: Option<SessionId>) {
+        if let Some(a) = self.asks.get_mut(&turn) {
+            a.owner = lead;
+        }
     }
 
     pub fn ask_of(&self, session: &SessionId) -> Option<TurnId> {

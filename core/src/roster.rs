@@ -108,6 +108,15 @@ pub struct Card {
     /// When it joined (Unix ms, on its gateway's clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<u64>,
+    /// The work item it was spawned for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
+    /// The directory it was started in, when its spawn named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// The SHA-256 (hex) of the exact charter it was launched with — for audit, never the text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charter: Option<String>,
 }
 
 fn lenient_role<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<MemberRole>, D::Error> {
@@ -126,12 +135,20 @@ impl Card {
     /// odd field never costs a host its whole snapshot.
     pub fn checked(self) -> Card {
         let fits = |s: &str| !s.is_empty() && s.len() <= MAX_PROFILE_LEN;
+        let sha256 = |c: &str| c.len() == 64 && c.bytes().all(|b| b.is_ascii_hexdigit());
         Card {
             profile: self.profile.filter(|p| fits(p)),
             owner: self.owner.filter(|o| fits(o.as_str())),
             group: self
                 .group
                 .filter(|g| crate::spawn_spec::invalid_group(g).is_none()),
+            ticket: self
+                .ticket
+                .filter(|t| crate::spawn_spec::invalid_ticket(t).is_none()),
+            cwd: self
+                .cwd
+                .filter(|c| crate::spawn_spec::invalid_cwd(c).is_none()),
+            charter: self.charter.filter(|c| sha256(c)),
             ..self
         }
     }

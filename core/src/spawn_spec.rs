@@ -5,7 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 /// What a member is for (ch. 9's `MemberRole`), independent of the profile it runs on. The
-/// roster shows it; nothing is authorised by it.
+/// roster shows it; an ARCHITECT member is authorised as an architect (it may delegate, never
+/// spawn, stop or drain), a DEV or REVIEWER as a worker.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum MemberRole {
@@ -25,8 +26,8 @@ impl MemberRole {
     }
 }
 
-/// The body of a SPAWN message.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What a spawn asks for: `fleet_spawn`'s arguments and the body of a SPAWN message.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpawnSpec {
     pub profile: String,
     #[serde(default)]
@@ -36,6 +37,40 @@ pub struct SpawnSpec {
     pub role: Option<MemberRole>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<Worktree>,
+    /// The directory the member starts in, on its host (an absolute path); the profile's own
+    /// when absent. Not with a worktree, which is its directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// The work item the member is for (an issue key such as `CB-308`), shown in the roster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
+}
+
+/// The longest `cwd` a spawn may name.
+pub const MAX_CWD_LEN: usize = 4096;
+/// The longest `ticket` a spawn may name.
+pub const MAX_TICKET_LEN: usize = 128;
+
+/// Why `ticket` cannot label a member: it is shown in every roster, so one line of printable
+/// text, at most `MAX_TICKET_LEN` bytes.
+pub fn invalid_ticket(ticket: &str) -> Option<String> {
+    let ok = !ticket.trim().is_empty()
+        && ticket.len() <= MAX_TICKET_LEN
+        && !ticket.chars().any(char::is_control);
+    (!ok).then(|| {
+        format!(
+            "ticket {ticket:?} must be one line of printable text (at most {MAX_TICKET_LEN} bytes)"
+        )
+    })
+}
+
+/// Why `cwd` cannot be a member's starting directory: an absolute path without control
+/// characters (it reaches herdr's `pane.create` and the launcher as one argument).
+pub fn invalid_cwd(cwd: &str) -> Option<String> {
+    let ok = cwd.starts_with('/') && cwd.len() <= MAX_CWD_LEN && !cwd.chars().any(char::is_control);
+    (!ok).then(|| {
+        format!("cwd {cwd:?} must be an absolute path without control characters (at most {MAX_CWD_LEN} bytes)")
+    })
 }
 
 /// The git worktree a spawned member works in (ch. 9's `GitWorktrees`).
@@ -64,6 +99,24 @@ pub fn invalid_group(group: &str) -> Option<String> {
 }
 
 impl SpawnSpec {
+    /// A spawn of `profile` with nothing else asked.
+    pub fn of(profile: impl Into<String>) -> SpawnSpec {
+        SpawnSpec {
+            profile: profile.into(),
+            ..SpawnSpec::default()
+        }
+    }
+
+    pub fn group(mut self, group: impl Into<String>) -> SpawnSpec {
+        self.group = Some(group.into());
+        self
+    }
+
+    pub fn role(mut self, role: MemberRole) -> SpawnSpec {
+        self.role = Some(role);
+        self
+    }
+
     /// Why this spec cannot be asked of `remote` (another host) or of any host.
     pub fn invalid(&self, remote: bool) -> Option<String> {
         if self.profile.trim().is_empty() {
@@ -71,6 +124,17 @@ impl SpawnSpec {
         }
         if let Some(why) = self.group.as_deref().and_then(invalid_group) {
             return Some(why);
+        }
+        if let Some(why) = self.ticket.as_deref().and_then(invalid_ticket) {
+            return Some(why);
+        }
+        if let Some(why) = self.cwd.as_deref().and_then(invalid_cwd) {
+            return Some(why);
+        }
+        if self.cwd.is_some() && self.worktree.is_some() {
+            return Some(
+                "cwd and worktree are exclusive: a worktree is the member's directory".into(),
+            );
         }
         self.worktree.as_ref().and_then(|w| w.invalid(remote))
     }

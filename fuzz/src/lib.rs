@@ -559,10 +559,10 @@ impl World {
                     3 => Request::List,
                     _ => Request::Spawn {
                         host: u.arbitrary::<bool>()?.then(|| HostId::new("b")),
-                        profile: "echo".into(),
-                        group: None,
-                        role: None,
-                        worktree: None,
+                        spec: fleet_core::SpawnSpec {
+                            profile: "echo".into(),
+                            ..Default::default()
+                        },
                     },
                 };
                 self.call(lead, request);

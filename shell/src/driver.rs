@@ -288,15 +288,8 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                         })
                     }));
                 }
-                Output::SpawnPane {
-                    gid,
-                    profile,
-                    group,
-                    worktree,
-                } => {
-                    let op = self
-                        .herdr
-                        .spawn(&gid, &profile, group.as_deref(), worktree.as_ref());
+                Output::SpawnPane { gid, spec } => {
+                    let op = self.herdr.spawn(&gid, &spec);
                     self.ops.push(Box::pin(async move {
                         let result = op.await.map_err(|e| e.to_string());
                         Some(Input::Spawned { gid, result })

@@ -10,8 +10,8 @@ use crate::observe::AuditSink;
 use fleet_core::authz::{self, Action};
 use fleet_core::roster::EntityKind;
 use fleet_core::{
-    CallError, HostId, Input, MemberRole, Outcome, Request, Response, Role, SessionId, TicketId,
-    TurnId, Worktree,
+    CallError, HostId, Input, MemberRole, Outcome, Request, Response, Role, SessionId, SpawnSpec,
+    TicketId, TurnId, Worktree,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -100,7 +100,10 @@ impl App {
     /// Makes a call through the driver loop and counts it.
     pub async fn call(&self, caller: &Caller, face: &str, req: Request) -> Result<Response, Gone> {
         let kind = match &req {
-            Request::Send { .. } | Request::Answer { .. } | Request::Broadcast { .. } => {
+            Request::Send { .. }
+            | Request::Answer { .. }
+            | Request::Broadcast { .. }
+            | Request::Coordinate { .. } => {
                 self.metrics.inc("fleet_sends_total", &[("face", face)]);
                 "send"
             }
@@ -177,6 +180,25 @@ impl App {
             "coordId": matches!(p.role, Role::Primary | Role::Architect).then(|| p.session.clone()).flatten(),
             "host": self.host,
         })
+    }
+
+    /// `fleet_whoami` as the core authorises the caller: a member spawned ARCHITECT is known
+    /// to the shell only by its member token (WORKER), and to the core by its roster card.
+    pub async fn whoami_as_seen(&self, caller: &Caller) -> Value {
+        let mut me = self.whoami(caller);
+        let p = &caller.principal;
+        let (Role::Worker, Some(gid)) = (p.role, &p.session) else {
+            return me;
+        };
+        if let Ok(Response::Roster { rows }) = self.handle.call(p.clone(), Request::List).await {
+            let architect = rows
+                .iter()
+                .any(|r| &r.gid == gid && r.role == Some(MemberRole::Architect));
+            if architect {
+                me["role"] = json!(Role::Architect.as_str());
+            }
+        }
+        me
     }
 
     /// `fleet_profiles`: this host's, and every other host's as its heartbeat advertises.
@@ -285,7 +307,9 @@ pub struct SendArgs {
     /// Answer a member's open question instead: the turnId its QUESTION outcome carried.
     #[serde(default)]
     pub turn_id: Option<String>,
-    /// Send to a peer lead instead: its coordId (fleet_whoami on its side, or fleet_list).
+    /// Coordinate with a peer lead instead: its coordId (fleet_whoami on its side, or a lead
+    /// row of fleet_list). A note typed into its pane when it is ready — never a task: answered
+    /// `coordinated` at once, nothing comes back through the fleet (wait/timeoutMs do not apply).
     #[serde(default)]
     pub coord_id: Option<String>,
     /// Send the same text to every member ("all") or to one group, fleet-wide.
@@ -349,10 +373,20 @@ impl SendArgs {
                 content: self.message,
             });
         }
-        let target = match (self.session_id, self.coord_id) {
-            (Some(s), _) => session(&s, "sessionId")?,
-            (_, Some(c)) => session(&c, "coordId")?,
-            _ => return Err(bad("no recipient")),
+        if let Some(c) = self.coord_id {
+            if self.wait == Some(true) || self.timeout_ms.is_some() {
+                return Err(bad(
+                    "coordination is fire-and-deliver: wait and timeoutMs do not apply to coordId",
+                ));
+            }
+            return Ok(Request::Coordinate {
+                target: session(&c, "coordId")?,
+                content: self.message,
+            });
+        }
+        let target = match self.session_id {
+            Some(s) => session(&s, "sessionId")?,
+            None => return Err(bad("no recipient")),
         };
         Ok(Request::Send {
             target,
@@ -399,6 +433,13 @@ pub struct SpawnArgs {
     pub role: Option<RoleArg>,
     #[serde(default)]
     pub worktree: Option<WorktreeArgs>,
+    /// The directory the member starts in on its host (an absolute path); not with a
+    /// worktree.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// The work item the member is for (an issue key), shown in the roster.
+    #[serde(default)]
+    pub ticket: Option<String>,
 }
 
 impl SpawnArgs {
@@ -408,13 +449,67 @@ impl SpawnArgs {
         }
         Ok(Request::Spawn {
             host: self.host.map(HostId::new),
-            profile: self.profile,
+            spec: SpawnSpec {
+                profile: self.profile,
+                group: self.group,
+                role: self.role.map(MemberRole::from),
+                worktree: self.worktree.map(|w| Worktree {
+                    repo: w.repo,
+                    commit: w.commit,
+                }),
+                cwd: self.cwd,
+                ticket: self.ticket,
+            },
+        })
+    }
+}
+
+/// `POST /members?role=&profile=&cwd=&worktree=&ticket=` (ch. 9): the same spawn as a JSON
+/// body, in the query. `worktree` is the repository; `commit` pins it.
+#[derive(Clone, Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SpawnQuery {
+    pub profile: Option<String>,
+    pub host: Option<String>,
+    pub group: Option<String>,
+    pub role: Option<RoleArg>,
+    pub worktree: Option<String>,
+    pub commit: Option<String>,
+    pub cwd: Option<String>,
+    pub ticket: Option<String>,
+}
+
+impl SpawnQuery {
+    pub fn is_empty(&self) -> bool {
+        self.profile.is_none()
+            && self.host.is_none()
+            && self.group.is_none()
+            && self.role.is_none()
+            && self.worktree.is_none()
+            && self.commit.is_none()
+            && self.cwd.is_none()
+            && self.ticket.is_none()
+    }
+
+    pub fn args(self) -> Result<SpawnArgs, CallError> {
+        let Some(profile) = self.profile else {
+            return Err(bad("profile must be named (?profile=, or a JSON body)"));
+        };
+        if self.commit.is_some() && self.worktree.is_none() {
+            return Err(bad("commit pins a worktree: name the worktree too"));
+        }
+        Ok(SpawnArgs {
+            profile,
+            host: self.host,
             group: self.group,
-            role: self.role.map(MemberRole::from),
-            worktree: self.worktree.map(|w| Worktree {
-                repo: w.repo,
-                commit: w.commit,
+            role: self.role,
+            worktree: self.worktree.map(|repo| WorktreeArgs {
+                repo,
+                commit: self.commit,
             }),
+            cwd: self.cwd,
+            ticket: self.ticket,
         })
     }
 }
@@ -440,7 +535,7 @@ pub fn http_status(resp: &Response) -> u16 {
             Outcome::BackendExhausted => 503,
         },
         Response::Ticket(_) => 202,
-        Response::Broadcast { .. } => 202,
+        Response::Broadcast { .. } | Response::Coordinated { .. } => 202,
         Response::Error(e) => error_status(e),
         _ => 200,
     }

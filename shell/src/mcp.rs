@@ -133,7 +133,9 @@ its outcome: REPLIED (the member's fleet_reply is in `body`), COMPLETED_UNREPLIE
 ended without a reply; `body` is what it left on screen), QUESTION (the member asked something: \
 answer with fleet_send{turnId, message}), or a failure (WORKER_FAILED, BACKEND_EXHAUSTED, \
 TIMED_OUT_WORKING, TIMED_OUT_QUEUED, BUSY: another delegation to it is open). wait:false returns \
-a ticket at once; follow it with fleet_poll{ticket}. coordId sends to a peer lead; broadcast \
+a ticket at once; follow it with fleet_poll{ticket}. coordId (a peer lead's id) is coordination, \
+not delegation: a note typed into that lead's pane when it is ready, answered `coordinated` at \
+once and never waited on; broadcast \
 ('all' or a group) sends the same announcement to every member. The message is typed into the \
 recipient's pane only when it is ready, never twice."
     )]
@@ -260,15 +262,28 @@ exact 40-hex commit for another host). Returns its sessionId once it is ready fo
 
     #[tool(
         description = "The fleet-wide roster: every member, lead and gateway on every host, \
-with its host, status, whether it is busy and ready, its profile, role, group, the lead that \
-spawned it, since when, and whether the row is live. Leads' ids are their coordIds."
+with its host, status, whether it is busy and ready, its profile, role, group, ticket, cwd, \
+charter receipt, the lead that spawned it, since when, and whether the row is live. Leads' ids \
+are their coordIds; `you` says who is asking and its own coordId."
     )]
     async fn fleet_list(
         &self,
         Extension(parts): Extension<Parts>,
         Parameters(_): Parameters<NoArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.run(&parts, Ok(Request::List)).await
+        let caller = caller(&parts)?;
+        match self.app.call(&caller, "mcp", Request::List).await {
+            Ok(resp) => {
+                let ok = faces::http_status(&resp) < 400;
+                let mut body = faces::body(&resp);
+                // Who is asking, and the coordId a peer lead reaches it by.
+                if let Some(obj) = body.as_object_mut().filter(|_| ok) {
+                    obj.insert("you".into(), self.app.whoami(&caller));
+                }
+                Ok(json_result(ok, &body))
+            }
+            Err(_) => Ok(json_result(false, &faces::gone_body())),
+        }
     }
 
     #[tool(
@@ -312,7 +327,7 @@ WORKER member, or ANONYMOUS), your session id, your coordId as a lead, and the h
         Parameters(_): Parameters<NoArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         let caller = caller(&parts)?;
-        Ok(json_result(true, &self.app.whoami(&caller)))
+        Ok(json_result(true, &self.app.whoami_as_seen(&caller).await))
     }
 }
 

@@ -4,7 +4,7 @@
 //! the port, and a slow pane never stalls the others.
 
 use fleet_core::broker::{BrokerEvent, BrokerOp};
-use fleet_core::{AgentStatus, Instant, Readiness, SessionId, Worktree};
+use fleet_core::{AgentStatus, Instant, Launched, SessionId, SpawnSpec};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -68,13 +68,9 @@ pub trait HerdrPort {
     fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>>;
     fn read(&self, target: &SessionId) -> PortFuture<Result<String, HerdrError>>;
     /// Start a member pane labelled `fleet:<gid>` from `profile`.
-    fn spawn(
-        &self,
-        gid: &SessionId,
-        profile: &str,
-        group: Option<&str>,
-        worktree: Option<&Worktree>,
-    ) -> PortFuture<Result<Readiness, HerdrError>>;
+    /// Launches member `gid` as `spec` says (its profile; a worktree to cut or a cwd to start
+    /// in), labelled `fleet:<gid>`.
+    fn spawn(&self, gid: &SessionId, spec: &SpawnSpec) -> PortFuture<Result<Launched, HerdrError>>;
     fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>>;
 }
 

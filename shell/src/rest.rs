@@ -2,10 +2,10 @@
 //! daemon gave them, JSON errors with stable codes, and the OpenAPI document generated from
 //! the same route table (`/openapi.json`), so it cannot describe a route that does not exist.
 
-use crate::faces::{self, App, SendArgs, SpawnArgs};
+use crate::faces::{self, App, SendArgs, SpawnArgs, SpawnQuery};
 use crate::herdr::{Api, Socket};
 use crate::identity::Caller;
-use axum::extract::{Path, State};
+use axum::extract::{FromRequest, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use axum::{Extension, Json};
@@ -178,16 +178,48 @@ async fn list_members(State(app): State<App>, Extension(caller): Extension<Calle
     call(&app, &caller, Ok(Request::List)).await
 }
 
-/// Spawn a member (`fleet_spawn`): on this host, or on `host` over the control plane.
-#[utoipa::path(post, path = "/members", tag = "members", request_body = SpawnArgs,
+/// Spawn a member (`fleet_spawn`): on this host, or on `host` over the control plane. The
+/// spawn is a JSON body, or the query (`?role=&profile=&cwd=&worktree=&ticket=`), not both.
+#[utoipa::path(post, path = "/members", tag = "members", request_body = SpawnArgs, params(SpawnQuery),
     responses((status = 200, description = "spawned and ready"), (status = 400, body = ErrorBody),
               (status = 403, body = ErrorBody), (status = 502, description = "the spawn failed", body = ErrorBody)))]
 async fn spawn_member(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
-    Body(args): Body<SpawnArgs>,
+    query: Result<Query<SpawnQuery>, axum::extract::rejection::QueryRejection>,
+    req: axum::extract::Request,
 ) -> Reply {
-    call(&app, &caller, args.request()).await
+    let query = match query {
+        Ok(Query(q)) => q,
+        Err(rejection) => {
+            return error(&CallError::InvalidArgument {
+                reason: rejection.body_text(),
+            })
+        }
+    };
+    let args = if query.is_empty() {
+        match Body::<SpawnArgs>::from_request(req, &()).await {
+            Ok(Body(args)) => Ok(args),
+            Err(reply) => return reply,
+        }
+    } else {
+        let has_body = req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|n| n != "0")
+            || req
+                .headers()
+                .contains_key(axum::http::header::TRANSFER_ENCODING);
+        if has_body {
+            Err(CallError::InvalidArgument {
+                reason: "a spawn is the query or a JSON body, not both".into(),
+            })
+        } else {
+            query.args()
+        }
+    };
+    call(&app, &caller, args.and_then(SpawnArgs::request)).await
 }
 
 /// The profiles each host offers.

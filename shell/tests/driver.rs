@@ -99,15 +99,13 @@ impl HerdrPort for ScriptedHerdr {
     fn spawn(
         &self,
         gid: &SessionId,
-        _profile: &str,
-        _group: Option<&str>,
-        _worktree: Option<&fleet_core::Worktree>,
-    ) -> PortFuture<Result<fleet_core::Readiness, HerdrError>> {
+        _spec: &fleet_core::SpawnSpec,
+    ) -> PortFuture<Result<fleet_core::Launched, HerdrError>> {
         let (me, gid) = (self.clone(), gid.clone());
         Box::pin(async move {
             tokio::time::sleep(LATENCY).await;
             me.add(gid.as_str());
-            Ok(fleet_core::Readiness::OnConnect)
+            Ok(fleet_core::Readiness::OnConnect.into())
         })
     }
 

@@ -212,10 +212,8 @@ impl HerdrPort for SimHerdr {
     fn spawn(
         &self,
         gid: &SessionId,
-        _profile: &str,
-        _group: Option<&str>,
-        _worktree: Option<&fleet_core::Worktree>,
-    ) -> PortFuture<Result<Readiness, HerdrError>> {
+        _spec: &fleet_core::SpawnSpec,
+    ) -> PortFuture<Result<fleet_core::Launched, HerdrError>> {
         let (me, gid) = (self.clone(), gid.clone());
         let salt = gid
             .as_str()
@@ -238,7 +236,7 @@ impl HerdrPort for SimHerdr {
             me.booting
                 .borrow_mut()
                 .insert(gid, sim_now() + Duration::from_millis(boot));
-            Ok(Readiness::OnConnect)
+            Ok(Readiness::OnConnect.into())
         })
     }
 

@@ -480,10 +480,7 @@ async fn spawn(
     };
     let request = Request::Spawn {
         host: Some(on),
-        profile,
-        group: None,
-        role: None,
-        worktree: None,
+        spec: fleet_core::SpawnSpec::of(profile),
     };
     let Ok(r) = gateway.call(me.clone(), request).await else {
         return;

@@ -14,6 +14,9 @@ use std::collections::BTreeMap;
 
 /// Something the world will do at a given instant.
 #[derive(Clone, Debug)]
+// A call carries a whole `Request` (a spawn's spec is the largest); actions live only in the
+// world's schedule, so their size costs nothing worth an indirection.
+#[allow(clippy::large_enum_variant)]
 enum Action {
     /// The driver samples a pane's status (herdr `agent.get`).
     Sample(SessionId),
@@ -731,11 +734,13 @@ fn describe(r: &Request) -> String {
         Request::Ack { target, ids } => format!("ack {target} {} id(s)", ids.len()),
         Request::Drain { target } => format!("drain {target}"),
         Request::Status { target } => format!("status {target}"),
-        Request::Spawn { host, profile, .. } => format!(
-            "spawn {profile} on {}",
+        Request::Spawn { host, spec } => format!(
+            "spawn {} on {}",
+            spec.profile,
             host.as_ref().map_or("this host", |h| h.as_str())
         ),
         Request::Stop { target } => format!("stop {target}"),
+        Request::Coordinate { target, content } => format!("coordinate {target} {content:?}"),
         Request::Broadcast { group, content } => format!(
             "broadcast to {} {content:?}",
             group.as_deref().unwrap_or("all")

@@ -264,10 +264,8 @@ impl HerdrPort for EchoHerdr {
     fn spawn(
         &self,
         _: &SessionId,
-        _: &str,
-        _: Option<&str>,
-        _: Option<&fleet_core::Worktree>,
-    ) -> PortFuture<Result<fleet_core::Readiness, HerdrError>> {
+        _: &fleet_core::SpawnSpec,
+    ) -> PortFuture<Result<fleet_core::Launched, HerdrError>> {
         Box::pin(async { Err(HerdrError::Unavailable("the bench spawns nothing".into())) })
     }
 

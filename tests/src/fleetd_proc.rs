@@ -287,6 +287,12 @@ impl Rest {
             .await
     }
 
+    /// A POST with no body at all (a route that takes its arguments in the query).
+    pub async fn post_query(&self, path: &str) -> (u16, Value) {
+        self.send(self.http.post(format!("{}{path}", self.base)))
+            .await
+    }
+
     pub async fn delete(&self, path: &str) -> (u16, Value) {
         self.send(self.http.delete(format!("{}{path}", self.base)))
             .await
@@ -310,6 +316,10 @@ impl Drop for Played {
 /// - `ASK <ms>: <question>` asks the lead first (`fleet_ask`, timing out after `<ms>`) and
 ///   replies `answered: <the answer or the ask's outcome>`;
 /// - `SLOW <ms>: …` works `<ms>` before replying;
+/// - `DESIGN: <x>` (an architect's brief) is replied to with `design of <x> by <its gid>`;
+/// - `DELEGATE <gid>: <task>` delegates `<task>` to member `<gid>` (`POST
+///   /sessions/<gid>/message`, blocking, as this member — an architect may) and replies
+///   `delegated (<status>): <outcome> <body>`;
 /// - anything else is replied to at once with `done: <brief>`.
 ///
 /// A reply the gateway does not take (it is down, or its broker is) is retried, as a member
@@ -385,6 +395,23 @@ async fn work(rest: &Rest, gid: &str, brief: &str) -> String {
     }
     if let Some((ms, _)) = lead_in("SLOW ") {
         tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    if let Some(topic) = brief.strip_prefix("DESIGN: ") {
+        return format!("design of {topic} by {gid}");
+    }
+    if let Some((to, task)) = brief
+        .strip_prefix("DELEGATE ")
+        .and_then(|r| r.split_once(": "))
+    {
+        let (code, v) = rest
+            .post(
+                &format!("/sessions/{to}/message"),
+                json!({ "message": task, "timeoutMs": 30000 }),
+            )
+            .await;
+        let outcome = v["outcome"].as_str().or(v["code"].as_str()).unwrap_or("?");
+        let body = v["body"].as_str().unwrap_or("");
+        return format!("delegated ({code}): {outcome} {body}");
     }
     format!("done: {brief}")
 }

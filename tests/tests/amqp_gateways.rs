@@ -244,10 +244,10 @@ fn u4_a_spawn_on_another_host_survives_a_redelivered_spawn() {
                     lead_principal(0),
                     Request::Spawn {
                         host: Some(host(1)),
-                        profile: "claude".into(),
-                        group: None,
-                        role: None,
-                        worktree: None,
+                        spec: fleet_core::SpawnSpec {
+                            profile: "claude".into(),
+                            ..Default::default()
+                        },
                     },
                 )
                 .await
@@ -503,10 +503,10 @@ fn u4_on_herdr_a_redelivered_spawn_starts_one_pane_that_then_works() {
         let spawn = tokio::task::spawn_local(async move {
             let request = Request::Spawn {
                 host: Some(host(1)),
-                profile: "claude".into(),
-                group: None,
-                role: None,
-                worktree: None,
+                spec: fleet_core::SpawnSpec {
+                    profile: "claude".into(),
+                    ..Default::default()
+                },
             };
             handle.call(lead_principal(0), request).await
         });

@@ -208,18 +208,27 @@ async fn every_role_and_action_over_mcp_and_rest_follows_chapter_nine() {
     let _members = play_members(herdr.clone(), &fleetd.url, mkey);
     let url = fleetd.url.clone();
 
-    // Two members: the worker caller, and the other session the callers act on.
+    // Three members: the worker caller, the other session the callers act on, and a member
+    // spawned ARCHITECT (through the query form of POST /members), which is authorised as an
+    // architect: the same row of the table as an architect lead.
     let primary_rest = Rest::new(&url, Some(LEAD_TOKEN));
     let mut gids = Vec::new();
-    for _ in 0..2 {
-        let (code, m) = primary_rest
-            .post("/members", json!({"profile": "echo"}))
-            .await;
+    for path in [
+        "/members",
+        "/members",
+        "/members?profile=echo&role=ARCHITECT",
+    ] {
+        let (code, m) = if path.contains('?') {
+            primary_rest.post_query(path).await
+        } else {
+            primary_rest.post(path, json!({"profile": "echo"})).await
+        };
         assert_eq!(code, 200, "{m}\n{}", fleetd.log_text());
         gids.push(m["gid"].as_str().unwrap_or_default().to_string());
     }
-    let (worker, other) = (gids[0].clone(), gids[1].clone());
+    let (worker, other, arch) = (gids[0].clone(), gids[1].clone(), gids[2].clone());
     let worker_token = fleetd::herdr::launch::member_token(&mkey, &worker);
+    let arch_token = fleetd::herdr::launch::member_token(&mkey, &arch);
 
     let connect = |token: Option<String>| {
         let url = url.clone();
@@ -241,6 +250,12 @@ async fn every_role_and_action_over_mcp_and_rest_follows_chapter_nine() {
             session: Some("archie1".into()),
             mcp: connect(Some(ARCHITECT_TOKEN.into())).await,
             rest: Rest::new(&url, Some(ARCHITECT_TOKEN)),
+        },
+        Who {
+            role: "architect",
+            session: Some(arch.clone()),
+            mcp: connect(Some(arch_token.clone())).await,
+            rest: Rest::new(&url, Some(&arch_token)),
         },
         Who {
             role: "worker",
@@ -290,8 +305,13 @@ async fn every_role_and_action_over_mcp_and_rest_follows_chapter_nine() {
         failures.join("\n")
     );
 
+    // The architect member says what it is.
+    let (ok, me) = callers[2].mcp.call("fleet_whoami", json!({})).await;
+    assert!(ok && me["role"] == "ARCHITECT", "{me}");
+    assert_eq!(me["sessionId"], arch.as_str(), "{me}");
+
     // Identity is never an argument: a worker naming another session is refused on both faces.
-    let w = &callers[2];
+    let w = &callers[3];
     let (ok, v) = w
         .mcp
         .call("fleet_reply", json!({"message": "m", "sessionId": other}))

@@ -141,7 +141,18 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
         // A fresh herdr has no workspace; the client makes one.
         d.state().no_workspace = true;
         let member = reports_idle_when_started(&c, "fleet:g-1");
-        let r = c.spawn(&gid, "echo", Some("backend"), None).await;
+        let r = c
+            .spawn(
+                &gid,
+                &fleet_core::SpawnSpec {
+                    profile: "echo".into(),
+                    group: Some("backend".to_string()),
+                    worktree: None,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map(|l| l.readiness);
         assert!(member.await.is_ok(), "the member reported itself idle");
         assert_eq!(
             r,
@@ -173,7 +184,18 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
         assert!(at("workspace.create") < asked.iter().rposition(|r| r == "layout.apply"));
         assert!(at("workspace.create").is_some(), "{asked:?}");
         assert_eq!(pane.focus, Some(false), "members never take focus");
-        let unknown = c.spawn(&SessionId::new("g-2"), "nope", None, None).await;
+        let unknown = c
+            .spawn(
+                &SessionId::new("g-2"),
+                &fleet_core::SpawnSpec {
+                    profile: "nope".into(),
+                    group: None,
+                    worktree: None,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map(|l| l.readiness);
         assert!(matches!(unknown, Err(HerdrError::Unavailable(ref m)) if m.contains("nope")));
         schema_clean(&d);
     });
@@ -206,7 +228,17 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         let c = HerdrClient::new(cfg);
         let gid = SessionId::new("g-7");
         assert_eq!(
-            c.spawn(&gid, "dev", None, None).await,
+            c.spawn(
+                &gid,
+                &fleet_core::SpawnSpec {
+                    profile: "dev".into(),
+                    group: None,
+                    worktree: None,
+                    ..Default::default()
+                }
+            )
+            .await
+            .map(|l| l.readiness),
             Ok(Readiness::OnConnect)
         );
         let (_, pane) = d.pane_by_label("fleet:g-7").expect("a pane");
@@ -234,8 +266,17 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         assert_eq!(receipt.bytes, 40);
         // The guard refuses before anything starts.
         let r = c
-            .spawn(&SessionId::new("g-8"), "on-subscription", None, None)
-            .await;
+            .spawn(
+                &SessionId::new("g-8"),
+                &fleet_core::SpawnSpec {
+                    profile: "on-subscription".into(),
+                    group: None,
+                    worktree: None,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map(|l| l.readiness);
         assert!(
             matches!(&r, Err(HerdrError::Unavailable(m)) if m.contains("allow-list")),
             "{r:?}"
@@ -246,7 +287,17 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         assert!(!runtime.join("g-7").exists());
         // So does its pane closing on its own (its program exited), found by the status poll.
         assert_eq!(
-            c.spawn(&gid, "dev", None, None).await,
+            c.spawn(
+                &gid,
+                &fleet_core::SpawnSpec {
+                    profile: "dev".into(),
+                    group: None,
+                    worktree: None,
+                    ..Default::default()
+                }
+            )
+            .await
+            .map(|l| l.readiness),
             Ok(Readiness::OnConnect)
         );
         assert!(runtime.join("g-7").exists());
@@ -770,10 +821,10 @@ async fn delivers_and_knows_its_member_after_a_restart(backend: Backend) {
             let member = reports_idle_when_started(&c, "fleet:");
             let spawn = Request::Spawn {
                 host: None,
-                profile: "echo".into(),
-                group: None,
-                role: None,
-                worktree: None,
+                spec: fleet_core::SpawnSpec {
+                    profile: "echo".into(),
+                    ..Default::default()
+                },
             };
             match gw.handle.call(lead.clone(), spawn).await {
                 Ok(Response::Spawned { gid: g, .. }) => gid = Some(g),
@@ -823,7 +874,18 @@ async fn a_member_that_never_gets_ready_is_reaped_at_the_gate(backend: Backend) 
         return;
     };
     let c = h.client(&dir);
-    let r = c.spawn(&SessionId::new("g-9"), "echo", None, None).await;
+    let r = c
+        .spawn(
+            &SessionId::new("g-9"),
+            &fleet_core::SpawnSpec {
+                profile: "echo".into(),
+                group: None,
+                worktree: None,
+                ..Default::default()
+            },
+        )
+        .await
+        .map(|l| l.readiness);
     assert!(
         matches!(&r, Err(HerdrError::Unavailable(m)) if m.contains("not ready within 2000 ms")),
         "{r:?}"
@@ -1055,7 +1117,17 @@ fn members_live_on_their_own_herdr_and_leads_on_the_main_one() {
         let gid = SessionId::new("g-1");
         let ready = reports_idle_when_started(&c, "fleet:g-1");
         assert_eq!(
-            c.spawn(&gid, "echo", None, None).await,
+            c.spawn(
+                &gid,
+                &fleet_core::SpawnSpec {
+                    profile: "echo".into(),
+                    group: None,
+                    worktree: None,
+                    ..Default::default()
+                }
+            )
+            .await
+            .map(|l| l.readiness),
             Ok(Readiness::Ready)
         );
         assert!(ready.await.is_ok());

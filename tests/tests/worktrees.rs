@@ -196,7 +196,18 @@ fn a_spawn_with_a_worktree_starts_the_member_in_it_and_closing_removes_it() {
             commit: Some(c1),
         };
         // The double's pane never reports idle: the gate fails, and the worktree is undone.
-        let r = c.spawn(&gid, "sh", None, Some(&w)).await;
+        let r = c
+            .spawn(
+                &gid,
+                &fleet_core::SpawnSpec {
+                    profile: "sh".into(),
+                    group: None,
+                    worktree: Some(w.clone()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map(|l| l.readiness);
         assert!(r.is_err(), "{r:?}");
         assert!(
             !worktrees.join("g-w").exists(),
@@ -222,7 +233,18 @@ fn a_spawn_with_a_worktree_starts_the_member_in_it_and_closing_removes_it() {
             }
             panic!("no pane");
         });
-        let r = c.spawn(&gid, "sh", None, Some(&w)).await;
+        let r = c
+            .spawn(
+                &gid,
+                &fleet_core::SpawnSpec {
+                    profile: "sh".into(),
+                    group: None,
+                    worktree: Some(w.clone()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map(|l| l.readiness);
         assert!(reporter.await.is_ok());
         assert!(r.is_ok(), "{r:?}");
         let (_, pane) = d.pane_by_label("fleet:g-w").expect("a pane");

@@ -12,7 +12,6 @@ use crate::inbox::HeldReply;
 use crate::io::{CallError, Event, Output, Request, Response};
 use crate::outcome::{AskOutcome, Outcome};
 use crate::push::Attention;
-use crate::spawn_spec::SpawnSpec;
 use crate::time::{Duration, Instant};
 
 /// A lead's `fleet_send`, with its timeout checked.
@@ -65,8 +64,10 @@ impl Gateway {
             }
             Request::Poll { ticket } => self.tickets.get(ticket).map(|t| t.target.clone()),
             Request::Stop { target } => Some(target.clone()),
+            Request::Coordinate { target, .. } => Some(target.clone()),
             Request::Spawn { .. } | Request::Broadcast { .. } | Request::List => None,
         };
+        let caller = self.as_its_role(caller);
         let action = request.action();
         let decision = authz::permits(&caller, action, target.as_ref());
         let allowed = decision.allowed;
@@ -143,6 +144,24 @@ impl Gateway {
                         return self.invalid(call, &why);
                     }
                 }
+                // A question put to another lead is not this one's to answer: to it the turn
+                // is as unknown as one that no longer waits.
+                let asked_of = self
+                    .rendezvous
+                    .ask(turn_id)
+                    .and_then(|a| a.owner.clone())
+                    .or_else(|| self.remote_ask_lead(turn_id));
+                if asked_of.is_some() && asked_of != caller.session {
+                    return self.respond(
+                        call,
+                        Response::Outcome {
+                            ticket: None,
+                            outcome: Outcome::StaleTurn,
+                            body: Some(format!("turn {turn_id} is not waiting on this lead")),
+                            turn_id: Some(turn_id),
+                        },
+                    );
+                }
                 match self.timeout(timeout_ms, self.cfg.send_timeout_ms) {
                     Ok(timeout) => {
                         let answer = Answering {
@@ -167,23 +186,25 @@ impl Gateway {
                 Some(s) => self.on_ask(now, call, s, question, timeout_ms),
                 None => self.respond(call, Response::Error(CallError::NoSession)),
             },
-            Request::Poll { ticket } => self.on_poll(call, ticket),
+            // Each lead collects only its own work: another lead's ticket is unknown to it, and
+            // its held results are not shown.
+            Request::Poll { ticket } => self.on_poll(call, caller.session.as_ref(), ticket),
             Request::Peek { target } => {
                 let replies = self
                     .inbox
-                    .peek(&target)
+                    .peek_by(&target, caller.session.as_ref())
                     .into_iter()
                     .map(Into::into)
                     .collect();
                 self.respond(call, Response::Replies { replies });
             }
             Request::Ack { target, ids } => {
-                let acked = self.inbox.ack(&target, &ids);
+                let acked = self.inbox.ack_by(&target, &ids, caller.session.as_ref());
                 self.collected(&acked);
                 self.respond(call, Response::Acked { count: acked.len() });
             }
             Request::Drain { target } => {
-                let replies = self.inbox.drain(&target);
+                let replies = self.inbox.drain_by(&target, caller.session.as_ref());
                 self.collected(&replies);
                 let replies = replies.into_iter().map(Into::into).collect();
                 self.respond(call, Response::Replies { replies });
@@ -196,25 +217,35 @@ impl Gateway {
                 let rows = self.roster().into_iter().map(Into::into).collect();
                 self.respond(call, Response::Roster { rows });
             }
-            Request::Spawn {
-                host,
-                profile,
-                group,
-                role,
-                worktree,
-            } => {
-                let spec = SpawnSpec {
-                    profile,
-                    group,
-                    role,
-                    worktree,
-                };
+            Request::Spawn { host, spec } => {
                 self.on_spawn(now, call, caller.session.clone(), host, spec)
             }
             Request::Stop { target } => self.on_stop(now, call, caller.session.clone(), target),
+            Request::Coordinate { target, content } => {
+                self.on_coordinate(now, call, &caller, target, content)
+            }
             Request::Broadcast { group, content } => {
                 self.on_broadcast(call, &caller, group, content)
             }
+        }
+    }
+
+    /// A member spawned as an ARCHITECT is authorised as one (ch. 9: it may delegate, never
+    /// spawn, stop or drain); the shell knows it only as a member's token.
+    fn as_its_role(&self, caller: Principal) -> Principal {
+        let architect = caller.role == authz::Role::Worker
+            && caller
+                .session
+                .as_ref()
+                .and_then(|s| self.cards.get(s))
+                .is_some_and(|c| c.role == Some(crate::spawn_spec::MemberRole::Architect));
+        if architect {
+            Principal {
+                role: authz::Role::Architect,
+                ..caller
+            }
+        } else {
+            caller
         }
     }
 
@@ -398,11 +429,14 @@ impl Gateway {
         Some(t.view(ticket, self.delegations.get(&ticket)))
     }
 
-    fn on_poll(&mut self, call: CallId, ticket: TicketId) {
+    fn on_poll(&mut self, call: CallId, by: Option<&SessionId>, ticket: TicketId) {
+        let lead = self.tickets.get(&ticket).and_then(|t| t.lead.clone());
+        if lead.as_ref().is_some_and(|l| Some(l) != by) {
+            return self.respond(call, Response::Error(CallError::UnknownTicket));
+        }
         let Some(view) = self.ticket_view(ticket) else {
             return self.respond(call, Response::Error(CallError::UnknownTicket));
         };
-        let lead = self.tickets.get(&ticket).and_then(|t| t.lead.clone());
         if let Some(lead) = lead {
             if view.phase != crate::outcome::Phase::Pending {
                 self.uncollect(&lead, &Attention::Ticket(ticket));

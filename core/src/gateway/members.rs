@@ -164,6 +164,7 @@ impl Gateway {
             return;
         };
         let (target, lead) = (d.target.clone(), d.lead.clone());
+        self.rendezvous.set_owner(turn_id, lead.clone());
         match d.side.clone() {
             Side::Local(super::delegation::Answer::Blocking(_))
             | Side::Sender {

@@ -17,6 +17,7 @@ use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 mod calls;
+mod coordination;
 mod delegation;
 mod endings;
 mod entities;

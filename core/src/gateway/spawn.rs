@@ -14,7 +14,7 @@ use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode};
 use crate::envelope::{Envelope, Kind};
 use crate::ids::{CallId, HostId, MsgId, SessionId};
-use crate::io::{CallError, Event, Output, Readiness, Response, Stale};
+use crate::io::{CallError, Event, Launched, Output, Readiness, Response, Stale};
 use crate::outcome::Outcome;
 use crate::planted::PlantedBug;
 use crate::roster::{Card, GATEWAY_GID};
@@ -161,12 +161,6 @@ impl Gateway {
         reply: Reply,
         owner: Option<SessionId>,
     ) {
-        let SpawnSpec {
-            profile,
-            group,
-            role,
-            worktree,
-        } = spec;
         if self.is_live_member(&gid) {
             // A redelivered SPAWN: answer with the member that exists (its presence, again).
             self.announce(&gid);
@@ -186,10 +180,11 @@ impl Gateway {
             }
             return;
         }
-        if !self.cfg.profiles.contains(&profile) {
+        if !self.cfg.profiles.contains(&spec.profile) {
             let reason = format!(
-                "host {} has no profile {profile:?} (it offers: {:?})",
+                "host {} has no profile {:?} (it offers: {:?})",
                 self.own_host(),
+                spec.profile,
                 self.cfg.profiles
             );
             return self.spawn_done(&gid, reply, Err(reason));
@@ -201,11 +196,14 @@ impl Gateway {
                 reply,
                 deadline,
                 card: Card {
-                    profile: Some(profile.clone()),
-                    role: Some(role.unwrap_or_default()),
-                    group: group.clone(),
+                    profile: Some(spec.profile.clone()),
+                    role: Some(spec.role.unwrap_or_default()),
+                    group: spec.group.clone(),
                     owner,
                     since: None,
+                    ticket: spec.ticket.clone(),
+                    cwd: spec.cwd.clone(),
+                    charter: None,
                 }
                 .checked(),
                 connected: false,
@@ -215,26 +213,27 @@ impl Gateway {
             .insert((deadline, TimerKind::Spawn(gid.clone())));
         self.session_set(&gid, crate::session::SessionState::Spawning);
         self.stats.spawns_total += 1;
-        self.out.push_back(Output::SpawnPane {
-            gid,
-            profile,
-            group,
-            worktree,
-        });
+        self.out.push_back(Output::SpawnPane { gid, spec });
     }
 
     /// The launcher's answer. A pane that exists still waits for its readiness gate.
-    pub(super) fn on_spawned(&mut self, gid: SessionId, result: Result<Readiness, String>) {
+    pub(super) fn on_spawned(&mut self, gid: SessionId, result: Result<Launched, String>) {
         match result {
             Ok(_) if !self.spawns.reserved.contains_key(&gid) => {
                 // Too late: the spawn was already reaped and reported failed.
                 self.out.push_back(Output::ClosePane { gid });
             }
-            Ok(ready) => {
+            Ok(launched) => {
                 let (card, connected) = self.spawns.reserved.get(&gid).map_or_else(
                     || (Card::default(), false),
                     |r| (r.card.clone(), r.connected),
                 );
+                let card = Card {
+                    charter: launched.charter,
+                    ..card
+                }
+                .checked();
+                let ready = launched.readiness;
                 self.cards.insert(gid.clone(), card);
                 self.injector.gate(&gid);
                 self.local_entity(&gid, crate::roster::EntityKind::Member, Announce::Later);

@@ -56,18 +56,14 @@ pub enum Request {
     /// `fleet_spawn`: start a member from `profile` on `host` (this host when absent).
     Spawn {
         host: Option<HostId>,
-        profile: String,
-        /// The broadcast group the member joins (`broadcast.<group>`), if any.
-        group: Option<String>,
-        /// What the member is for (`DEV` when absent).
-        #[serde(default)]
-        role: Option<crate::spawn_spec::MemberRole>,
-        /// A git worktree for the member to work in, if any.
-        #[serde(default)]
-        worktree: Option<crate::spawn_spec::Worktree>,
+        /// The profile, and what else the member is: its group, role, worktree or cwd, ticket.
+        spec: crate::spawn_spec::SpawnSpec,
     },
     /// `fleet_list`: the fleet-wide roster as this gateway sees it (U5).
     List,
+    /// `fleet_send{coordId}`: a note for a peer lead, typed into its pane when it is ready —
+    /// coordination, never a task: nothing waits on it.
+    Coordinate { target: SessionId, content: String },
     /// `fleet_stop`: close a member's pane on this host; its inbox goes with it.
     Stop { target: SessionId },
     /// Broadcast (U8): the same text to every member, or to one group, fleet-wide.
@@ -84,6 +80,7 @@ impl Request {
             Request::Send { content, .. }
             | Request::Answer { content, .. }
             | Request::Reply { content }
+            | Request::Coordinate { content, .. }
             | Request::Broadcast { content, .. } => Some(content.len()),
             Request::Ask { question, .. } => Some(question.len()),
             _ => None,
@@ -99,7 +96,7 @@ impl Request {
             Request::Status { .. } | Request::List => Action::Read,
             Request::Spawn { .. } => Action::Spawn,
             Request::Stop { .. } => Action::Stop,
-            Request::Broadcast { .. } => Action::Send,
+            Request::Broadcast { .. } | Request::Coordinate { .. } => Action::Send,
         }
     }
 }
@@ -154,6 +151,12 @@ pub enum Response {
     Broadcast {
         msg: MsgId,
         key: String,
+    },
+    /// A coordination note is on its way to a peer lead: queued for its pane here, or routed
+    /// to its inbox on its host. Nothing else will come of it.
+    Coordinated {
+        target: SessionId,
+        msg: MsgId,
     },
     Error(CallError),
 }
@@ -214,6 +217,15 @@ pub struct RosterEntry {
     pub owner: Option<SessionId>,
     /// When it joined (Unix ms, its gateway's clock).
     pub since: Option<u64>,
+    /// The work item it was spawned for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ticket: Option<String>,
+    /// The directory it was started in, when its spawn named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// The SHA-256 of the charter it was launched with (audit; never the text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charter: Option<String>,
     /// The profiles a host's gateway offers (its `_gateway` row only).
     pub profiles: Vec<String>,
     pub liveness: Liveness,
@@ -233,6 +245,9 @@ impl From<RosterRow> for RosterEntry {
             group: r.card.group,
             owner: r.card.owner,
             since: r.card.since,
+            ticket: r.card.ticket,
+            cwd: r.card.cwd,
+            charter: r.card.charter,
             profiles: r.profiles,
             liveness: r.liveness,
         }
@@ -404,6 +419,7 @@ impl fmt::Display for Response {
             }
             Response::Stopped { target } => write!(f, "stopped {target}"),
             Response::Broadcast { msg, key } => write!(f, "broadcast msg={msg} key={key}"),
+            Response::Coordinated { target, msg } => write!(f, "coordinated {target} msg={msg}"),
             Response::Error(e) => write!(f, "error {e}"),
         }
     }

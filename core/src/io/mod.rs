@@ -68,7 +68,7 @@ pub enum Input {
     /// readiness will be known, or why not.
     Spawned {
         gid: SessionId,
-        result: Result<Readiness, String>,
+        result: Result<Launched, String>,
     },
     /// Something the broker did (cross-host mode only).
     Broker(BrokerEvent),
@@ -162,6 +162,24 @@ pub enum Readiness {
     Ready,
 }
 
+/// A launched member: how its readiness will be known, and the charter it was given.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launched {
+    pub readiness: Readiness,
+    /// The SHA-256 (hex) of the exact charter text it was launched with, if it got one: shown
+    /// in its roster row for audit, never the text.
+    pub charter: Option<String>,
+}
+
+impl From<Readiness> for Launched {
+    fn from(readiness: Readiness) -> Launched {
+        Launched {
+            readiness,
+            charter: None,
+        }
+    }
+}
+
 /// Please do this. Drained with `Gateway::poll_output` after every `handle`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
@@ -199,10 +217,9 @@ pub enum Output {
     /// `Input::Spawned`, then report `MemberConnected` when it is ready.
     SpawnPane {
         gid: SessionId,
-        profile: String,
-        group: Option<String>,
-        /// Cut a worktree first; the member starts in it.
-        worktree: Option<crate::spawn_spec::Worktree>,
+        /// The profile; a worktree to cut first (the member starts in it) or a cwd; the rest
+        /// (group, role, ticket) is the gateway's, carried for the launcher's log.
+        spec: crate::spawn_spec::SpawnSpec,
     },
     /// Close a member's pane (a spawn that never became ready is reaped).
     ClosePane { gid: SessionId },
@@ -224,18 +241,17 @@ impl fmt::Display for Output {
             Output::Event(e) => write!(f, "event {e}"),
             Output::Broker(op) => write!(f, "broker {op}"),
             Output::Remember(entries) => write!(f, "remember {} msgId(s)", entries.len()),
-            Output::SpawnPane {
-                gid,
-                profile,
-                group,
-                worktree,
-            } => {
+            Output::SpawnPane { gid, spec } => {
                 write!(
                     f,
-                    "spawn_pane {gid} profile={profile} group={}",
-                    group.as_deref().unwrap_or("-")
+                    "spawn_pane {gid} profile={} group={}",
+                    spec.profile,
+                    spec.group.as_deref().unwrap_or("-")
                 )?;
-                match worktree {
+                if let Some(cwd) = &spec.cwd {
+                    write!(f, " cwd={cwd}")?;
+                }
+                match &spec.worktree {
                     Some(w) => write!(
                         f,
                         " worktree={}@{}",

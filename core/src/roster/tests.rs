@@ -288,6 +288,7 @@ fn a_1_0_reader_reads_1_1_presence() {
         group: Some("red".into()),
         owner: Some(SessionId::new("lead-1")),
         since: Some(90),
+        ..Card::default()
     };
     let listed = vec![Listed::new(
         SessionId::new("m1"),
@@ -467,6 +468,9 @@ fn a_card_field_a_roster_may_not_keep_is_dropped_and_the_rest_is_kept_with_its_b
         group: Some("red".into()),
         owner: Some(SessionId::new("lead")),
         since: Some(7),
+        ticket: Some("CB-1".into()),
+        cwd: Some("/srv/app".into()),
+        charter: Some("ab".repeat(32)),
     };
     let ann = Announcement::parse(&m, &with(good.clone())).expect("a good card");
     let (mut r, b) = (roster(), HostId::new("b"));

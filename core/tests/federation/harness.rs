@@ -45,6 +45,8 @@ pub struct Fleet {
     pub auto_ready: bool,
     /// The scripted launcher fails every spawn.
     pub launcher_fails: bool,
+    /// The charter receipt (SHA-256 hex) the scripted launcher reports for each spawn.
+    pub charter: Option<String>,
     /// Every pane the launcher started, by host.
     pub spawned: Vec<(usize, SessionId)>,
     /// How each host's gateway was made, to make it again in `restart`.
@@ -140,6 +142,7 @@ impl Fleet {
             next_forged: 10_000,
             auto_ready: true,
             launcher_fails: false,
+            charter: None,
             spawned: Vec::new(),
             cfg,
             federations,
@@ -188,7 +191,10 @@ impl Fleet {
                             self.now,
                             Input::Spawned {
                                 gid: gid.clone(),
-                                result: Ok(fleet_core::Readiness::OnConnect),
+                                result: Ok(fleet_core::Launched {
+                                    readiness: fleet_core::Readiness::OnConnect,
+                                    charter: self.charter.clone(),
+                                }),
                             },
                         );
                         self.spawned.push((h, gid.clone()));

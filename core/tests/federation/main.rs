@@ -1,11 +1,13 @@
 //! The federation rules, one scenario each, on two or three gateways wired by hand
 //! (`harness.rs`). Each test names the rule it pins; removing the rule fails the test.
 
+mod coordination;
 mod harness;
 mod hostile;
 mod model;
 mod negligent;
 mod presence;
+mod roles;
 mod stop;
 
 use fleet_core::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange};
@@ -891,10 +893,11 @@ fn redact(s: &str) -> String {
 fn spawn(host: Option<usize>, profile: &str, group: Option<&str>) -> Request {
     Request::Spawn {
         host: host.map(host_name),
-        profile: profile.into(),
-        group: group.map(str::to_string),
-        role: None,
-        worktree: None,
+        spec: fleet_core::SpawnSpec {
+            profile: profile.into(),
+            group: group.map(str::to_string),
+            ..Default::default()
+        },
     }
 }
 
@@ -1329,7 +1332,7 @@ fn a_late_launcher_success_is_closed() {
         1,
         Input::Spawned {
             gid: gid.clone(),
-            result: Ok(Readiness::OnConnect),
+            result: Ok(Readiness::OnConnect.into()),
         },
     );
     assert!(closed(&f, 1, &gid));
@@ -1484,13 +1487,14 @@ fn a_spawn_on_another_host_carries_its_worktree_by_url_and_commit() {
     f.advance(Duration::from_millis(10));
     let with = |repo: &str, commit: Option<&str>| Request::Spawn {
         host: Some(host_name(1)),
-        profile: "claude".into(),
-        group: None,
-        role: None,
-        worktree: Some(fleet_core::Worktree {
-            repo: repo.into(),
-            commit: commit.map(str::to_string),
-        }),
+        spec: fleet_core::SpawnSpec {
+            profile: "claude".into(),
+            worktree: Some(fleet_core::Worktree {
+                repo: repo.into(),
+                commit: commit.map(str::to_string),
+            }),
+            ..Default::default()
+        },
     };
     let commit = "0123456789abcdef0123456789abcdef01234567";
     for (bad, why) in [
@@ -1531,7 +1535,7 @@ fn a_spawn_on_another_host_carries_its_worktree_by_url_and_commit() {
     assert!(spawned(f.response(0, c)).is_some());
     assert!(f.hosts[1].outputs.iter().any(|o| matches!(
         o,
-        Output::SpawnPane { worktree: Some(w), .. }
+        Output::SpawnPane { spec: fleet_core::SpawnSpec { worktree: Some(w), .. }, .. }
             if w.repo == "https://git.example.com/app.git" && w.commit.as_deref() == Some(commit)
     )));
 }

@@ -112,10 +112,12 @@ fn a_spawned_members_row_says_who_it_is_on_every_host() {
     f.advance(Duration::from_millis(10));
     let spec = Request::Spawn {
         host: Some(host_name(1)),
-        profile: "claude".into(),
-        group: Some("red".into()),
-        role: Some(MemberRole::Reviewer),
-        worktree: None,
+        spec: fleet_core::SpawnSpec {
+            profile: "claude".into(),
+            group: Some("red".into()),
+            role: Some(MemberRole::Reviewer),
+            ..Default::default()
+        },
     };
     let c = f.call(0, lead, spec);
     f.settle();

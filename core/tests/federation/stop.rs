@@ -157,10 +157,10 @@ fn stop_and_spawn_from_a_host_not_allowed_answer_not_allowed() {
         lead,
         Request::Spawn {
             host: Some(host_name(1)),
-            profile: "claude".into(),
-            group: None,
-            role: None,
-            worktree: None,
+            spec: fleet_core::SpawnSpec {
+                profile: "claude".into(),
+                ..Default::default()
+            },
         },
     );
     assert!(matches!(
@@ -295,10 +295,10 @@ fn a_member_still_spawning_is_stopped_and_its_spawn_fails() {
         lead.clone(),
         Request::Spawn {
             host: None,
-            profile: "claude".into(),
-            group: None,
-            role: None,
-            worktree: None,
+            spec: fleet_core::SpawnSpec {
+                profile: "claude".into(),
+                ..Default::default()
+            },
         },
     );
     let gid = f.spawned[0].1.clone();

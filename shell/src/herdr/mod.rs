@@ -16,7 +16,7 @@ pub use rpc::{RpcError, Socket};
 pub use worktree::WorktreeConfig;
 
 use crate::ports::{HerdrError, HerdrPort, PortFuture, Sample, Samples};
-use fleet_core::{AgentStatus, Readiness, SessionId, Worktree};
+use fleet_core::{AgentStatus, Launched, Readiness, SessionId, SpawnSpec};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -410,14 +410,8 @@ impl HerdrPort for HerdrClient {
         })
     }
 
-    fn spawn(
-        &self,
-        gid: &SessionId,
-        profile: &str,
-        group: Option<&str>,
-        worktree: Option<&Worktree>,
-    ) -> PortFuture<Result<Readiness, HerdrError>> {
-        let worktree = worktree.cloned();
+    fn spawn(&self, gid: &SessionId, spec: &SpawnSpec) -> PortFuture<Result<Launched, HerdrError>> {
+        let (worktree, cwd) = (spec.worktree.clone(), spec.cwd.clone());
         let (api, cfg, panes, gid) = (
             self.api.clone(),
             self.cfg.clone(),
@@ -425,7 +419,7 @@ impl HerdrPort for HerdrClient {
             gid.clone(),
         );
         let receipts = self.receipts.clone();
-        let (profile, group) = (profile.to_string(), group.map(str::to_string));
+        let (profile, group) = (spec.profile.clone(), spec.group.clone());
         Box::pin(async move {
             let Some(p) = cfg.profiles.get(&profile) else {
                 return Err(HerdrError::Unavailable(format!(
@@ -442,6 +436,15 @@ impl HerdrPort for HerdrClient {
             )
             .map_err(|e| HerdrError::Unavailable(e.to_string()))?;
             let mut plan = plan;
+            if let Some(cwd) = &cwd {
+                // Checked here, on the member's host: a path means nothing anywhere else.
+                if !std::path::Path::new(cwd).is_dir() {
+                    return Err(HerdrError::Unavailable(format!(
+                        "cwd {cwd:?} is not a directory on this host"
+                    )));
+                }
+                plan.cwd = Some(cwd.clone());
+            }
             if let Some(w) = &worktree {
                 let dir = worktree::cut(&cfg.worktrees, gid.as_str(), w)
                     .await
@@ -493,15 +496,17 @@ impl HerdrPort for HerdrClient {
                 }
             };
             panes.borrow_mut().insert(gid.clone(), pane.clone());
+            let charter = plan.receipt.as_ref().map(|r| r.sha256.clone());
             if let Some(r) = plan.receipt {
                 tracing::info!(%gid, profile, charter_sha256 = %r.sha256, "member launched");
                 receipts.borrow_mut().insert(gid.clone(), r);
             }
+            let launched = |readiness| Launched { readiness, charter };
             match plan.gate {
-                Gate::Connects => Ok(Readiness::OnConnect),
+                Gate::Connects => Ok(launched(Readiness::OnConnect)),
                 Gate::Injectable => {
                     match status_within(&api, &pane, &cfg.launch, AgentStatus::injectable).await {
-                        Ok(()) => Ok(Readiness::Ready),
+                        Ok(()) => Ok(launched(Readiness::Ready)),
                         Err(GateError::NotReady(why) | GateError::Herdr(why)) => {
                             // Failed at the gate: reaped here, so no half-built pane stays.
                             let _ = api.pane_close(&pane).await;

@@ -24,6 +24,12 @@ pub(crate) enum Pending {
     Report { to: SessionId, kind: Kind },
     /// A result's copy on its lead's held queue: the inbox delivery is acked at the confirm.
     Move(MsgId),
+    /// A coordination note for a peer lead: its call is answered at the confirm.
+    Coordination {
+        call: CallId,
+        target: SessionId,
+        msg: MsgId,
+    },
 }
 
 /// A member's reply to another host, as published: if the publish fails, the member is told the

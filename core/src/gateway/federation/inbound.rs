@@ -128,6 +128,16 @@ impl Gateway {
             (Pending::MemberReply { call, held, .. }, PublishResult::Routed) => {
                 self.respond(call, Response::ReplyAccepted { held })
             }
+            (Pending::Coordination { call, target, msg }, r) => {
+                let response = match r {
+                    PublishResult::Routed => Response::Coordinated { target, msg },
+                    PublishResult::Unroutable => {
+                        Response::Error(CallError::NoSuchRecipient { target })
+                    }
+                    PublishResult::Failed(_) => Response::Error(CallError::BrokerUnavailable),
+                };
+                self.respond(call, response)
+            }
             (_, PublishResult::Routed) => {}
             (Pending::Delegation(ticket), PublishResult::Unroutable) => {
                 let target = self.delegations.get(&ticket).map(|d| d.target.clone());
@@ -292,6 +302,10 @@ impl Gateway {
             }
             Kind::Presence if roster_q => self.on_presence(now, delivery, queue, env),
             Kind::Send if inbox => self.on_brief(now, delivery, queue, env),
+            Kind::Coord if inbox => {
+                let lead = SessionId::new(&env.to);
+                self.on_coord_message(delivery, queue, &lead, env)
+            }
             Kind::Answer if inbox => {
                 self.ack(delivery);
                 self.on_answer_message(env);

@@ -60,6 +60,8 @@ pub struct Federation {
 pub(crate) struct RemoteAsk {
     pub(crate) worker: SessionId,
     pub(crate) until: Instant,
+    /// The lead the question was put to: only it may answer.
+    pub(crate) lead: Option<SessionId>,
 }
 
 /// An entity served here, as this host's presence describes it.

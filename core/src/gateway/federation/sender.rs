@@ -89,6 +89,25 @@ impl Gateway {
         Some(self.fed.as_ref()?.remote_asks.get(&turn)?.worker.clone())
     }
 
+    /// A coordination note's publish: its call is answered at the confirm.
+    pub(in crate::gateway) fn expect_coordination(
+        &mut self,
+        publish: crate::broker::PublishId,
+        call: crate::ids::CallId,
+        target: SessionId,
+        msg: crate::ids::MsgId,
+    ) {
+        if let Some(f) = &mut self.fed {
+            f.confirms
+                .expect(publish, Pending::Coordination { call, target, msg });
+        }
+    }
+
+    /// The lead a remote worker's question was put to.
+    pub(in crate::gateway) fn remote_ask_lead(&self, turn: TurnId) -> Option<SessionId> {
+        self.fed.as_ref()?.remote_asks.get(&turn)?.lead.clone()
+    }
+
     pub(in crate::gateway) fn is_remote_ask(&self, turn: TurnId) -> bool {
         self.fed
             .as_ref()
@@ -362,11 +381,13 @@ impl Gateway {
         };
         if let Some(f) = &mut self.fed {
             let until = now + Duration::from_millis(self.cfg.ask_timeout_ms);
+            let lead = self.delegations.get(&ticket).and_then(|d| d.lead.clone());
             f.remote_asks.insert(
                 turn,
                 RemoteAsk {
                     worker: env.from.clone(),
                     until,
+                    lead,
                 },
             );
         }
