@@ -142,15 +142,7 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
         d.state().no_workspace = true;
         let member = reports_idle_when_started(&c, "fleet:g-1");
         let r = c
-            .spawn(
-                &gid,
-                &fleet_core::SpawnSpec {
-                    profile: "echo".into(),
-                    group: Some("backend".to_string()),
-                    worktree: None,
-                    ..Default::default()
-                },
-            )
+            .spawn(&gid, &fleet_core::SpawnSpec::of("echo").group("backend"))
             .await
             .map(|l| l.readiness);
         assert!(member.await.is_ok(), "the member reported itself idle");
@@ -185,15 +177,7 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
         assert!(at("workspace.create").is_some(), "{asked:?}");
         assert_eq!(pane.focus, Some(false), "members never take focus");
         let unknown = c
-            .spawn(
-                &SessionId::new("g-2"),
-                &fleet_core::SpawnSpec {
-                    profile: "nope".into(),
-                    group: None,
-                    worktree: None,
-                    ..Default::default()
-                },
-            )
+            .spawn(&SessionId::new("g-2"), &fleet_core::SpawnSpec::of("nope"))
             .await
             .map(|l| l.readiness);
         assert!(matches!(unknown, Err(HerdrError::Unavailable(ref m)) if m.contains("nope")));
@@ -228,17 +212,9 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         let c = HerdrClient::new(cfg);
         let gid = SessionId::new("g-7");
         assert_eq!(
-            c.spawn(
-                &gid,
-                &fleet_core::SpawnSpec {
-                    profile: "dev".into(),
-                    group: None,
-                    worktree: None,
-                    ..Default::default()
-                }
-            )
-            .await
-            .map(|l| l.readiness),
+            c.spawn(&gid, &fleet_core::SpawnSpec::of("dev"))
+                .await
+                .map(|l| l.readiness),
             Ok(Readiness::OnConnect)
         );
         let (_, pane) = d.pane_by_label("fleet:g-7").expect("a pane");
@@ -268,12 +244,7 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         let r = c
             .spawn(
                 &SessionId::new("g-8"),
-                &fleet_core::SpawnSpec {
-                    profile: "on-subscription".into(),
-                    group: None,
-                    worktree: None,
-                    ..Default::default()
-                },
+                &fleet_core::SpawnSpec::of("on-subscription"),
             )
             .await
             .map(|l| l.readiness);
@@ -287,17 +258,9 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         assert!(!runtime.join("g-7").exists());
         // So does its pane closing on its own (its program exited), found by the status poll.
         assert_eq!(
-            c.spawn(
-                &gid,
-                &fleet_core::SpawnSpec {
-                    profile: "dev".into(),
-                    group: None,
-                    worktree: None,
-                    ..Default::default()
-                }
-            )
-            .await
-            .map(|l| l.readiness),
+            c.spawn(&gid, &fleet_core::SpawnSpec::of("dev"))
+                .await
+                .map(|l| l.readiness),
             Ok(Readiness::OnConnect)
         );
         assert!(runtime.join("g-7").exists());
@@ -875,15 +838,7 @@ async fn a_member_that_never_gets_ready_is_reaped_at_the_gate(backend: Backend) 
     };
     let c = h.client(&dir);
     let r = c
-        .spawn(
-            &SessionId::new("g-9"),
-            &fleet_core::SpawnSpec {
-                profile: "echo".into(),
-                group: None,
-                worktree: None,
-                ..Default::default()
-            },
-        )
+        .spawn(&SessionId::new("g-9"), &fleet_core::SpawnSpec::of("echo"))
         .await
         .map(|l| l.readiness);
     assert!(
@@ -1117,17 +1072,9 @@ fn members_live_on_their_own_herdr_and_leads_on_the_main_one() {
         let gid = SessionId::new("g-1");
         let ready = reports_idle_when_started(&c, "fleet:g-1");
         assert_eq!(
-            c.spawn(
-                &gid,
-                &fleet_core::SpawnSpec {
-                    profile: "echo".into(),
-                    group: None,
-                    worktree: None,
-                    ..Default::default()
-                }
-            )
-            .await
-            .map(|l| l.readiness),
+            c.spawn(&gid, &fleet_core::SpawnSpec::of("echo"))
+                .await
+                .map(|l| l.readiness),
             Ok(Readiness::Ready)
         );
         assert!(ready.await.is_ok());

@@ -200,10 +200,8 @@ fn a_spawn_with_a_worktree_starts_the_member_in_it_and_closing_removes_it() {
             .spawn(
                 &gid,
                 &fleet_core::SpawnSpec {
-                    profile: "sh".into(),
-                    group: None,
                     worktree: Some(w.clone()),
-                    ..Default::default()
+                    ..fleet_core::SpawnSpec::of("sh")
                 },
             )
             .await
@@ -237,10 +235,8 @@ fn a_spawn_with_a_worktree_starts_the_member_in_it_and_closing_removes_it() {
             .spawn(
                 &gid,
                 &fleet_core::SpawnSpec {
-                    profile: "sh".into(),
-                    group: None,
                     worktree: Some(w.clone()),
-                    ..Default::default()
+                    ..fleet_core::SpawnSpec::of("sh")
                 },
             )
             .await

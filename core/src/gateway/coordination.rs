@@ -82,18 +82,18 @@ impl Gateway {
         }
     }
 
-    /// A note for a lead served here: queued for its pane like any inject, nothing waiting on
-    /// it.
-    fn queue_note(&mut self, lead: &SessionId, text: String) -> MsgId {
+    /// Text for a pane served here with nothing waiting on it (a coordination note, a
+    /// broadcast copy): queued like any inject, status-gated and in order.
+    pub(super) fn queue_note(&mut self, pane: &SessionId, text: String) -> MsgId {
         let msg = self.ids.msg();
-        self.injector.enqueue(lead, msg, text);
+        self.injector.enqueue(pane, msg, text);
         self.event(Event::Enqueued {
             ticket: None,
-            target: lead.clone(),
+            target: pane.clone(),
             msg,
         });
         self.out.push_back(Output::PollStatus {
-            target: lead.clone(),
+            target: pane.clone(),
         });
         msg
     }

@@ -112,17 +112,8 @@ impl Gateway {
         if text.trim().is_empty() {
             return;
         }
-        let msg = self.ids.msg();
+        let msg = self.queue_note(member, text);
         self.delegator_of.insert(msg, env.from.clone());
-        self.injector.enqueue(member, msg, text);
-        self.event(Event::Enqueued {
-            ticket: None,
-            target: member.clone(),
-            msg,
-        });
-        self.out.push_back(Output::PollStatus {
-            target: member.clone(),
-        });
     }
 
     /// ANSWER for a member's ask: delivered into the ask only if that turn still waits, and
