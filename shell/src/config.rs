@@ -24,6 +24,9 @@ pub struct Config {
     pub leads: Vec<LeadSection>,
     #[serde(default)]
     pub herdr: HerdrSection,
+    /// The file this config was read from (no member may see it), when it was read from one.
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
     /// Named ways to start a member (`fleet_spawn{profile}`).
     #[serde(default)]
     pub profiles: BTreeMap<String, ProfileSection>,
@@ -163,6 +166,21 @@ pub struct HerdrSection {
     pub git_timeout_ms: u64,
     /// How often the event watcher relists members.
     pub relist_ms: u64,
+    /// Members' sandbox: `auto` (on where this host can make one; `/healthz` says when it
+    /// cannot), `required` (a spawn that cannot be sandboxed is refused; so is a start
+    /// without bubblewrap), `off`.
+    pub sandbox: SandboxMode,
+    /// bubblewrap, by path or by name on `PATH`.
+    pub bwrap: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    #[default]
+    Auto,
+    Required,
+    Off,
 }
 
 impl Default for HerdrSection {
@@ -179,6 +197,8 @@ impl Default for HerdrSection {
             git: PathBuf::from("git"),
             git_timeout_ms: 120_000,
             relist_ms: 5_000,
+            sandbox: SandboxMode::Auto,
+            bwrap: PathBuf::from("bwrap"),
         }
     }
 }
@@ -212,6 +232,12 @@ pub struct ProfileSection {
     pub cwd: Option<String>,
     /// Standing instructions; only a SHA-256 receipt of them is kept.
     pub charter: Option<String>,
+    /// Run this profile's members sandboxed where the host can (default true).
+    pub sandbox: Option<bool>,
+    /// The sandbox's network: `host`, or `none` (loopback only; the gateway stays reachable
+    /// through a relay). Default: `none` for command, `host` for claude-code and opencode,
+    /// which need their model API.
+    pub network: Option<crate::herdr::Network>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -274,7 +300,9 @@ impl Config {
                 reason: e.to_string(),
             }]
         })?;
-        Config::parse(&text, &path.display().to_string())
+        let mut cfg = Config::parse(&text, &path.display().to_string())?;
+        cfg.path = Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()));
+        Ok(cfg)
     }
 
     /// Parses and checks a config text; `origin` names it in errors.
@@ -652,11 +680,17 @@ impl ProfileSection {
         if self.kind != ProfileKind::Command && !self.argv.is_empty() {
             return Err("argv is for command profiles; use bin and args".into());
         }
+        let network = self.network.unwrap_or(match self.kind {
+            ProfileKind::Command => crate::herdr::Network::None,
+            _ => crate::herdr::Network::Host,
+        });
         Ok(Profile {
             kind,
             env: self.env.clone(),
             cwd: self.cwd.clone(),
             charter: self.charter.clone(),
+            sandbox: self.sandbox.unwrap_or(true),
+            network,
         })
     }
 }

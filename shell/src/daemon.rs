@@ -3,10 +3,15 @@
 //! with both north faces — and taken down gracefully on SIGTERM.
 
 use crate::amqp::{AmqpBroker, AmqpConfig};
+use crate::config::SandboxMode;
 use crate::config::{self, Config, LeadRole, LogFormat};
 use crate::driver::Driver;
 use crate::faces::{App, Health};
-use crate::herdr::{self, events, rebuild, HerdrClient, HerdrConfig, LaunchConfig, WorktreeConfig};
+use crate::herdr::launch::MemberTokens;
+use crate::herdr::{
+    self, events, rebuild, Availability, HerdrClient, HerdrConfig, LaunchConfig, SandboxConfig,
+    WorktreeConfig,
+};
 use crate::identity::{Identity, Lead};
 use crate::metrics::Metrics;
 use crate::observe::{AuditSink, DaemonObserver};
@@ -21,7 +26,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -47,6 +52,18 @@ pub enum DaemonError {
 
 /// An ed25519 secret key as `fleetd keygen` writes it: 64 hex digits and a newline.
 pub fn read_key(path: &Path) -> Result<[u8; 32], DaemonError> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| DaemonError::Key(format!("reading the key {}: {e}", path.display())))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        // Anyone else who can read it can sign as this host and mint every member's token.
+        return Err(DaemonError::Key(format!(
+            "the key {} is readable by its group or others (mode {mode:04o}): chmod 600 {}",
+            path.display(),
+            path.display()
+        )));
+    }
     let text = std::fs::read_to_string(path)
         .map_err(|e| DaemonError::Key(format!("reading the key {}: {e}", path.display())))?;
     config::decode_key(&text).ok_or_else(|| {
@@ -195,7 +212,9 @@ fn herdr_config(
         .or_else(herdr::discover_socket)
         .ok_or_else(|| DaemonError::Herdr("no herdr socket: set herdr.socket".into()))?;
     let h = &cfg.herdr;
-    let mut launch = LaunchConfig::new(state.join("members"), &cfg.mcp_url(), member_key);
+    let runtime = state.join("members");
+    let mut launch = LaunchConfig::new(&runtime, &cfg.mcp_url(), member_key);
+    launch.tokens = MemberTokens::load(&runtime);
     launch.env_allow = h.env_allow.clone();
     launch.base_url_allow = h.base_url_allow.clone();
     launch.ready_timeout = Duration::from_millis(h.ready_timeout_ms);
@@ -207,6 +226,8 @@ fn herdr_config(
     let mut wt = WorktreeConfig::new(state.join("worktrees"));
     wt.git = h.git.clone();
     wt.timeout = Duration::from_millis(h.git_timeout_ms);
+    hc.sandbox = sandbox_config(cfg, state, &hc, &runtime, &wt.root)?;
+    hc.sandbox_required = h.sandbox == SandboxMode::Required;
     hc.worktrees = wt;
     for l in &cfg.leads {
         if let Some(pane) = &l.pane {
@@ -222,7 +243,71 @@ fn herdr_config(
     Ok(hc)
 }
 
-fn identity(cfg: &Config, member_key: [u8; 32]) -> Identity {
+/// The members' sandbox on this host: bubblewrap found and working (`auto`, `required`), or
+/// why not; and everything of the daemon's that no member may see.
+fn sandbox_config(
+    cfg: &Config,
+    state: &Path,
+    hc: &HerdrConfig,
+    runtime: &Path,
+    worktrees: &Path,
+) -> Result<SandboxConfig, DaemonError> {
+    let h = &cfg.herdr;
+    let mut sc = SandboxConfig::off();
+    sc.availability = match h.sandbox {
+        SandboxMode::Off => Availability::Off,
+        SandboxMode::Auto | SandboxMode::Required => {
+            match herdr::sandbox::probe(&h.bwrap, Duration::from_secs(10)) {
+                Ok(path) => {
+                    sc.bwrap = path;
+                    Availability::Ready
+                }
+                Err(why) if h.sandbox == SandboxMode::Required => {
+                    return Err(DaemonError::Herdr(format!(
+                        "herdr.sandbox = \"required\" and no member can be sandboxed: {why}"
+                    )))
+                }
+                Err(why) => {
+                    tracing::warn!(%why, "members run WITHOUT a sandbox on this host (herdr.sandbox = \"auto\")");
+                    Availability::Unavailable(why)
+                }
+            }
+        }
+    };
+    let mut hide: Vec<PathBuf> = vec![state.to_path_buf(), cfg.key_file()];
+    hide.extend(cfg.path.clone());
+    hide.extend(cfg.log.audit_file.clone());
+    for var in [
+        "HOME",
+        "XDG_RUNTIME_DIR",
+        "XDG_CONFIG_HOME",
+        "XDG_STATE_HOME",
+    ] {
+        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            hide.push(PathBuf::from(v));
+        }
+    }
+    for sock in std::iter::once(&hc.socket).chain(hc.member_socket.iter()) {
+        hide.extend(sock.parent().map(Path::to_path_buf));
+    }
+    hide.push(runtime.to_path_buf());
+    hide.push(worktrees.to_path_buf());
+    // `/` itself is never hidden: a socket or file at the root would empty the member's world.
+    hide.retain(|p| p.is_absolute() && p.parent().is_some());
+    hide.sort();
+    hide.dedup();
+    sc.hide = hide;
+    sc.relay_bin = std::env::current_exe().ok();
+    sc.gateway_socket = Some(member_gateway_socket(state));
+    Ok(sc)
+}
+
+/// The north face on a Unix socket, for sandboxed members' relays.
+pub fn member_gateway_socket(state: &Path) -> PathBuf {
+    state.join("gateway.sock")
+}
+
+fn identity(cfg: &Config, member_key: [u8; 32], tokens: MemberTokens) -> Identity {
     let principal = |l: &config::LeadSection| {
         let gid = SessionId::new(l.gid());
         match l.role {
@@ -245,7 +330,7 @@ fn identity(cfg: &Config, member_key: [u8; 32]) -> Identity {
         .as_ref()
         .and_then(|n| cfg.leads.iter().find(|l| &l.name == n))
         .map(principal);
-    Identity::new(leads, member_key, loopback)
+    Identity::new(leads, member_key, tokens, loopback)
 }
 
 /// Sets up logging as `[log]` says (`RUST_LOG` overrides the level).
@@ -407,7 +492,7 @@ pub async fn run(
     };
     let app = App::new(
         handle.clone(),
-        identity(&cfg, mkey),
+        identity(&cfg, mkey, hc.launch.tokens.clone()),
         metrics.clone(),
         audit,
         cfg.host(),
@@ -420,10 +505,23 @@ pub async fn run(
             herdr: Some(hc.socket.clone()),
             member_herdr: hc.member_socket.clone(),
             herdr_timeout: hc.timeout,
+            sandbox: hc.sandbox.availability.clone(),
         },
     );
     let cancel = tokio_util::sync::CancellationToken::new();
+    // A sandboxed member's relay reaches the faces over a Unix socket: no browser can, so any
+    // `Host` its member sends is fine, and no caller there is ever "on loopback".
+    let mut relay_hosts = cfg.gateway.allowed_hosts.clone();
+    relay_hosts.extend(["127.0.0.1".to_string(), "localhost".to_string()]);
+    let relay_router = http_router(app.clone(), relay_hosts, cancel.clone());
     let router = http_router(app, cfg.gateway.allowed_hosts.clone(), cancel.clone());
+    let relay_path = member_gateway_socket(&state);
+    let _ = std::fs::remove_file(&relay_path);
+    let relay_listener =
+        tokio::net::UnixListener::bind(&relay_path).map_err(|e| DaemonError::Listen {
+            addr: relay_path.display().to_string(),
+            reason: e.to_string(),
+        })?;
 
     let listener = tokio::net::TcpListener::bind(&cfg.gateway.listen)
         .await
@@ -439,6 +537,12 @@ pub async fn run(
     if let Some(tx) = started {
         let _ = tx.send(Started { addr });
     }
+    let relay_cancel = cancel.clone();
+    let relay_server = tokio::spawn(async move {
+        axum::serve(relay_listener, relay_router.into_make_service())
+            .with_graceful_shutdown(async move { relay_cancel.cancelled().await })
+            .await
+    });
     let server_cancel = cancel.clone();
     let server = tokio::spawn(async move {
         axum::serve(
@@ -471,6 +575,10 @@ pub async fn run(
         Err(_) => tracing::warn!("open HTTP requests did not end within the shutdown bound"),
         _ => {}
     }
+    if tokio::time::timeout(bound, relay_server).await.is_err() {
+        tracing::warn!("members' relayed requests did not end within the shutdown bound");
+    }
+    let _ = std::fs::remove_file(&relay_path);
     tracing::info!("fleetd stopped");
     Ok(())
 }

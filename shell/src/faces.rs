@@ -44,6 +44,8 @@ pub struct Health {
     pub herdr: Option<PathBuf>,
     pub member_herdr: Option<PathBuf>,
     pub herdr_timeout: Duration,
+    /// Whether members run sandboxed here (said, not a failure: `auto` runs them bare).
+    pub sandbox: crate::herdr::Availability,
 }
 
 impl std::ops::Deref for App {
@@ -81,10 +83,13 @@ impl App {
     pub async fn caller(&self, authorization: Option<&str>, peer: Option<SocketAddr>) -> Caller {
         let c = self.identity.resolve(authorization, peer);
         if c.refused {
-            self.metrics.inc(
-                "fleet_auth_failures_total",
-                &[("reason", "bad_credentials")],
-            );
+            let reason = if c.revoked {
+                "revoked"
+            } else {
+                "bad_credentials"
+            };
+            self.metrics
+                .inc("fleet_auth_failures_total", &[("reason", reason)]);
         }
         if let Some(gid) = &c.member {
             let _ = self
@@ -281,6 +286,15 @@ impl App {
                 "memberHerdr": members,
                 "protocolMismatch": mismatch,
                 "expectedProtocol": crate::herdr::PROTOCOL,
+                "sandbox": match &h.sandbox {
+                    crate::herdr::Availability::Ready => json!({ "members": "sandboxed" }),
+                    crate::herdr::Availability::Off => {
+                        json!({ "members": "unsandboxed", "reason": "herdr.sandbox = \"off\"" })
+                    }
+                    crate::herdr::Availability::Unavailable(why) => {
+                        json!({ "members": "unsandboxed", "reason": why })
+                    }
+                },
             }),
         )
     }

@@ -40,6 +40,9 @@ pub struct Caller {
     pub member: Option<SessionId>,
     /// A credential was presented and refused (counted in `fleet_auth_failures_total`).
     pub refused: bool,
+    /// The refused credential was a genuine member token whose spawn is over (its member was
+    /// stopped or its pane is gone): counted apart, as `revoked`.
+    pub revoked: bool,
 }
 
 /// The resolver: built once from the config.
@@ -47,15 +50,23 @@ pub struct Caller {
 pub struct Identity {
     leads: Vec<Lead>,
     member_key: [u8; 32],
+    /// The members' live spawn nonces: a token is honoured only while its spawn lives.
+    tokens: launch::MemberTokens,
     /// The lead a credential-less loopback caller is served as, if enabled.
     loopback: Option<Principal>,
 }
 
 impl Identity {
-    pub fn new(leads: Vec<Lead>, member_key: [u8; 32], loopback: Option<Principal>) -> Self {
+    pub fn new(
+        leads: Vec<Lead>,
+        member_key: [u8; 32],
+        tokens: launch::MemberTokens,
+        loopback: Option<Principal>,
+    ) -> Self {
         Identity {
             leads,
             member_key,
+            tokens,
             loopback,
         }
     }
@@ -70,6 +81,7 @@ impl Identity {
             principal: Principal::anonymous(),
             member: None,
             refused,
+            revoked: false,
         };
         let Some(auth) = authorization else {
             return match (&self.loopback, peer) {
@@ -77,6 +89,7 @@ impl Identity {
                     principal: p.clone(),
                     member: None,
                     refused: false,
+                    revoked: false,
                 },
                 _ => anonymous(false),
             };
@@ -95,10 +108,12 @@ impl Identity {
                     principal: lead.principal.clone(),
                     member: None,
                     refused: false,
+                    revoked: false,
                 };
             }
         }
-        if let Some((gid, secret)) = token.rsplit_once('.') {
+        let mut parts = token.splitn(3, '.');
+        if let (Some(gid), Some(nonce), Some(secret)) = (parts.next(), parts.next(), parts.next()) {
             let session = SessionId::new(gid);
             // A member can never be a lead, whatever its gid: the leads' sessions are theirs.
             let a_lead = self
@@ -107,12 +122,19 @@ impl Identity {
                 .any(|l| l.principal.session.as_ref() == Some(&session));
             if !a_lead
                 && launch::safe_gid(gid)
-                && launch::verify_member(&self.member_key, gid, secret)
+                && launch::verify_member(&self.member_key, gid, nonce, secret)
             {
+                if !self.tokens.current(gid, nonce) {
+                    return Caller {
+                        revoked: true,
+                        ..anonymous(true)
+                    };
+                }
                 return Caller {
                     principal: Principal::worker(session.clone()),
                     member: Some(session),
                     refused: false,
+                    revoked: false,
                 };
             }
         }
@@ -128,9 +150,12 @@ mod tests {
 
     fn identity(loopback: bool) -> Identity {
         let lead = Principal::primary("alice", Some(SessionId::new("alice")));
+        let tokens = launch::MemberTokens::default();
+        tokens.record("w1", "0f");
         Identity::new(
             vec![Lead::new(lead.clone(), Some("alice-token-0123456789"))],
             [9; 32],
+            tokens,
             loopback.then_some(lead),
         )
     }
@@ -145,7 +170,7 @@ mod tests {
         let lead = id.resolve(Some("Bearer alice-token-0123456789"), addr("10.0.0.2:4000"));
         assert_eq!(lead.principal.role, Role::Primary);
         let m = id.resolve(
-            Some(&format!("Bearer {}", member_token(&[9; 32], "w1"))),
+            Some(&format!("Bearer {}", member_token(&[9; 32], "w1", "0f"))),
             None,
         );
         assert_eq!(m.principal, Principal::worker(SessionId::new("w1")));
@@ -155,12 +180,38 @@ mod tests {
     #[test]
     fn a_member_token_for_another_gid_or_key_is_refused() {
         let id = identity(false);
-        let forged = format!("w2.{}", launch::member_secret(&[9; 32], "w1"));
+        let forged = format!("w2.0f.{}", launch::member_secret(&[9; 32], "w1", "0f"));
         let c = id.resolve(Some(&format!("Bearer {forged}")), None);
         assert_eq!((c.principal.role, c.refused), (Role::Anonymous, true));
-        let other_key = member_token(&[8; 32], "w1");
+        let other_key = member_token(&[8; 32], "w1", "0f");
         let c = id.resolve(Some(&format!("Bearer {other_key}")), None);
         assert_eq!(c.principal.role, Role::Anonymous);
+    }
+
+    #[test]
+    fn a_member_token_dies_with_its_spawn() {
+        let id = identity(false);
+        // Genuine, but minted for an earlier spawn of the same gid.
+        let old = member_token(&[9; 32], "w1", "0e");
+        let c = id.resolve(Some(&format!("Bearer {old}")), None);
+        assert_eq!(
+            (c.principal.role, c.refused, c.revoked),
+            (Role::Anonymous, true, true)
+        );
+        let live = member_token(&[9; 32], "w1", "0f");
+        assert_eq!(
+            id.resolve(Some(&format!("Bearer {live}")), None)
+                .principal
+                .role,
+            Role::Worker
+        );
+        id.tokens.revoke("w1");
+        let c = id.resolve(Some(&format!("Bearer {live}")), None);
+        assert_eq!(
+            (c.principal.role, c.revoked),
+            (Role::Anonymous, true),
+            "stopped: revoked"
+        );
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub mod metrics;
 #[cfg(feature = "daemon")]
 pub mod observe;
 pub mod ports;
+#[cfg(feature = "daemon")]
+pub mod relay;
 pub mod replay_record;
 #[cfg(feature = "daemon")]
 pub mod rest;

@@ -44,6 +44,17 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// (Run by fleetd inside an offline member's sandbox.) Listen on ADDR, carry each
+    /// connection to the gateway's member socket, and run the member's program.
+    #[command(hide = true)]
+    MemberRelay {
+        #[arg(long)]
+        listen: String,
+        #[arg(long)]
+        to: PathBuf,
+        #[arg(last = true, required = true)]
+        program: Vec<String>,
+    },
 }
 
 fn load(path: &Path) -> Result<Config, ExitCode> {
@@ -90,6 +101,20 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::MemberRelay {
+            listen,
+            to,
+            program,
+        } => match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt.block_on(fleetd::relay::run(listen, to, program)),
+            Err(e) => {
+                eprintln!("fleetd member-relay: starting the runtime: {e}");
+                ExitCode::from(126)
+            }
+        },
         Command::Keygen { out } => match daemon::write_key(&out) {
             Ok((_, public)) => {
                 eprintln!("wrote the secret key to {}", out.display());

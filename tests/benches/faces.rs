@@ -138,6 +138,7 @@ poll_interval_ms = 20
         Panes::Double(herdr.clone()),
         &proc.url,
         fleetd::daemon::member_key(&secret),
+        &state,
     );
     let lead = Mcp::connect(&proc.url, Some(TOKEN))
         .await

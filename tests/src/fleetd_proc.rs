@@ -41,9 +41,13 @@ pub fn free_port() -> u16 {
 
 /// A fixed secret key per test host, written where the config says.
 pub fn write_key(path: &Path, seed: u8) -> [u8; 32] {
+    use std::os::unix::fs::PermissionsExt;
     let secret = [seed; 32];
     std::fs::write(path, format!("{}\n", fleetd::config::encode_key(&secret)))
         .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    // fleetd refuses a key file others can read.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
     secret
 }
 
@@ -323,9 +327,11 @@ impl Drop for Played {
 /// - anything else is replied to at once with `done: <brief>`.
 ///
 /// A reply the gateway does not take (it is down, or its broker is) is retried, as a member
-/// would, for up to a minute.
-pub fn play_members(herdr: Panes, base: &str, member_key: [u8; 32]) -> Played {
+/// would, for up to a minute. Each member's token is the one its spawn minted (the nonce the
+/// gateway recorded under `state/members/<gid>/`).
+pub fn play_members(herdr: Panes, base: &str, member_key: [u8; 32], state: &Path) -> Played {
     let base = base.to_string();
+    let runtime = state.join("members");
     let task = tokio::spawn(async move {
         let mut answered: BTreeMap<String, usize> = BTreeMap::new();
         loop {
@@ -342,7 +348,13 @@ pub fn play_members(herdr: Panes, base: &str, member_key: [u8; 32]) -> Played {
                 let brief = p.typed[*done].clone();
                 *done += 1;
                 herdr.set_status(&id, "working").await;
-                let token = fleetd::herdr::launch::member_token(&member_key, &gid);
+                let Some(token) =
+                    fleetd::herdr::launch::token_on_record(&runtime, &member_key, &gid)
+                else {
+                    eprintln!("played member {gid}: no nonce on record yet");
+                    *done -= 1;
+                    continue;
+                };
                 let rest = Rest::new(&base, Some(&token));
                 let herdr = herdr.clone();
                 tokio::spawn(async move {
@@ -623,6 +635,7 @@ pub async fn start_host_edited(
         herdr.clone(),
         &proc.url,
         fleetd::daemon::member_key(&secret),
+        &state,
     );
     Host {
         name,

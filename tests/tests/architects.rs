@@ -90,8 +90,12 @@ async fn u6_u7_two_architects_on_two_hosts_answer_one_brief_apart() {
             "{out}"
         );
         // … but it may not spawn.
-        let token =
-            fleetd::herdr::launch::member_token(&fleetd::daemon::member_key(&[11; 32]), &a2);
+        let token = fleetd::herdr::launch::token_on_record(
+            &dir.0.join(hosts[1].name).join("state/members"),
+            &fleetd::daemon::member_key(&[11; 32]),
+            &a2,
+        )
+        .unwrap_or_else(|| panic!("no nonce on record for {a2}"));
         let as_a2 = Rest::new(&hosts[1].proc.url, Some(&token));
         let (status, refused) = as_a2.post("/members", json!({"profile": "echo2"})).await;
         assert_eq!(status, 403, "{refused}");

@@ -205,7 +205,7 @@ async fn every_role_and_action_over_mcp_and_rest_follows_chapter_nine() {
     let fleetd = Proc::start(&dir.0, "solo", port, &cfg)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let _members = play_members(herdr.clone(), &fleetd.url, mkey);
+    let _members = play_members(herdr.clone(), &fleetd.url, mkey, &state);
     let url = fleetd.url.clone();
 
     // Three members: the worker caller, the other session the callers act on, and a member
@@ -227,8 +227,13 @@ async fn every_role_and_action_over_mcp_and_rest_follows_chapter_nine() {
         gids.push(m["gid"].as_str().unwrap_or_default().to_string());
     }
     let (worker, other, arch) = (gids[0].clone(), gids[1].clone(), gids[2].clone());
-    let worker_token = fleetd::herdr::launch::member_token(&mkey, &worker);
-    let arch_token = fleetd::herdr::launch::member_token(&mkey, &arch);
+    let runtime = state.join("members");
+    let on_record = |gid: &str| {
+        fleetd::herdr::launch::token_on_record(&runtime, &mkey, gid)
+            .unwrap_or_else(|| panic!("no nonce on record for {gid}"))
+    };
+    let worker_token = on_record(&worker);
+    let arch_token = on_record(&arch);
 
     let connect = |token: Option<String>| {
         let url = url.clone();
@@ -337,12 +342,12 @@ async fn every_role_and_action_over_mcp_and_rest_follows_chapter_nine() {
     }
     let (ok, me) = w.mcp.call("fleet_whoami", json!({})).await;
     assert!(ok, "{me}");
-    // A valid member token whose pane is gone (a process left behind) is still that member
-    // for its own calls, but is not announced: no ghost in the roster.
+    // A well-signed member token with no spawn on record (a process left behind, or a token
+    // minted for a nonce that was never issued) is refused: tokens die with their spawn.
     let ghost = "77777777-7777-4777-8777-777777777777";
-    let ghost_token = fleetd::herdr::launch::member_token(&mkey, ghost);
+    let ghost_token = fleetd::herdr::launch::member_token(&mkey, ghost, "0123456789abcdef");
     let (code, v) = Rest::new(&url, Some(&ghost_token)).get("/members").await;
-    assert_eq!(code, 200, "{v}");
+    assert_eq!(code, 401, "{v}");
     let (_, roster) = callers[0].mcp.call("fleet_list", json!({})).await;
     assert!(!roster.to_string().contains(ghost), "{roster}");
     assert!(roster.to_string().contains(&worker), "{roster}");

@@ -46,7 +46,7 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
     let mut fleetd = Proc::start(&dir.0, "solo", port, &config)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let _members = play_members(herdr.clone(), &fleetd.url, mkey);
+    let _members = play_members(herdr.clone(), &fleetd.url, mkey, &dir.0.join("state"));
 
     let lead = Mcp::connect(&fleetd.url, Some(LEAD_TOKEN))
         .await
@@ -173,7 +173,8 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
     assert_eq!(rebound.status().as_u16(), 403);
 
     // A member may reply only as itself.
-    let token = fleetd::herdr::launch::member_token(&mkey, &gid);
+    let token = fleetd::herdr::launch::token_on_record(&dir.0.join("state/members"), &mkey, &gid)
+        .unwrap_or_else(|| panic!("no nonce on record for {gid}"));
     let (code, err) = Rest::new(&fleetd.url, Some(&token))
         .post("/sessions/somebody-else/reply", json!({"message": "m"}))
         .await;

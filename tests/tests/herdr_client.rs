@@ -154,22 +154,44 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
         let (_, pane) = d
             .pane_by_label("fleet:g-1")
             .unwrap_or_else(|| panic!("no pane"));
-        // A scrubbed environment: `env -i`, the allow-list, fleetd's variables, then the argv.
+        // A scrubbed environment: `env -i` keeps only herdr's pane variables and runs the
+        // launch script, which exports the allow-list and fleetd's variables, then execs the
+        // program. Nothing of the member's environment (its token) is in the argv.
         assert!(
             pane.command[2].starts_with("exec env -i HERDR_ENV="),
             "{:?}",
             pane.command
         );
-        let n = pane.command.len();
-        assert_eq!(&pane.command[n - 3..], ECHO);
-        let env = &pane.command[4..n - 3];
-        for want in ["FLEET_GID=g-1", "FLEET_GROUP=backend", "PATH=/usr/bin"] {
-            assert!(env.iter().any(|e| e == want), "{want} in {env:?}");
+        let script_path = d
+            .path
+            .with_extension("members")
+            .join("g-1")
+            .join("launch.sh");
+        assert_eq!(
+            pane.command.last().map(String::as_str),
+            script_path.to_str(),
+            "{:?}",
+            pane.command
+        );
+        assert!(
+            pane.command.iter().all(|a| !a.contains("FLEET_MCP_TOKEN")),
+            "{:?}",
+            pane.command
+        );
+        let script = std::fs::read_to_string(&script_path).unwrap_or_else(|e| panic!("{e}"));
+        for want in [
+            "export FLEET_GID='g-1'",
+            "export FLEET_GROUP='backend'",
+            "export PATH='/usr/bin'",
+            "export FLEET_MCP_TOKEN='g-1.",
+        ] {
+            assert!(script.contains(want), "{want} in {script}");
         }
         assert!(
-            env.iter().all(|e| !e.starts_with("AWS_")),
-            "a credential leaked: {env:?}"
+            script.contains("exec 'sh' '-c' 'stty -echo 2>/dev/null; exec cat'"),
+            "{script}"
         );
+        assert!(!script.contains("AWS_"), "a credential leaked: {script}");
         assert_eq!(pane.tab_label.as_deref(), Some("fleet members"));
         let asked = d.state().requests.clone();
         let at = |m: &str| asked.iter().position(|r| r == m);
@@ -202,6 +224,8 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
             env: Default::default(),
             cwd: None,
             charter: Some("Work the brief; answer with fleet_reply.".into()),
+            sandbox: true,
+            network: fleetd::herdr::Network::Host,
         };
         cfg.profiles
             .insert("dev".into(), claude("https://llm.internal.example/v1"));
@@ -218,12 +242,14 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
             Ok(Readiness::OnConnect)
         );
         let (_, pane) = d.pane_by_label("fleet:g-7").expect("a pane");
-        assert!(pane
-            .command
-            .contains(&"ANTHROPIC_BASE_URL=https://llm.internal.example/v1".to_string()));
+        let script = std::fs::read_to_string(runtime.join("g-7").join("launch.sh"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(script.contains("export ANTHROPIC_BASE_URL='https://llm.internal.example/v1'"));
         let mcp = runtime.join("g-7").join("mcp.json");
         let text = std::fs::read_to_string(&mcp).unwrap_or_else(|e| panic!("{e}"));
-        assert!(text.contains(&member_secret(&MEMBER_KEY, "g-7")));
+        let nonce = std::fs::read_to_string(runtime.join("g-7").join("nonce"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(text.contains(&member_secret(&MEMBER_KEY, "g-7", nonce.trim())));
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&mcp).map(|m| m.permissions().mode() & 0o777);
         assert_eq!(mode.ok(), Some(0o600), "the secret file is private");
@@ -231,13 +257,14 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
             std::fs::metadata(runtime.join("g-7")).map(|m| m.permissions().mode() & 0o777);
         assert_eq!(dir_mode.ok(), Some(0o700));
         let claude_dir = format!(
-            "CLAUDE_CONFIG_DIR={}",
+            "export CLAUDE_CONFIG_DIR='{}'",
             runtime.join("g-7").join("claude").display()
         );
         assert!(
-            pane.command.contains(&claude_dir),
-            "never the lead's ~/.claude login"
+            script.contains(&claude_dir),
+            "never the lead's ~/.claude login: {script}"
         );
+        let _ = pane;
         let receipt = c.receipt(&gid).expect("a charter receipt");
         assert_eq!(receipt.bytes, 40);
         // The guard refuses before anything starts.
@@ -333,7 +360,10 @@ fn a_round_of_samples_is_one_listing() {
         d.add_pane(Some("fleet:g-2"), "working");
         d.add_pane(Some("fleet:g-3"), "unknown");
         let lead = d.add_pane(Some("lead"), "blocked");
-        let c = client(&d);
+        let mut cfg = config(&d.path, &d.path.with_extension("members"));
+        // A lead is a target only as a configured lead (its gid names its pane here).
+        cfg.lead_panes.insert(SessionId::new(&lead), lead.clone());
+        let c = HerdrClient::new(cfg);
         let gids: Vec<SessionId> = ["g-1", "g-2", "g-3", "g-4", lead.as_str()]
             .into_iter()
             .map(SessionId::new)
@@ -1063,6 +1093,7 @@ fn members_live_on_their_own_herdr_and_leads_on_the_main_one() {
         let lead = main.add_pane(Some("lead"), "idle");
         let mut cfg = config(&main.path, &main_dir.0.join("runtime"));
         cfg.member_socket = Some(members.path.clone());
+        cfg.lead_panes.insert(SessionId::new(&lead), lead.clone());
         let c = HerdrClient::new(cfg);
         assert_eq!(
             c.socket(),
@@ -1212,4 +1243,79 @@ fn a_brief_waits_while_the_member_works_and_goes_in_when_it_is_idle() {
 #[test]
 fn on_a_real_herdr_a_brief_waits_while_the_member_works() {
     scenario(injects_only_when_injectable(Backend::Real));
+}
+
+/// The member's herdr socket, on the double: its own pane's reports and reads go through to
+/// herdr; typing into the lead, reading or closing another pane, renaming its own and listing
+/// are refused with herdr's error shape and never reach herdr. Closing the member removes it.
+#[test]
+fn a_members_herdr_socket_forwards_only_what_is_its_own() {
+    scenario(async {
+        let dir = Dir::new("member-socket");
+        let d = double(&dir).await;
+        let lead = d.add_pane(Some("lead"), "idle");
+        let other = d.add_pane(Some("fleet:g-9"), "idle");
+        let runtime = d.path.with_extension("members");
+        let c = HerdrClient::new(config(&d.path, &runtime));
+        let gid = SessionId::new("g-1");
+        let member = reports_idle_when_started(&c, "fleet:g-1");
+        let spawned = c.spawn(&gid, &fleet_core::SpawnSpec::of("echo")).await;
+        assert!(spawned.is_ok(), "{spawned:?}");
+        assert!(member.await.is_ok());
+        let (own, _) = d.pane_by_label("fleet:g-1").expect("a pane");
+        let sock = runtime.join("g-1").join("herdr.sock");
+        let ask = |v: serde_json::Value| {
+            let sock = sock.clone();
+            async move {
+                let s = fleetd::herdr::Socket::new(sock, Duration::from_secs(2));
+                let method = v["method"].as_str().unwrap_or_default().to_string();
+                s.call("t", &method, v["params"].clone()).await
+            }
+        };
+        let working = ask(serde_json::json!({"method": "pane.report_agent", "params":
+            {"pane_id": own, "source": "custom:x", "agent": "x", "state": "working"}}))
+        .await;
+        assert!(working.is_ok(), "{working:?}");
+        assert_eq!(
+            d.state().panes[&own].status,
+            "working",
+            "forwarded to herdr"
+        );
+        let read = ask(serde_json::json!({"method": "pane.read", "params":
+            {"pane_id": own, "source": "recent", "lines": 5, "format": "text", "strip_ansi": true}}))
+        .await;
+        assert!(read.is_ok(), "{read:?}");
+        d.state().requests.clear();
+        for (method, params) in [
+            (
+                "pane.send_input",
+                serde_json::json!({"pane_id": lead, "text": "pwned", "keys": ["enter"]}),
+            ),
+            (
+                "pane.read",
+                serde_json::json!({"pane_id": other, "source": "recent"}),
+            ),
+            ("pane.close", serde_json::json!({"pane_id": other})),
+            (
+                "pane.rename",
+                serde_json::json!({"pane_id": own, "label": "fleet:g-9"}),
+            ),
+            ("pane.list", serde_json::json!({})),
+        ] {
+            let r = ask(serde_json::json!({"method": method, "params": params})).await;
+            assert!(
+                matches!(&r, Err(fleetd::herdr::RpcError::Herdr { code, .. }) if code == "forbidden"),
+                "{method}: {r:?}"
+            );
+        }
+        assert!(
+            d.state().requests.is_empty(),
+            "nothing refused reached herdr: {:?}",
+            d.state().requests
+        );
+        assert!(d.state().panes[&lead].typed.is_empty());
+        assert_eq!(c.close(&gid).await, Ok(()));
+        assert!(!sock.exists(), "the socket goes with its member");
+        schema_clean(&d);
+    });
 }

@@ -85,7 +85,8 @@ fn a_member_worktree_is_cut_at_its_commit_with_the_leads_mcp_neutralised() {
         };
         let wt = worktree::cut(&cfg, "g-1", &w)
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{e}"))
+            .dir;
         assert_eq!(wt, dir.0.join("worktrees").join("g-1"));
         assert_eq!(git(&wt, &["rev-parse", "HEAD"]), c1, "at the asked commit");
         assert_eq!(
@@ -125,7 +126,8 @@ fn uncommitted_work_is_never_removed() {
         };
         let wt = worktree::cut(&cfg, "g-2", &w)
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{e}"))
+            .dir;
         std::fs::write(wt.join("work.txt"), "half done").unwrap_or_else(|e| panic!("{e}"));
         let r = worktree::remove(&cfg, "g-2").await;
         assert!(
@@ -149,7 +151,8 @@ fn a_repository_named_by_url_is_cloned_once_and_fetched_for_a_new_commit() {
         };
         let a = worktree::cut(&cfg, "g-a", &at(&c1))
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{e}"))
+            .dir;
         assert_eq!(git(&a, &["rev-parse", "HEAD"]), c1);
         // A commit made after the clone: fetched into the same cache.
         std::fs::write(repo.join("README"), "three\n").unwrap_or_else(|e| panic!("{e}"));
@@ -157,7 +160,8 @@ fn a_repository_named_by_url_is_cloned_once_and_fetched_for_a_new_commit() {
         let c3 = git(&repo, &["rev-parse", "HEAD"]);
         let b = worktree::cut(&cfg, "g-b", &at(&c3))
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{e}"))
+            .dir;
         assert_eq!(git(&b, &["rev-parse", "HEAD"]), c3);
         let clones = std::fs::read_dir(&cfg.cache)
             .map(|d| d.count())
@@ -271,7 +275,8 @@ fn a_symlinked_config_is_replaced_not_written_through_and_detached_work_is_kept(
         };
         let wt = worktree::cut(&cfg, "g-l", &w)
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{e}"))
+            .dir;
         assert_eq!(
             std::fs::read_to_string(&victim).ok().as_deref(),
             Some("precious")

@@ -10,9 +10,13 @@
 //!
 //! Every member starts under `env -i` with only allow-listed variables of the daemon's own
 //! environment, the profile's variables, fleetd's, and herdr's own pane variables: herdr would
-//! otherwise hand it the herdr server's environment, credentials included. The charter goes to
-//! the member; the gateway keeps only its SHA-256 receipt.
+//! otherwise hand it the herdr server's environment, credentials included. None of it is in
+//! the pane's argv (which any local user can list): the pane runs `sh <dir>/launch.sh`, a 0600
+//! script that removes itself, exports the environment and execs the program — inside the
+//! member's sandbox (`sandbox`) where the host has one. The charter goes to the member; the
+//! gateway keeps only its SHA-256 receipt.
 
+use super::sandbox::{quote, Network, Word};
 use hmac::{Hmac, Mac};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -82,6 +86,10 @@ pub struct Profile {
     pub cwd: Option<String>,
     /// The member's standing instructions; only its receipt is kept.
     pub charter: Option<String>,
+    /// Whether its member runs sandboxed where the host can (on by default).
+    pub sandbox: bool,
+    /// Its sandbox's network (`host` unless the profile says `none`).
+    pub network: Network,
 }
 
 impl Profile {
@@ -93,6 +101,8 @@ impl Profile {
             env: BTreeMap::new(),
             cwd: None,
             charter: None,
+            sandbox: true,
+            network: Network::Host,
         }
     }
 }
@@ -114,6 +124,8 @@ pub struct LaunchConfig {
     /// The readiness gate for `command` members: an injectable status within this bound.
     pub ready_timeout: Duration,
     pub ready_poll: Duration,
+    /// The members' live tokens: one nonce per spawn, so a stopped member's token dies with it.
+    pub tokens: MemberTokens,
 }
 
 impl fmt::Debug for LaunchConfig {
@@ -139,6 +151,19 @@ impl LaunchConfig {
             base_url_allow: Vec::new(),
             ready_timeout: Duration::from_secs(60),
             ready_poll: Duration::from_millis(250),
+            tokens: MemberTokens::default(),
+        }
+    }
+
+    /// The gateway's MCP URL as a member in `boxed` reaches it: an offline sandbox reaches it
+    /// through its relay on `127.0.0.1` at the same port and path.
+    pub fn member_url(&self, boxed: Option<Network>) -> String {
+        match boxed {
+            Some(Network::None) => {
+                let (port, path) = url_port_path(&self.mcp_url);
+                format!("http://127.0.0.1:{port}{path}")
+            }
+            _ => self.mcp_url.clone(),
         }
     }
 
@@ -147,6 +172,26 @@ impl LaunchConfig {
     pub fn member_dir(&self, gid: &str) -> Option<PathBuf> {
         safe_gid(gid).then(|| self.runtime_dir.join(gid))
     }
+}
+
+/// The port and path of an `http(s)://authority/path` URL (80/443 when the port is implicit).
+pub fn url_port_path(url: &str) -> (u16, String) {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let default = if scheme.eq_ignore_ascii_case("https") {
+        443
+    } else {
+        80
+    };
+    let port = authority
+        .rsplit_once(':')
+        .filter(|(h, _)| !h.ends_with(']') || authority.starts_with('['))
+        .and_then(|(_, p)| p.parse().ok())
+        .unwrap_or(default);
+    (port, path.to_string())
 }
 
 /// A gid fleetd will act on: 1–64 ASCII letters, digits, `-` and `_` (a UUID is one).
@@ -190,6 +235,9 @@ pub enum Gate {
     Injectable,
 }
 
+/// The member's filtered herdr socket, in its directory (`member_socket`).
+pub const MEMBER_HERDR_SOCKET: &str = "herdr.sock";
+
 /// herdr's own variables of each pane (set when it starts the pane, so unknown until then),
 /// kept through the scrub: a member reports its status with them (`pane.report_agent`).
 pub const HERDR_PANE_VARS: &[&str] = &[
@@ -214,23 +262,58 @@ pub struct Launch {
     pub files: Vec<(PathBuf, String)>,
     pub receipt: Option<CharterReceipt>,
     pub gate: Gate,
+    /// The launch script's path (`<dir>/launch.sh`).
+    pub script: PathBuf,
+    /// The sandbox the program runs in (`bwrap … --` and what follows), when it has one.
+    pub sandbox: Option<Vec<Word>>,
 }
 
 impl Launch {
     /// The pane's command, which herdr runs directly (no shell of its own):
-    /// `sh -c 'exec env -i HERDR_…="$HERDR_…" … "$@"' fleetd-member VAR=value … program args…`.
-    /// The `sh` only carries herdr's pane variables across `env -i`; values are never parsed
-    /// by a shell (they are arguments, and `env` takes each `NAME=value` literally).
+    /// `sh -c 'exec env -i HERDR_…="$HERDR_…" … sh "$1"' fleetd-member <dir>/launch.sh`. The
+    /// first `sh` only carries herdr's pane variables across `env -i`; no value and no secret
+    /// is in it.
     pub fn argv(&self) -> Vec<String> {
         let keep: Vec<String> = HERDR_PANE_VARS
             .iter()
             .map(|v| format!("{v}=\"${v}\""))
             .collect();
-        let script = format!("exec env -i {} \"$@\"", keep.join(" "));
-        let mut argv = vec!["sh".into(), "-c".into(), script, "fleetd-member".into()];
-        argv.extend(self.env.iter().map(|(k, v)| format!("{k}={v}")));
-        argv.extend(self.program.iter().cloned());
-        argv
+        let script = format!("exec env -i {} sh \"$1\"", keep.join(" "));
+        vec![
+            "sh".into(),
+            "-c".into(),
+            script,
+            "fleetd-member".into(),
+            path_arg(&self.script),
+        ]
+    }
+
+    /// The launch script: removes itself (its environment carries the member's token), exports
+    /// the member's environment, and execs the program — in its sandbox, if it has one. Every
+    /// value is single-quoted, so nothing in it is parsed by the shell.
+    pub fn script_text(&self) -> String {
+        let mut s = String::from(
+            "# fleetd: a member's launch, read once and removed (it holds the member's token)\n\
+             rm -f -- \"$0\"\n",
+        );
+        for (k, v) in &self.env {
+            s.push_str(&format!("export {k}={}\n", quote(v)));
+        }
+        let words: Vec<String> = match &self.sandbox {
+            Some(w) => w.iter().map(Word::render).collect(),
+            None => self.program.iter().map(|p| quote(p)).collect(),
+        };
+        s.push_str("exec ");
+        s.push_str(&words.join(" "));
+        s.push('\n');
+        s
+    }
+
+    /// Every file the launch writes: its own, and the script.
+    pub fn all_files(&self) -> Vec<(PathBuf, String)> {
+        let mut f = self.files.clone();
+        f.push((self.script.clone(), self.script_text()));
+        f
     }
 }
 
@@ -255,31 +338,107 @@ pub fn allowed(allow: &[String], name: &str) -> bool {
     })
 }
 
-/// The secret member `gid` presents to this gateway's MCP: HMAC-SHA256(member_key, gid), hex.
-pub fn member_secret(key: &[u8; 32], gid: &str) -> String {
-    hex(&mac(key, gid).finalize().into_bytes())
+/// The secret member `gid` of spawn `nonce` presents: HMAC-SHA256(member_key, gid, nonce), hex.
+pub fn member_secret(key: &[u8; 32], gid: &str, nonce: &str) -> String {
+    hex(&mac(key, gid, nonce).finalize().into_bytes())
 }
 
-/// The bearer token member `gid` presents: `<gid>.<secret>`, so the gateway knows whose
-/// secret to check (a gid is a plain name: it has no `.`).
-pub fn member_token(key: &[u8; 32], gid: &str) -> String {
-    format!("{gid}.{}", member_secret(key, gid))
+/// The bearer token member `gid` presents: `<gid>.<nonce>.<secret>`, so the gateway knows whose
+/// secret to check and which spawn it was minted for (a gid and a nonce have no `.`).
+pub fn member_token(key: &[u8; 32], gid: &str, nonce: &str) -> String {
+    format!("{gid}.{nonce}.{}", member_secret(key, gid, nonce))
 }
 
 /// Checks a presented secret in constant time.
-pub fn verify_member(key: &[u8; 32], gid: &str, presented: &str) -> bool {
+pub fn verify_member(key: &[u8; 32], gid: &str, nonce: &str, presented: &str) -> bool {
     let Some(bytes) = unhex(presented) else {
         return false;
     };
-    mac(key, gid).verify_slice(&bytes).is_ok()
+    mac(key, gid, nonce).verify_slice(&bytes).is_ok()
 }
 
-fn mac(key: &[u8; 32], gid: &str) -> Hmac<Sha256> {
+fn mac(key: &[u8; 32], gid: &str, nonce: &str) -> Hmac<Sha256> {
     // HMAC takes a key of any length: this cannot fail for 32 bytes.
     let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).unwrap_or_else(|_| unreachable!());
-    m.update(b"fleetd member mcp secret\0");
+    m.update(b"fleetd member mcp secret v2\0");
     m.update(gid.as_bytes());
+    m.update(b"\0");
+    m.update(nonce.as_bytes());
     m
+}
+
+/// A spawn's nonce: 16 hex digits from the OS.
+pub fn fresh_nonce() -> String {
+    let mut b = [0u8; 8];
+    use rand_core::RngCore;
+    rand_core::OsRng.fill_bytes(&mut b);
+    hex(&b)
+}
+
+/// The name of the file in a member's directory holding its spawn's nonce: what makes its
+/// token valid, across a gateway restart too, until its files go with its pane.
+pub const NONCE_FILE: &str = "nonce";
+
+/// The members' live nonces (gid → nonce): a token is honoured only for the nonce on record,
+/// so it dies when its member's pane and files go. Shared by the launcher and the faces.
+#[derive(Clone, Debug, Default)]
+pub struct MemberTokens(std::sync::Arc<std::sync::RwLock<BTreeMap<String, String>>>);
+
+impl MemberTokens {
+    /// The nonces of the members whose files are under `runtime_dir` (a restart).
+    pub fn load(runtime_dir: &Path) -> Self {
+        let t = MemberTokens::default();
+        let Ok(entries) = std::fs::read_dir(runtime_dir) else {
+            return t;
+        };
+        for e in entries.flatten() {
+            let gid = e.file_name().to_string_lossy().into_owned();
+            if !safe_gid(&gid) {
+                continue;
+            }
+            if let Ok(n) = std::fs::read_to_string(e.path().join(NONCE_FILE)) {
+                if safe_nonce(n.trim()) {
+                    t.record(&gid, n.trim());
+                }
+            }
+        }
+        t
+    }
+
+    pub fn record(&self, gid: &str, nonce: &str) {
+        if let Ok(mut m) = self.0.write() {
+            m.insert(gid.to_string(), nonce.to_string());
+        }
+    }
+
+    pub fn revoke(&self, gid: &str) {
+        if let Ok(mut m) = self.0.write() {
+            m.remove(gid);
+        }
+    }
+
+    /// Whether member `gid` has a live spawn on record (not stopped, not forgotten).
+    pub fn is_live(&self, gid: &str) -> bool {
+        self.0.read().map(|m| m.contains_key(gid)).unwrap_or(false)
+    }
+
+    /// Whether `nonce` is member `gid`'s current one.
+    pub fn current(&self, gid: &str, nonce: &str) -> bool {
+        self.0
+            .read()
+            .map(|m| m.get(gid).is_some_and(|n| n == nonce))
+            .unwrap_or(false)
+    }
+}
+
+fn safe_nonce(n: &str) -> bool {
+    (1..=64).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The token on record for member `gid` under `runtime_dir` (what its launch gave it).
+pub fn token_on_record(runtime_dir: &Path, key: &[u8; 32], gid: &str) -> Option<String> {
+    let n = std::fs::read_to_string(runtime_dir.join(gid).join(NONCE_FILE)).ok()?;
+    Some(member_token(key, gid, n.trim()))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -296,16 +455,37 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Plans the launch of member `gid` from `profile`. `parent_env` is the daemon's environment
+/// Who is launched: its gid, group, its spawn's nonce, and the sandbox it will run in (`None`:
+/// none), which decides its home and how it reaches the gateway.
+#[derive(Clone, Copy, Debug)]
+pub struct Member<'a> {
+    pub gid: &'a str,
+    pub group: Option<&'a str>,
+    pub nonce: &'a str,
+    pub boxed: Option<Network>,
+}
+
+impl<'a> Member<'a> {
+    pub fn new(gid: &'a str, nonce: &'a str) -> Self {
+        Member {
+            gid,
+            group: None,
+            nonce,
+            boxed: None,
+        }
+    }
+}
+
+/// Plans the launch of `member` from `profile`. `parent_env` is the daemon's environment
 /// (an input, so the scrub is testable).
 pub fn plan(
     cfg: &LaunchConfig,
     name: &str,
     profile: &Profile,
-    gid: &str,
-    group: Option<&str>,
+    member: Member<'_>,
     parent_env: &BTreeMap<String, String>,
 ) -> Result<Launch, LaunchError> {
+    let (gid, group) = (member.gid, member.group);
     let invalid = |why: &str| LaunchError::Invalid {
         profile: name.to_string(),
         why: why.to_string(),
@@ -319,13 +499,28 @@ pub fn plan(
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     env.extend(profile.env.clone());
+    if !safe_nonce(member.nonce) {
+        return Err(invalid("the spawn nonce is not hex"));
+    }
+    if member.boxed.is_some() {
+        // Its own home, an empty /tmp; the daemon's runtime dir is not there at all.
+        env.insert("HOME".into(), path_arg(&dir.join("home")));
+        env.insert("TMPDIR".into(), "/tmp".into());
+        env.remove("XDG_RUNTIME_DIR");
+    }
+    // herdr's own variable says the real socket; the member gets its filtered one.
+    env.insert(
+        "HERDR_SOCKET_PATH".into(),
+        path_arg(&dir.join(MEMBER_HERDR_SOCKET)),
+    );
     env.insert("FLEET_GID".into(), gid.to_string());
     if let Some(g) = group {
         env.insert("FLEET_GROUP".into(), g.to_string());
     }
     let receipt = profile.charter.as_deref().map(CharterReceipt::of);
-    let mut files = Vec::new();
-    let token = member_token(&cfg.member_key, gid);
+    let mut files = vec![(dir.join(NONCE_FILE), member.nonce.to_string())];
+    let token = member_token(&cfg.member_key, gid, member.nonce);
+    let url = cfg.member_url(member.boxed);
     let headers = json!({ "Authorization": format!("Bearer {token}") });
     let (program, gate) = match &profile.kind {
         Kind::ClaudeCode {
@@ -347,7 +542,7 @@ pub fn plan(
             env.insert("CLAUDE_CONFIG_DIR".into(), path_arg(&dir.join("claude")));
             let mcp = dir.join("mcp.json");
             let config = json!({ "mcpServers": { "fleet": {
-                "type": "http", "url": cfg.mcp_url, "headers": headers,
+                "type": "http", "url": url, "headers": headers,
             }}});
             files.push((mcp.clone(), pretty(&config)));
             let mut argv = vec![
@@ -370,7 +565,7 @@ pub fn plan(
             let mut config = json!({
                 "$schema": "https://opencode.ai/config.json",
                 "mcp": { "fleet": {
-                    "type": "remote", "url": cfg.mcp_url, "enabled": true, "headers": headers,
+                    "type": "remote", "url": url, "enabled": true, "headers": headers,
                 }},
             });
             if let Some(c) = &profile.charter {
@@ -391,9 +586,10 @@ pub fn plan(
             if argv.is_empty() {
                 return Err(invalid("a command profile needs an argv"));
             }
-            env.insert("FLEET_MCP_URL".into(), cfg.mcp_url.clone());
+            env.insert("FLEET_MCP_URL".into(), url.clone());
             // A program has no MCP config file to read it from; the environment is the
-            // pane's own (never argv, which any user can list).
+            // program's own, set by the 0600 launch script (never argv, which any user can
+            // list).
             env.insert("FLEET_MCP_TOKEN".into(), token);
             (argv.clone(), Gate::Injectable)
         }
@@ -415,6 +611,8 @@ pub fn plan(
         files,
         receipt,
         gate,
+        script: dir.join("launch.sh"),
+        sandbox: None,
     })
 }
 
@@ -489,17 +687,22 @@ mod tests {
             env: BTreeMap::new(),
             cwd: Some("/src/app".into()),
             charter: Some("You are a fleet member. Reply with fleet_reply.".into()),
+            sandbox: true,
+            network: Network::Host,
         }
     }
 
     #[test]
     fn a_claude_code_member_runs_off_subscription_with_its_own_mcp_and_a_scrubbed_env() {
+        let member = Member {
+            group: Some("qa"),
+            ..Member::new("g1", "0011aabb")
+        };
         let l = plan(
             &cfg(),
             "dev",
             &claude("https://llm.internal.example/v1"),
-            "g1",
-            Some("qa"),
+            member,
             &parent(),
         )
         .expect("planned");
@@ -521,13 +724,16 @@ mod tests {
             ]
         );
         assert_eq!(l.gate, Gate::Connects);
-        let (path, text) = &l.files[0];
-        assert_eq!(path, Path::new("/run/fleetd/members/g1/mcp.json"));
+        let (_, text) = l
+            .files
+            .iter()
+            .find(|(p, _)| p == Path::new("/run/fleetd/members/g1/mcp.json"))
+            .expect("mcp.json");
         let v: serde_json::Value = serde_json::from_str(text).expect("json");
-        let secret = member_secret(&[7; 32], "g1");
+        let secret = member_secret(&[7; 32], "g1", "0011aabb");
         assert_eq!(
             v["mcpServers"]["fleet"]["headers"]["Authorization"],
-            format!("Bearer g1.{secret}")
+            format!("Bearer g1.0011aabb.{secret}")
         );
         assert_eq!(v["mcpServers"]["fleet"]["url"], "http://127.0.0.1:7700/mcp");
         // The secret is in the 0600 file, never in the pane's argv.
@@ -543,8 +749,7 @@ mod tests {
             &cfg(),
             "dev",
             &claude("https://api.anthropic.com"),
-            "g1",
-            None,
+            Member::new("g1", "00"),
             &parent(),
         )
         .expect_err("refused");
@@ -563,8 +768,10 @@ mod tests {
             env: [("OPENCODE_DISABLE_AUTOUPDATE".to_string(), "1".to_string())].into(),
             cwd: None,
             charter: Some("charter".into()),
+            sandbox: true,
+            network: Network::Host,
         };
-        let l = plan(&cfg(), "oc", &p, "g2", None, &parent()).expect("planned");
+        let l = plan(&cfg(), "oc", &p, Member::new("g2", "00"), &parent()).expect("planned");
         let env = &l.env;
         assert_eq!(
             env["OPENCODE_CONFIG"],
@@ -593,27 +800,53 @@ mod tests {
             &cfg(),
             "sh",
             &Profile::command(&["sh", "-c", "agent"]),
-            "g3",
-            None,
+            Member::new("g3", "00"),
             &parent(),
         )
         .expect("planned");
         assert_eq!(l.gate, Gate::Injectable);
         assert_eq!(l.env["FLEET_MCP_URL"], "http://127.0.0.1:7700/mcp");
-        assert!(l.files.is_empty());
-        let e =
-            plan(&cfg(), "sh", &Profile::command(&[]), "g3", None, &parent()).expect_err("empty");
+        assert_eq!(l.env["FLEET_MCP_TOKEN"], member_token(&[7; 32], "g3", "00"));
+        assert_eq!(
+            l.env["HERDR_SOCKET_PATH"],
+            "/run/fleetd/members/g3/herdr.sock"
+        );
+        // An offline sandbox reaches the gateway through its relay; its home is its own.
+        let offline = Member {
+            boxed: Some(Network::None),
+            ..Member::new("g3", "00")
+        };
+        let l = plan(&cfg(), "sh", &Profile::command(&["a"]), offline, &parent()).expect("planned");
+        assert_eq!(l.env["FLEET_MCP_URL"], "http://127.0.0.1:7700/mcp");
+        assert_eq!(l.env["HOME"], "/run/fleetd/members/g3/home");
+        let e = plan(
+            &cfg(),
+            "sh",
+            &Profile::command(&[]),
+            Member::new("g3", "00"),
+            &parent(),
+        )
+        .expect_err("empty");
         assert!(e.to_string().contains("argv"), "{e}");
     }
 
     /// The argv really runs: `sh` keeps herdr's pane variables, `env -i` drops everything
-    /// else, and values with spaces, quotes and `$` arrive literally.
+    /// else, the script exports values with spaces, quotes and `$` literally and removes
+    /// itself, and neither the token nor any value is in the pane's argv.
     #[test]
     fn the_argv_runs_with_exactly_the_planned_environment() {
+        let dir = std::env::temp_dir().join(format!("fleetd-launch-{}", std::process::id()));
+        let mut c = cfg();
+        c.runtime_dir = dir.clone();
         let mut p = Profile::command(&["sh", "-c", "env | sort"]);
-        p.env.insert("ODD".into(), "a b 'c' \"d\" $HOME `x`".into());
-        let l = plan(&cfg(), "sh", &p, "g4", None, &parent()).expect("planned");
+        p.env
+            .insert("ODD".into(), "a b 'c' \"d\" $HOME `x`\nline".into());
+        let l = plan(&c, "sh", &p, Member::new("g4", "0a"), &parent()).expect("planned");
         let argv = l.argv();
+        assert!(argv
+            .iter()
+            .all(|a| !a.contains("FLEET_MCP_TOKEN") && !a.contains("ODD")));
+        write_files(&dir.join("g4"), &l.all_files()).expect("written");
         let out = std::process::Command::new(&argv[0])
             .args(&argv[1..])
             .env("HERDR_PANE_ID", "w1:p7")
@@ -623,31 +856,72 @@ mod tests {
         let text = String::from_utf8_lossy(&out.stdout);
         let got: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
         assert_eq!(got["ODD"], "a b 'c' \"d\" $HOME `x`");
+        assert!(
+            text.lines().any(|l| l == "line"),
+            "the newline kept: {text}"
+        );
         assert_eq!(got["HERDR_PANE_ID"], "w1:p7");
         assert_eq!(got["FLEET_GID"], "g4");
+        assert_eq!(got["FLEET_MCP_TOKEN"], member_token(&[7; 32], "g4", "0a"));
         assert!(!got.contains_key("AWS_SECRET_ACCESS_KEY"), "{text}");
         assert!(!got.contains_key("ANTHROPIC_API_KEY"), "{text}");
+        assert!(!l.script.exists(), "the script removed itself");
+        let _ = std::fs::remove_dir_all(&dir);
         let e = plan(
             &cfg(),
             "sh",
             &Profile::command(&["A=1", "x"]),
-            "g4",
-            None,
+            Member::new("g4", "0a"),
             &parent(),
         );
         assert!(e.is_err(), "a program named like a variable is refused");
     }
 
     #[test]
-    fn member_secrets_are_per_gid_stable_and_checked() {
+    fn member_secrets_are_per_gid_and_spawn_stable_and_checked() {
         let k = [9u8; 32];
-        let s = member_secret(&k, "a");
-        assert_eq!(s, member_secret(&k, "a"));
-        assert_ne!(s, member_secret(&k, "b"));
-        assert!(verify_member(&k, "a", &s));
-        assert!(!verify_member(&k, "b", &s));
-        assert!(!verify_member(&k, "a", "zz"));
-        assert!(!verify_member(&[8u8; 32], "a", &s));
+        let s = member_secret(&k, "a", "01");
+        assert_eq!(s, member_secret(&k, "a", "01"));
+        assert_ne!(s, member_secret(&k, "b", "01"));
+        assert_ne!(s, member_secret(&k, "a", "02"));
+        assert!(verify_member(&k, "a", "01", &s));
+        assert!(!verify_member(&k, "b", "01", &s));
+        assert!(!verify_member(&k, "a", "02", &s));
+        assert!(!verify_member(&k, "a", "01", "zz"));
+        assert!(!verify_member(&[8u8; 32], "a", "01", &s));
+        assert_eq!(fresh_nonce().len(), 16);
+        assert_ne!(fresh_nonce(), fresh_nonce());
+    }
+
+    #[test]
+    fn a_token_is_live_only_while_its_nonce_is_on_record() {
+        let dir = std::env::temp_dir().join(format!("fleetd-tokens-{}", std::process::id()));
+        write_files(
+            &dir.join("g5"),
+            &[(dir.join("g5").join(NONCE_FILE), "0c".into())],
+        )
+        .expect("written");
+        let t = MemberTokens::load(&dir);
+        assert!(t.current("g5", "0c"));
+        assert!(!t.current("g5", "0d"), "another spawn's nonce");
+        assert_eq!(
+            token_on_record(&dir, &[1; 32], "g5"),
+            Some(member_token(&[1; 32], "g5", "0c"))
+        );
+        t.revoke("g5");
+        assert!(!t.current("g5", "0c"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_urls_port_and_path_are_read_with_their_defaults() {
+        assert_eq!(
+            url_port_path("http://127.0.0.1:7700/mcp"),
+            (7700, "/mcp".into())
+        );
+        assert_eq!(url_port_path("https://a.example/mcp"), (443, "/mcp".into()));
+        assert_eq!(url_port_path("http://[::1]:9000/x"), (9000, "/x".into()));
+        assert_eq!(url_port_path("http://host"), (80, "/".into()));
     }
 
     #[test]

@@ -6,13 +6,16 @@
 pub mod api;
 pub mod events;
 pub mod launch;
+pub mod member_socket;
 pub mod rebuild;
 pub mod rpc;
+pub mod sandbox;
 pub mod worktree;
 
 pub use api::{Api, NewPane, PaneInfo, Pong, ReportedState, PROTOCOL};
 pub use launch::{CharterReceipt, Gate, Kind, LaunchConfig, LaunchError, Profile};
 pub use rpc::{RpcError, Socket};
+pub use sandbox::{Availability, Network, SandboxConfig};
 pub use worktree::WorktreeConfig;
 
 use crate::ports::{HerdrError, HerdrPort, PortFuture, Sample, Samples};
@@ -58,9 +61,13 @@ pub struct HerdrConfig {
     pub worktrees: WorktreeConfig,
     /// The daemon's environment, which each member's is scrubbed from (`launch::plan`).
     pub parent_env: BTreeMap<String, String>,
-    /// Leads whose fleet-wide gid is not their pane id: gid → pane id on the leads' herdr.
-    /// A lead not listed is addressed by its gid as a pane id.
+    /// The configured leads' panes: gid → pane id on the leads' herdr. Only these and labelled
+    /// members are targets; any other gid is not found (never taken for a raw pane id).
     pub lead_panes: BTreeMap<SessionId, String>,
+    /// The members' sandbox on this host (off unless the daemon found and enabled one).
+    pub sandbox: SandboxConfig,
+    /// Spawn refused, not run bare, when a profile wants a sandbox the host cannot make.
+    pub sandbox_required: bool,
 }
 
 impl HerdrConfig {
@@ -85,6 +92,8 @@ impl HerdrConfig {
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
                 .collect(),
             lead_panes: BTreeMap::new(),
+            sandbox: SandboxConfig::off(),
+            sandbox_required: false,
         }
     }
 }
@@ -101,6 +110,8 @@ pub struct HerdrClient {
     panes: Rc<RefCell<BTreeMap<SessionId, String>>>,
     /// The charter receipt of each member this client launched (for audit; never the text).
     receipts: Rc<RefCell<BTreeMap<SessionId, CharterReceipt>>>,
+    /// Each member's filtered herdr socket, served while its pane lives.
+    sockets: Rc<RefCell<BTreeMap<SessionId, member_socket::Served>>>,
 }
 
 fn port_error(e: RpcError) -> HerdrError {
@@ -123,6 +134,7 @@ impl HerdrClient {
             cfg: Rc::new(cfg),
             panes: Rc::default(),
             receipts: Rc::default(),
+            sockets: Rc::default(),
         }
     }
 
@@ -154,6 +166,7 @@ impl HerdrClient {
     pub fn forget(&self, gid: &SessionId) {
         self.panes.borrow_mut().remove(gid);
         self.receipts.borrow_mut().remove(gid);
+        self.sockets.borrow_mut().remove(gid);
         forget_files(&self.cfg.launch, gid);
     }
 
@@ -167,7 +180,9 @@ impl HerdrClient {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if launch::safe_gid(&name) && !live.iter().any(|g| g.as_str() == name) {
-                forget_files(&self.cfg.launch, &SessionId::new(&name));
+                let gid = SessionId::new(&name);
+                self.sockets.borrow_mut().remove(&gid);
+                forget_files(&self.cfg.launch, &gid);
                 swept.push(name);
             }
         }
@@ -185,9 +200,41 @@ impl HerdrClient {
     }
 
     /// Every member pane herdr has now, by the gid in its label (startup, after a restart).
+    /// Each one launched by fleetd (its files are here) gets its filtered herdr socket back.
     pub async fn members(&self) -> Result<Vec<SessionId>, RpcError> {
         refresh(&self.api, &self.panes).await?;
-        Ok(self.panes.borrow().keys().cloned().collect())
+        let panes = self.panes.borrow().clone();
+        for (gid, pane) in &panes {
+            let Some(dir) = self.cfg.launch.member_dir(gid.as_str()) else {
+                continue;
+            };
+            // Not for a member being closed (its token is already revoked).
+            let live = self.cfg.launch.tokens.is_live(gid.as_str());
+            if live && dir.is_dir() && !self.sockets.borrow().contains_key(gid) {
+                match self.serve_socket(gid, &dir, Some(pane.clone())) {
+                    Ok(s) => {
+                        self.sockets.borrow_mut().insert(gid.clone(), s);
+                    }
+                    Err(e) => tracing::warn!(%gid, "serving a member's herdr socket: {e}"),
+                }
+            }
+        }
+        Ok(panes.into_keys().collect())
+    }
+
+    fn serve_socket(
+        &self,
+        gid: &SessionId,
+        dir: &std::path::Path,
+        pane: Option<String>,
+    ) -> std::io::Result<member_socket::Served> {
+        member_socket::serve(
+            gid.as_str(),
+            &dir.join(launch::MEMBER_HERDR_SOCKET),
+            self.socket(),
+            pane,
+            self.cfg.timeout,
+        )
     }
 
     fn resolve(
@@ -200,12 +247,7 @@ impl HerdrClient {
             self.panes.clone(),
             gid.clone(),
         );
-        let lead_pane = self
-            .cfg
-            .lead_panes
-            .get(&gid)
-            .cloned()
-            .unwrap_or_else(|| gid.to_string());
+        let lead_pane = self.cfg.lead_panes.get(&gid).cloned();
         let member = |api: &Rc<Api>, pane: String| Found {
             api: api.clone(),
             pane,
@@ -225,7 +267,12 @@ impl HerdrClient {
             if let Some(p) = panes.borrow().get(&gid).cloned() {
                 return Ok(member(&api, p));
             }
-            // Not a member: a lead's own pane is addressed by its pane id, on the leads' herdr.
+            // Not a member: only a configured lead's pane, on the leads' herdr. Any other gid
+            // is no target at all — never taken for a raw pane id (a shell pane, another
+            // lead's).
+            let Some(lead_pane) = lead_pane else {
+                return Err(HerdrError::PaneNotFound);
+            };
             let lead = |api: &Rc<Api>| Found {
                 api: api.clone(),
                 pane: lead_pane.clone(),
@@ -418,59 +465,109 @@ impl HerdrPort for HerdrClient {
             self.panes.clone(),
             gid.clone(),
         );
-        let receipts = self.receipts.clone();
+        let (receipts, sockets, me) = (self.receipts.clone(), self.sockets.clone(), self.clone());
         let (profile, group) = (spec.profile.clone(), spec.group.clone());
         Box::pin(async move {
+            let unavailable = |why: String| HerdrError::Unavailable(why);
             let Some(p) = cfg.profiles.get(&profile) else {
-                return Err(HerdrError::Unavailable(format!(
-                    "no profile {profile:?} on this host"
-                )));
+                return Err(unavailable(format!("no profile {profile:?} on this host")));
             };
-            let plan = launch::plan(
-                &cfg.launch,
-                &profile,
-                p,
-                gid.as_str(),
-                group.as_deref(),
-                &cfg.parent_env,
-            )
-            .map_err(|e| HerdrError::Unavailable(e.to_string()))?;
-            let mut plan = plan;
+            let boxed = match (p.sandbox, &cfg.sandbox.availability) {
+                (false, _) => None,
+                (true, Availability::Ready) => Some(p.network),
+                (true, Availability::Unavailable(why)) if cfg.sandbox_required => {
+                    return Err(unavailable(format!(
+                        "profile {profile:?} runs sandboxed and this host cannot: {why}"
+                    )));
+                }
+                (true, _) => None,
+            };
+            let nonce = launch::fresh_nonce();
+            let member = launch::Member {
+                gid: gid.as_str(),
+                group: group.as_deref(),
+                nonce: &nonce,
+                boxed,
+            };
+            let mut plan = launch::plan(&cfg.launch, &profile, p, member, &cfg.parent_env)
+                .map_err(|e| unavailable(e.to_string()))?;
             if let Some(cwd) = &cwd {
                 // Checked here, on the member's host: a path means nothing anywhere else.
                 if !std::path::Path::new(cwd).is_dir() {
-                    return Err(HerdrError::Unavailable(format!(
+                    return Err(unavailable(format!(
                         "cwd {cwd:?} is not a directory on this host"
                     )));
                 }
                 plan.cwd = Some(cwd.clone());
             }
+            let mut common_dir = None;
             if let Some(w) = &worktree {
-                let dir = worktree::cut(&cfg.worktrees, gid.as_str(), w)
+                let cut = worktree::cut(&cfg.worktrees, gid.as_str(), w)
                     .await
-                    .map_err(|e| HerdrError::Unavailable(e.to_string()))?;
-                plan.cwd = Some(dir.to_string_lossy().into_owned());
+                    .map_err(|e| unavailable(e.to_string()))?;
+                plan.cwd = Some(cut.dir.to_string_lossy().into_owned());
+                common_dir = Some(cut.common_dir);
             }
-            // Whatever fails from here undoes the worktree too (it holds no work yet).
-            let undo_worktree = || async {
+            let dir = cfg
+                .launch
+                .member_dir(gid.as_str())
+                .ok_or_else(|| unavailable(format!("gid {gid} is not a plain name")))?;
+            // Whatever fails from here undoes the member's files, token, socket and worktree
+            // (it holds no work yet).
+            let undo = || async {
+                sockets.borrow_mut().remove(&gid);
+                let _ = launch::remove_files(&dir);
+                cfg.launch.tokens.revoke(gid.as_str());
                 if worktree.is_some() {
                     let _ = worktree::remove(&cfg.worktrees, gid.as_str()).await;
                 }
             };
-            let dir = cfg
-                .launch
-                .member_dir(gid.as_str())
-                .ok_or_else(|| HerdrError::Unavailable(format!("gid {gid} is not a plain name")))?;
-            if !plan.files.is_empty() {
-                if let Err(e) = launch::write_files(&dir, &plan.files) {
-                    let _ = launch::remove_files(&dir);
-                    undo_worktree().await;
-                    return Err(HerdrError::Unavailable(format!(
-                        "writing {}: {e}",
-                        dir.display()
+            if let Some(network) = boxed {
+                let room = sandbox::Room {
+                    member_dir: dir.clone(),
+                    home: dir.join("home"),
+                    own: match p.kind {
+                        Kind::ClaudeCode { .. } => vec![dir.join("claude")],
+                        _ => Vec::new(),
+                    },
+                    cwd: plan.cwd.as_ref().map(std::path::PathBuf::from),
+                    git: common_dir.map(|c| sandbox::GitRoom {
+                        common_dir: c,
+                        gid: gid.to_string(),
+                    }),
+                    network,
+                    gateway_port: launch::url_port_path(&cfg.launch.mcp_url).0,
+                };
+                let mut made = launch::write_files(&dir, &[]);
+                for d in std::iter::once(&room.home).chain(&room.own).cloned().chain(
+                    room.git
+                        .iter()
+                        .flat_map(|g| g.writable().into_iter().map(|r| g.common_dir.join(r))),
+                ) {
+                    made = made.and_then(|()| std::fs::create_dir_all(&d));
+                }
+                if let Err(e) = made {
+                    undo().await;
+                    return Err(unavailable(format!("preparing the sandbox: {e}")));
+                }
+                plan.sandbox = Some(sandbox::wrap(&cfg.sandbox, &room, &plan.program));
+            }
+            if let Err(e) = launch::write_files(&dir, &plan.all_files()) {
+                undo().await;
+                return Err(unavailable(format!("writing {}: {e}", dir.display())));
+            }
+            match me.serve_socket(&gid, &dir, None) {
+                Ok(served) => {
+                    sockets.borrow_mut().insert(gid.clone(), served);
+                }
+                Err(e) => {
+                    undo().await;
+                    return Err(unavailable(format!(
+                        "serving the member's herdr socket: {e}"
                     )));
                 }
             }
+            cfg.launch.tokens.record(gid.as_str(), &nonce);
             let new = NewPane {
                 label: format!("{LABEL_PREFIX}{gid}"),
                 cwd: plan.cwd.clone(),
@@ -490,15 +587,18 @@ impl HerdrPort for HerdrClient {
             let pane = match placed {
                 Ok(pane) => pane,
                 Err(e) => {
-                    let _ = launch::remove_files(&dir);
-                    undo_worktree().await;
+                    undo().await;
                     return Err(port_error(e));
                 }
             };
+            if let Some(s) = sockets.borrow().get(&gid) {
+                s.set_pane(&pane);
+            }
             panes.borrow_mut().insert(gid.clone(), pane.clone());
             let charter = plan.receipt.as_ref().map(|r| r.sha256.clone());
+            tracing::info!(%gid, profile, sandboxed = boxed.is_some(), network = ?boxed, "member launched");
             if let Some(r) = plan.receipt {
-                tracing::info!(%gid, profile, charter_sha256 = %r.sha256, "member launched");
+                tracing::info!(%gid, profile, charter_sha256 = %r.sha256, "member charter");
                 receipts.borrow_mut().insert(gid.clone(), r);
             }
             let launched = |readiness| Launched { readiness, charter };
@@ -511,9 +611,8 @@ impl HerdrPort for HerdrClient {
                             // Failed at the gate: reaped here, so no half-built pane stays.
                             let _ = api.pane_close(&pane).await;
                             panes.borrow_mut().remove(&gid);
-                            let _ = launch::remove_files(&dir);
-                            undo_worktree().await;
-                            Err(HerdrError::Unavailable(why))
+                            undo().await;
+                            Err(unavailable(why))
                         }
                     }
                 }
@@ -522,8 +621,12 @@ impl HerdrPort for HerdrClient {
     }
 
     fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>> {
+        // A member being closed is stopped: its token dies now, before anyone hears `stopped`
+        // (the driver calls this before it answers), not when herdr gets round to the pane.
+        self.cfg.launch.tokens.revoke(gid.as_str());
         let (panes, g) = (self.panes.clone(), gid.clone());
         let (receipts, cfg) = (self.receipts.clone(), self.cfg.clone());
+        let sockets = self.sockets.clone();
         let resolve = self.resolve(gid);
         Box::pin(async move {
             let found = resolve.await;
@@ -535,6 +638,7 @@ impl HerdrPort for HerdrClient {
             // Its files go once its pane has: closed here, or found gone. Its worktree goes
             // too unless it holds uncommitted work (its branch `fleet/<gid>` always stays).
             if matches!(r, Ok(()) | Err(HerdrError::PaneNotFound)) {
+                sockets.borrow_mut().remove(&g);
                 forget_files(&cfg.launch, &g);
                 match worktree::remove(&cfg.worktrees, g.as_str()).await {
                     Ok(worktree::Removed::Kept(dirty)) => {
@@ -550,8 +654,9 @@ impl HerdrPort for HerdrClient {
     }
 }
 
-/// Removes member `gid`'s files (its pane is gone).
+/// Removes member `gid`'s files (its pane is gone); its token dies with them.
 fn forget_files(cfg: &LaunchConfig, gid: &SessionId) {
+    cfg.tokens.revoke(gid.as_str());
     if let Some(dir) = cfg.member_dir(gid.as_str()) {
         if let Err(e) = launch::remove_files(&dir) {
             tracing::warn!(%gid, dir = %dir.display(), "removing a member's files: {e}");

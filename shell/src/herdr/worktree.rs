@@ -176,8 +176,17 @@ async fn cached(cfg: &WorktreeConfig, url: &str, commit: &str) -> Result<PathBuf
     Ok(path)
 }
 
-/// Cuts member `gid`'s worktree as `w` asks; returns its directory.
-pub async fn cut(cfg: &WorktreeConfig, gid: &str, w: &Worktree) -> Result<PathBuf, WorktreeError> {
+/// A member's fresh worktree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cut {
+    pub dir: PathBuf,
+    /// Its repository's common git directory, as git said it from the repository itself
+    /// (never read back from the worktree's `.git` file, which the member can rewrite).
+    pub common_dir: PathBuf,
+}
+
+/// Cuts member `gid`'s worktree as `w` asks.
+pub async fn cut(cfg: &WorktreeConfig, gid: &str, w: &Worktree) -> Result<Cut, WorktreeError> {
     let invalid = |why: String| WorktreeError::Invalid {
         gid: gid.to_string(),
         why,
@@ -203,6 +212,8 @@ pub async fn cut(cfg: &WorktreeConfig, gid: &str, w: &Worktree) -> Result<PathBu
     };
     std::fs::create_dir_all(&cfg.root)
         .map_err(|e| invalid(format!("{}: {e}", cfg.root.display())))?;
+    let common = ["rev-parse", "--path-format=absolute", "--git-common-dir"];
+    let common_dir = PathBuf::from(git(cfg, Some(&repo), &common).await?.trim());
     let (dir_s, branch) = (dir.to_string_lossy().into_owned(), format!("fleet/{gid}"));
     let rev = w.commit.as_deref().unwrap_or("HEAD");
     // The member's branch may be left from an earlier try of this spawn (a failed gate): it is
@@ -241,7 +252,7 @@ pub async fn cut(cfg: &WorktreeConfig, gid: &str, w: &Worktree) -> Result<PathBu
         let _ = remove(cfg, gid).await;
         return Err(e);
     }
-    Ok(dir)
+    Ok(Cut { dir, common_dir })
 }
 
 /// Replaces repo-level agent configs in a fresh worktree; tracked ones are marked

@@ -1,0 +1,496 @@
+//! The member sandbox: what `bwrap` (bubblewrap) is told so that a member — an agent with a
+//! shell, possibly talked into attacking its host — sees its own worktree, its own home and the
+//! system read-only, and never the daemon's state, config, keys, home, runtime dir, herdr's
+//! real socket, other members' files, or (in its own PID namespace) the daemon's process.
+//!
+//! Pure: the arguments are planned here and tested without running anything; `probe` is the
+//! one function that runs `bwrap`, once at start, to learn whether this host can sandbox.
+//!
+//! The mount order is the policy: the root read-only first, then every hidden path masked (an
+//! empty tmpfs over a directory, `/dev/null` over a file), then what the member may use bound
+//! back on top — its member directory read-only, its home and config dir writable, its cwd or
+//! worktree writable, and of its repository's git directory only what a commit writes.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What a member's network namespace holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    /// The host's network (a model API endpoint is needed): this gateway is reachable at its
+    /// `public_url` as from any local process.
+    #[default]
+    Host,
+    /// Loopback only. This gateway stays reachable: a relay inside the sandbox listens on
+    /// `127.0.0.1:<public_url's port>` and carries each connection to the gateway's member
+    /// socket, bound in read-only.
+    None,
+}
+
+/// Where the sandbox puts the relay's pieces, inside.
+pub const RELAY_BIN: &str = "/run/fleetd/fleetd";
+pub const RELAY_SOCKET: &str = "/run/fleetd/gateway.sock";
+
+/// One word of the launch script: a literal, or a variable of the pane's own environment that
+/// is only known when herdr starts it (`HERDR_BIN_PATH`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Word {
+    Lit(String),
+    /// `"${NAME:-<fallback>}"`.
+    Var(&'static str, &'static str),
+}
+
+impl Word {
+    fn lit(s: impl AsRef<str>) -> Word {
+        Word::Lit(s.as_ref().to_string())
+    }
+
+    fn path(p: &Path) -> Word {
+        Word::Lit(p.to_string_lossy().into_owned())
+    }
+
+    /// The word as `sh` reads it back exactly.
+    pub fn render(&self) -> String {
+        match self {
+            Word::Lit(s) => quote(s),
+            Word::Var(name, fallback) => format!("\"${{{name}:-{fallback}}}\""),
+        }
+    }
+}
+
+/// `s` single-quoted for `sh`: every byte literal, `'` written as `'\''`.
+pub fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// This host's sandbox: found and working, or why not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Availability {
+    Ready,
+    /// Switched off by the operator (`herdr.sandbox = "off"`).
+    Off,
+    /// Wanted but not possible here (no `bwrap`, or it cannot make namespaces).
+    Unavailable(String),
+}
+
+/// The host-wide sandbox settings, from the config and the daemon's own paths.
+#[derive(Clone, Debug)]
+pub struct SandboxConfig {
+    pub bwrap: PathBuf,
+    pub availability: Availability,
+    /// Paths no member may see (state dir, config file, key file, the daemon's home and
+    /// runtime dir, herdr's socket directory, the members' and worktrees' roots).
+    pub hide: Vec<PathBuf>,
+    /// fleetd's own binary: the relay of a `network = "none"` member.
+    pub relay_bin: Option<PathBuf>,
+    /// The gateway's member socket (the north face on a Unix socket), for the relay.
+    pub gateway_socket: Option<PathBuf>,
+}
+
+impl SandboxConfig {
+    pub fn off() -> Self {
+        SandboxConfig {
+            bwrap: PathBuf::from("bwrap"),
+            availability: Availability::Off,
+            hide: Vec::new(),
+            relay_bin: None,
+            gateway_socket: None,
+        }
+    }
+
+    pub fn ready(&self) -> bool {
+        self.availability == Availability::Ready
+    }
+}
+
+/// Finds `bwrap` (a path, or a name looked up on `PATH`) and checks, by running it once, that it
+/// can make the namespaces a member needs here (a container may forbid them).
+pub fn probe(bwrap: &Path, timeout: Duration) -> Result<PathBuf, String> {
+    let found = if bwrap.components().count() > 1 {
+        bwrap.is_file().then(|| bwrap.to_path_buf())
+    } else {
+        std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(bwrap))
+                .find(|c| c.is_file())
+        })
+    };
+    let Some(path) = found else {
+        return Err(format!(
+            "{} not found (install bubblewrap: apt-get install bubblewrap)",
+            bwrap.display()
+        ));
+    };
+    let mut child = std::process::Command::new(&path)
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--cap-drop",
+            "ALL",
+            "--",
+            "true",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    // Counted in steps, not read off a clock (the daemon's clock is an input elsewhere).
+    let step = Duration::from_millis(10);
+    let mut left = timeout.as_millis() / step.as_millis();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Ok(path),
+            Ok(Some(status)) => {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                return Err(format!(
+                    "{} cannot make a sandbox here ({status}): {}",
+                    path.display(),
+                    err.trim()
+                ));
+            }
+            Ok(None) if left > 0 => {
+                left -= 1;
+                std::thread::sleep(step)
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{} did not end within {timeout:?}", path.display()));
+            }
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
+    }
+}
+
+/// What one member's sandbox holds.
+#[derive(Clone, Debug)]
+pub struct Room {
+    /// The member's own directory (its MCP config, charter, filtered herdr socket): read-only.
+    pub member_dir: PathBuf,
+    /// Its home (`HOME`), writable, made before the pane starts.
+    pub home: PathBuf,
+    /// Further writable directories of its own (claude-code's config dir).
+    pub own: Vec<PathBuf>,
+    /// Its working directory (a worktree or a `cwd`), writable.
+    pub cwd: Option<PathBuf>,
+    /// Its worktree's git directory, if it has one: what a commit writes there.
+    pub git: Option<GitRoom>,
+    pub network: Network,
+    /// The gateway's port as the member's URL names it (the relay listens there).
+    pub gateway_port: u16,
+}
+
+/// Of a repository's common git directory, what a member's commits on `fleet/<gid>` write; the
+/// rest (config, hooks, other branches, packed refs) stays read-only, so nothing a member
+/// writes there runs when the operator next uses the repository.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GitRoom {
+    pub common_dir: PathBuf,
+    pub gid: String,
+}
+
+impl GitRoom {
+    /// The directories the member writes, relative to the common git directory. Made by the
+    /// daemon before the pane starts (bwrap binds only what exists).
+    pub fn writable(&self) -> Vec<PathBuf> {
+        vec![
+            PathBuf::from("objects"),
+            Path::new("worktrees").join(&self.gid),
+            Path::new("refs").join("heads").join("fleet"),
+            Path::new("logs").join("refs").join("heads").join("fleet"),
+        ]
+    }
+}
+
+/// The `bwrap … --` words that put `room`'s member in its sandbox, and the program words that
+/// follow (the relay's, for a `network = "none"` member, then the member's own).
+pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
+    let mut w: Vec<Word> = vec![Word::path(&cfg.bwrap)];
+    let mut opt = |words: &[&str]| w.extend(words.iter().map(Word::lit));
+    opt(&[
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+    ]);
+    if room.network == Network::None {
+        opt(&["--unshare-net"]);
+    }
+    opt(&["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+    // Shared scratch and per-user places, emptied: other users' homes, the runtime dirs (D-Bus,
+    // agent sockets), anything left in /tmp.
+    for dir in ["/tmp", "/var/tmp", "/run", "/home", "/root", "/dev/shm"] {
+        if Path::new(dir).is_dir() {
+            w.extend([Word::lit("--tmpfs"), Word::lit(dir)]);
+        }
+    }
+    let mask = |w: &mut Vec<Word>, h: &Path| {
+        if h.is_dir() {
+            w.extend([Word::lit("--tmpfs"), Word::path(h)]);
+        } else if h.exists() {
+            w.extend([
+                Word::lit("--ro-bind"),
+                Word::lit("/dev/null"),
+                Word::path(h),
+            ]);
+        }
+    };
+    for h in &cfg.hide {
+        mask(&mut w, h);
+    }
+    let bind = |w: &mut Vec<Word>, how: &str, p: &Path| {
+        w.extend([Word::lit(how), Word::path(p), Word::path(p)]);
+    };
+    let mut shared: Vec<&Path> = Vec::new();
+    if let Some(g) = &room.git {
+        bind(&mut w, "--ro-bind", &g.common_dir);
+        shared.push(&g.common_dir);
+    }
+    if let Some(c) = &room.cwd {
+        bind(&mut w, "--bind", c);
+        shared.push(c);
+    }
+    // A hidden path inside what was bound back (a state dir under the cwd) is hidden again.
+    for h in &cfg.hide {
+        if shared.iter().any(|s| h.starts_with(s) && h.as_path() != *s) {
+            mask(&mut w, h);
+        }
+    }
+    if let Some(g) = &room.git {
+        for rel in g.writable() {
+            bind(&mut w, "--bind", &g.common_dir.join(rel));
+        }
+    }
+    // The member's own, last: nothing above covers them.
+    bind(&mut w, "--ro-bind", &room.member_dir);
+    bind(&mut w, "--bind", &room.home);
+    for d in &room.own {
+        bind(&mut w, "--bind", d);
+    }
+    // `/etc/resolv.conf` may point into `/run` (systemd-resolved), emptied above.
+    if room.network == Network::Host {
+        if let Ok(real) = std::fs::canonicalize("/etc/resolv.conf") {
+            if real.starts_with("/run") {
+                bind(&mut w, "--ro-bind-try", &real);
+            }
+        }
+    }
+    // herdr's own binary (`"$HERDR_BIN_PATH" pane report-agent …`), wherever it lives.
+    w.extend([
+        Word::lit("--ro-bind-try"),
+        Word::Var("HERDR_BIN_PATH", "/nonexistent"),
+        Word::Var("HERDR_BIN_PATH", "/nonexistent"),
+    ]);
+    let relay = match (room.network, &cfg.relay_bin, &cfg.gateway_socket) {
+        (Network::None, Some(bin), Some(sock)) => {
+            w.extend([
+                Word::lit("--ro-bind"),
+                Word::path(bin),
+                Word::lit(RELAY_BIN),
+            ]);
+            w.extend([
+                Word::lit("--ro-bind"),
+                Word::path(sock),
+                Word::lit(RELAY_SOCKET),
+            ]);
+            true
+        }
+        _ => false,
+    };
+    let chdir = room.cwd.as_deref().unwrap_or(&room.home);
+    w.extend([Word::lit("--chdir"), Word::path(chdir), Word::lit("--")]);
+    if relay {
+        w.extend([
+            Word::lit(RELAY_BIN),
+            Word::lit("member-relay"),
+            Word::lit("--listen"),
+            Word::lit(format!("127.0.0.1:{}", room.gateway_port)),
+            Word::lit("--to"),
+            Word::lit(RELAY_SOCKET),
+            Word::lit("--"),
+        ]);
+    }
+    w.extend(program.iter().map(Word::lit));
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> SandboxConfig {
+        SandboxConfig {
+            bwrap: "/usr/bin/bwrap".into(),
+            availability: Availability::Ready,
+            hide: vec!["/etc/hostname".into(), "/definitely/not/here".into()],
+            relay_bin: Some("/usr/local/bin/fleetd".into()),
+            gateway_socket: Some("/var/lib/fleetd/members/gateway.sock".into()),
+        }
+    }
+
+    fn room(network: Network) -> Room {
+        Room {
+            member_dir: "/var/lib/fleetd/members/g1".into(),
+            home: "/var/lib/fleetd/members/g1/home".into(),
+            own: vec![],
+            cwd: Some("/srv/wt/g1".into()),
+            git: Some(GitRoom {
+                common_dir: "/srv/repo/.git".into(),
+                gid: "g1".into(),
+            }),
+            network,
+            gateway_port: 8765,
+        }
+    }
+
+    fn lits(w: &[Word]) -> Vec<String> {
+        w.iter()
+            .map(|w| match w {
+                Word::Lit(s) => s.clone(),
+                Word::Var(n, _) => format!("${n}"),
+            })
+            .collect()
+    }
+
+    fn index(w: &[String], seq: &[&str]) -> usize {
+        w.windows(seq.len())
+            .position(|s| s.iter().zip(seq).all(|(a, b)| a == b))
+            .unwrap_or_else(|| panic!("{seq:?} not in {w:?}"))
+    }
+
+    #[test]
+    fn the_root_is_read_only_hidden_paths_masked_and_the_members_own_bound_back_after() {
+        let w = lits(&wrap(&cfg(), &room(Network::Host), &["agent".into()]));
+        let root = index(&w, &["--ro-bind", "/", "/"]);
+        let masked = index(&w, &["--ro-bind", "/dev/null", "/etc/hostname"]);
+        let tmp = index(&w, &["--tmpfs", "/tmp"]);
+        let own = index(
+            &w,
+            &[
+                "--ro-bind",
+                "/var/lib/fleetd/members/g1",
+                "/var/lib/fleetd/members/g1",
+            ],
+        );
+        let cwd = index(&w, &["--bind", "/srv/wt/g1", "/srv/wt/g1"]);
+        assert!(
+            root < masked && root < tmp && masked < cwd && cwd < own,
+            "{w:?}"
+        );
+        // What a commit writes, and not the config or hooks.
+        index(
+            &w,
+            &["--bind", "/srv/repo/.git/objects", "/srv/repo/.git/objects"],
+        );
+        index(
+            &w,
+            &[
+                "--bind",
+                "/srv/repo/.git/refs/heads/fleet",
+                "/srv/repo/.git/refs/heads/fleet",
+            ],
+        );
+        assert!(!w
+            .iter()
+            .any(|a| a.ends_with(".git/config") || a.ends_with("hooks")));
+        assert!(!w.contains(&"/definitely/not/here".to_string()), "{w:?}");
+        assert!(!w.contains(&"--unshare-net".to_string()));
+        assert_eq!(w[w.len() - 2..], ["--".to_string(), "agent".to_string()]);
+        index(&w, &["--unshare-pid"]);
+        index(&w, &["--cap-drop", "ALL"]);
+    }
+
+    #[test]
+    fn a_hidden_path_inside_the_cwd_stays_hidden() {
+        let tmp = std::env::temp_dir().join(format!("fleetd-sandbox-{}", std::process::id()));
+        let (cwd, state) = (tmp.join("repo"), tmp.join("repo").join("state"));
+        std::fs::create_dir_all(state.join("members").join("g1")).expect("dirs");
+        let mut c = cfg();
+        c.hide = vec![state.clone()];
+        let mut r = room(Network::Host);
+        r.cwd = Some(cwd.clone());
+        r.git = None;
+        r.member_dir = state.join("members").join("g1");
+        let w = lits(&wrap(&c, &r, &["agent".into()]));
+        let s = |p: &Path| p.to_string_lossy().into_owned();
+        let bound = index(&w, &["--bind", &s(&cwd), &s(&cwd)]);
+        let masks: Vec<usize> = w
+            .windows(2)
+            .enumerate()
+            .filter(|(_, p)| p[0] == "--tmpfs" && p[1] == s(&state))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(
+            masks.len(),
+            2,
+            "masked, and masked again inside the cwd: {w:?}"
+        );
+        let own = index(&w, &["--ro-bind", &s(&r.member_dir), &s(&r.member_dir)]);
+        assert!(masks[1] > bound && own > masks[1], "{w:?}");
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+
+    #[test]
+    fn an_offline_member_reaches_its_gateway_through_the_relay() {
+        let w = lits(&wrap(&cfg(), &room(Network::None), &["agent".into()]));
+        index(&w, &["--unshare-net"]);
+        index(
+            &w,
+            &[
+                "--ro-bind",
+                "/var/lib/fleetd/members/gateway.sock",
+                RELAY_SOCKET,
+            ],
+        );
+        let tail = index(
+            &w,
+            &[
+                "--",
+                RELAY_BIN,
+                "member-relay",
+                "--listen",
+                "127.0.0.1:8765",
+                "--to",
+                RELAY_SOCKET,
+                "--",
+                "agent",
+            ],
+        );
+        assert_eq!(tail + 9, w.len());
+    }
+
+    #[test]
+    fn words_render_for_sh_exactly() {
+        assert_eq!(Word::lit("a'b c").render(), r"'a'\''b c'");
+        assert_eq!(
+            Word::Var("HERDR_BIN_PATH", "/nonexistent").render(),
+            "\"${HERDR_BIN_PATH:-/nonexistent}\""
+        );
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "printf %s {}",
+                Word::lit("$HOME `x` 'q' \\").render()
+            ))
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+        assert_eq!(out.ok().as_deref(), Some("$HOME `x` 'q' \\"));
+    }
+}
