@@ -154,6 +154,14 @@ impl Worktree {
         if self.repo.starts_with('-') {
             return Some(format!("worktree.repo {:?} is not a repository", self.repo));
         }
+        if self.repo.contains("::") {
+            // `<transport>::<address>` runs git's remote helper `git-remote-<transport>`
+            // (`ext::` runs any command): never a repository fleetd clones.
+            return Some(format!(
+                "worktree.repo {:?} names a git remote helper (`::`); use an https or ssh URL",
+                self.repo
+            ));
+        }
         if self.has_credentials() {
             // It would travel in the SPAWN and show in logs and errors.
             return Some("worktree.repo must not carry credentials (user:secret@)".into());
@@ -163,12 +171,12 @@ impl Worktree {
                 return Some("a worktree on another host needs the exact commit".into());
             }
             let network = match self.repo.split_once("://") {
-                Some((scheme, _)) => matches!(scheme, "https" | "http" | "ssh" | "git"),
+                Some((scheme, _)) => matches!(scheme, "https" | "ssh"),
                 None => self.is_url(),
             };
             if !network {
                 return Some(format!(
-                    "a worktree on another host needs a network repository URL (https, ssh, git), not {:?}",
+                    "a worktree on another host needs an https or ssh repository URL, not {:?}",
                     self.repo
                 ));
             }

@@ -164,6 +164,13 @@ pub struct HerdrSection {
     /// git for worktrees, and its bound per command.
     pub git: PathBuf,
     pub git_timeout_ms: u64,
+    /// Transports a worktree's repository URL may use (git's `protocol.allow`).
+    pub git_protocols: Vec<String>,
+    /// git's `credential.helper` for clones and fetches (none unless set).
+    pub git_credential_helper: Option<String>,
+    /// Repository URLs this host clones for a worktree (exact, or a prefix ending in `/`);
+    /// empty: none.
+    pub repo_allow: Vec<String>,
     /// How often the event watcher relists members.
     pub relist_ms: u64,
     /// Members' sandbox: `auto` (on where this host can make one; `/healthz` says when it
@@ -196,6 +203,9 @@ impl Default for HerdrSection {
             ready_timeout_ms: 60_000,
             git: PathBuf::from("git"),
             git_timeout_ms: 120_000,
+            git_protocols: vec!["https".into(), "ssh".into()],
+            git_credential_helper: None,
+            repo_allow: Vec::new(),
             relist_ms: 5_000,
             sandbox: SandboxMode::Auto,
             bwrap: PathBuf::from("bwrap"),
@@ -563,6 +573,23 @@ impl Config {
         ] {
             if v == 0 {
                 errs.push(invalid(key, "must be greater than zero"));
+            }
+        }
+        for p in &h.git_protocols {
+            let plain = !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase());
+            if !plain || p == "ext" || p == "fd" {
+                errs.push(invalid(
+                    "herdr.git_protocols",
+                    format!("{p:?} is not a transport fleetd lets git use (ext and fd run commands; names are lowercase, e.g. \"https\", \"ssh\")"),
+                ));
+            }
+        }
+        for url in &h.repo_allow {
+            if url.contains("::") || url.trim().is_empty() {
+                errs.push(invalid(
+                    "herdr.repo_allow",
+                    format!("{url:?} is not a repository URL or prefix"),
+                ));
             }
         }
         for (name, p) in &self.profiles {

@@ -226,6 +226,9 @@ fn herdr_config(
     let mut wt = WorktreeConfig::new(state.join("worktrees"));
     wt.git = h.git.clone();
     wt.timeout = Duration::from_millis(h.git_timeout_ms);
+    wt.protocols = h.git_protocols.clone();
+    wt.credential_helper = h.git_credential_helper.clone();
+    wt.repo_allow = h.repo_allow.clone();
     hc.sandbox = sandbox_config(cfg, state, &hc, &runtime, &wt.root)?;
     hc.sandbox_required = h.sandbox == SandboxMode::Required;
     hc.worktrees = wt;

@@ -71,11 +71,43 @@ while IFS= read -r line; do
 done
 "#;
 
+/// A member that works in a git worktree from its sandbox: commits on its branch, then tries
+/// to plant a command in the repository (its config, a hook) and to redirect its worktree's
+/// `.git`; replies `commit=<id> config=… hook=… gitfile=…`.
+const COMMITTER: &str = r#"
+stty -echo 2>/dev/null
+report() {
+  python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(3); s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode() + b"\n"); s.makefile().readline()
+' "$HERDR_SOCKET_PATH" '{"id":"r","method":"pane.report_agent","params":{"pane_id":"'"$HERDR_PANE_ID"'","source":"fleetd","agent":"committer","state":"'"$1"'"}}'
+}
+report idle
+while IFS= read -r line; do
+  report working
+  echo "work" > work.txt
+  git add work.txt && git -c user.name=m -c user.email=m@example.com commit -q -m "member work" \
+    && commit=$(git rev-parse HEAD) || commit=failed
+  if git config core.fsmonitor "touch /tmp/pwned" 2>/dev/null; then config=written; else config=refused; fi
+  common=$(git rev-parse --git-common-dir)
+  if (echo evil > "$common/hooks/post-checkout") 2>/dev/null; then hook=written; else hook=refused; fi
+  if (echo "gitdir: /tmp/evil" > .git) 2>/dev/null; then gitfile=written; else gitfile=refused; fi
+  curl -s -o /dev/null -X POST -H "Authorization: Bearer $FLEET_MCP_TOKEN" \
+       -H 'content-type: application/json' \
+       -d "{\"message\":\"commit=$commit config=$config hook=$hook gitfile=$gitfile\"}" \
+       "${FLEET_MCP_URL%/mcp}/sessions/$FLEET_GID/reply"
+  report idle
+done
+"#;
+
 fn config(dir: &Dir, port: u16, socket: &std::path::Path, leads: (&str, &str)) -> String {
     let argv = serde_json::to_string(&["sh", "-c", HOSTILE]).unwrap_or_default();
+    let committer = serde_json::to_string(&["sh", "-c", COMMITTER]).unwrap_or_default();
     let profiles = format!(
         "[profiles.hostile]\nkind = \"command\"\nargv = {argv}\n\n\
-         [profiles.bare]\nkind = \"command\"\nsandbox = false\nargv = {argv}\n\n[core]\n"
+         [profiles.bare]\nkind = \"command\"\nsandbox = false\nargv = {argv}\n\n\
+         [profiles.committer]\nkind = \"command\"\nargv = {committer}\n\n[core]\n"
     );
     solo_config(dir, port, socket, leads, (LEAD_TOKEN, ARCHITECT_TOKEN))
         .replace("[core]\n", &profiles)
@@ -295,6 +327,114 @@ async fn a_hostile_member_is_contained_and_the_same_member_unsandboxed_is_not() 
 
     accept.abort();
     let World { herdr, fleetd, .. } = world;
+    drop(fleetd);
+    herdr.finish().await;
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .unwrap_or_else(|e| panic!("git: {e}"));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A sandboxed member in a worktree can do its work — commit on `fleet/<gid>` — and nothing to
+/// the repository beyond it: its config, its hooks and its worktree's link back stay as they
+/// were, so the daemon's next git run there runs nothing the member wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandboxed_member_commits_in_its_worktree_and_plants_nothing() {
+    if fleet_tests::herdr_real::bin().is_none() {
+        eprintln!("skipped: HERDR_BIN does not name a herdr binary (the double runs no program)");
+        return;
+    }
+    let dir = Dir::new("contained-git");
+    let repo = dir.0.join("repo");
+    std::fs::create_dir_all(&repo).unwrap_or_else(|e| panic!("{e}"));
+    git(&repo, &["init", "--quiet", "-b", "main"]);
+    std::fs::write(repo.join("README"), "hello\n").unwrap_or_else(|e| panic!("{e}"));
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "--quiet", "-m", "one"]);
+    let herdr = Panes::start(&dir.0).await;
+    let state = dir.0.join("state");
+    std::fs::create_dir_all(&state).unwrap_or_else(|e| panic!("{e}"));
+    write_key(&state.join("gateway.key"), 9);
+    let lead_pane = herdr.add_lead_pane("lead").await;
+    let architect_pane = herdr.add_lead_pane("archie").await;
+    let port = free_port();
+    let text = config(&dir, port, &herdr.path(), (&lead_pane, &architect_pane));
+    let fleetd = Proc::start(&dir.0, "solo", port, &text)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let lead = Rest::new(&fleetd.url, Some(LEAD_TOKEN));
+    let (code, m) = lead
+        .post(
+            "/members",
+            json!({"profile": "committer", "worktree": {"repo": repo.display().to_string()}}),
+        )
+        .await;
+    assert_eq!(code, 200, "{m}\n{}", fleetd.log_text());
+    let gid = m["gid"].as_str().unwrap_or_default().to_string();
+    let (code, v) = lead
+        .post(
+            &format!("/sessions/{gid}/message"),
+            json!({"message": "commit your work", "timeoutMs": 60000}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}\n{}", fleetd.log_text());
+    assert_eq!(v["outcome"], "REPLIED", "{v}\n{}", fleetd.log_text());
+    let got = results(v["body"].as_str().unwrap_or_default());
+    let branch = git(&repo, &["rev-parse", &format!("refs/heads/fleet/{gid}")]);
+    assert_eq!(got.get("commit"), Some(&branch), "{got:?}");
+    assert_eq!(
+        git(&repo, &["log", "-1", "--format=%s", &branch]),
+        "member work"
+    );
+    for (k, want) in [
+        ("config", "refused"),
+        ("hook", "refused"),
+        ("gitfile", "refused"),
+    ] {
+        assert_eq!(got.get(k).map(String::as_str), Some(want), "{k}: {got:?}");
+    }
+    let listed = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&repo)
+        .args(["config", "--local", "--get", "core.fsmonitor"])
+        .output()
+        .map(|o| o.stdout.is_empty());
+    assert_eq!(
+        listed.ok(),
+        Some(true),
+        "the repository's config is untouched"
+    );
+    assert!(!repo.join(".git/hooks/post-checkout").exists());
+    // Stopped: its worktree is committed and clean, so it goes; its branch stays.
+    let (code, v) = lead.delete(&format!("/members/{gid}")).await;
+    assert_eq!(code, 200, "{v}");
+    let wt = state.join("worktrees").join(&gid);
+    for _ in 0..100 {
+        if !wt.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!wt.exists(), "{}", fleetd.log_text());
+    assert_eq!(
+        git(&repo, &["rev-parse", &format!("refs/heads/fleet/{gid}")]),
+        branch
+    );
     drop(fleetd);
     herdr.finish().await;
 }

@@ -143,17 +143,52 @@ fn a_repository_named_by_url_is_cloned_once_and_fetched_for_a_new_commit() {
     run(async {
         let dir = Dir::new("url");
         let (repo, c1) = origin(&dir.0);
-        let cfg = WorktreeConfig::new(dir.0.join("worktrees"));
+        let mut cfg = WorktreeConfig::new(dir.0.join("worktrees"));
         let url = format!("file://{}", repo.display());
         let at = |c: &str| Worktree {
             repo: url.clone(),
             commit: Some(c.to_string()),
         };
-        let a = worktree::cut(&cfg, "g-a", &at(&c1))
+        // Not cloned until this host allows it: the transport, then the repository.
+        let refused = worktree::cut(&cfg, "g-a", &at(&c1)).await;
+        assert!(
+            matches!(&refused, Err(e) if e.to_string().contains("git_protocols")),
+            "{refused:?}"
+        );
+        cfg.protocols.push("file".into());
+        let refused = worktree::cut(&cfg, "g-a", &at(&c1)).await;
+        assert!(
+            matches!(&refused, Err(e) if e.to_string().contains("repo_allow")),
+            "{refused:?}"
+        );
+        assert!(!cfg.cache.exists(), "nothing cloned");
+        cfg.repo_allow = vec![format!("file://{}/", dir.0.display())];
+        let cut_a = worktree::cut(&cfg, "g-a", &at(&c1))
             .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .dir;
+            .unwrap_or_else(|e| panic!("{e}"));
+        let a = cut_a.dir.clone();
         assert_eq!(git(&a, &["rev-parse", "HEAD"]), c1);
+        // The member's repository is its own, borrowing the cache's objects: its commits
+        // never land in the cache other members share.
+        assert!(
+            cut_a.common_dir.starts_with(dir.0.join("worktrees/.repos")),
+            "{cut_a:?}"
+        );
+        let cache = cut_a.borrowed.clone().unwrap_or_else(|| panic!("a cache"));
+        std::fs::write(a.join("README"), "member\n").unwrap_or_else(|e| panic!("{e}"));
+        git(&a, &["commit", "--quiet", "-am", "member work"]);
+        let work = git(&a, &["rev-parse", "HEAD"]);
+        let in_cache = Command::new("git")
+            .arg("--git-dir")
+            .arg(&cache)
+            .args(["cat-file", "-e", &work])
+            .status()
+            .map(|s| s.success());
+        assert_eq!(
+            in_cache.ok(),
+            Some(false),
+            "the member's commit is not in the cache"
+        );
         // A commit made after the clone: fetched into the same cache.
         std::fs::write(repo.join("README"), "three\n").unwrap_or_else(|e| panic!("{e}"));
         git(&repo, &["commit", "--quiet", "-am", "three"]);
@@ -167,6 +202,7 @@ fn a_repository_named_by_url_is_cloned_once_and_fetched_for_a_new_commit() {
             .map(|d| d.count())
             .unwrap_or(0);
         assert_eq!(clones, 1, "one clone per repository");
+        assert_eq!(worktree::remove(&cfg, "g-a").await, Ok(Removed::Removed));
         // A URL without its exact commit is refused before git runs.
         let none = Worktree {
             repo: url.clone(),
@@ -300,5 +336,122 @@ fn a_symlinked_config_is_replaced_not_written_through_and_detached_work_is_kept(
             commit: Some("--upload-pack=touch /tmp/x".into()),
         };
         assert!(worktree::cut(&cfg, "g-x", &bad).await.is_err());
+    });
+}
+
+/// A file only a command git was tricked into running would write.
+fn marker(dir: &Dir) -> PathBuf {
+    dir.0.join("pwned")
+}
+
+/// Plants, in the repository's own config, a filter whose smudge and clean run a command,
+/// and a `.gitattributes` that applies it to every file.
+fn plant_filter(git_dir_holder: &Path, worktree: &Path, marker: &Path) {
+    let cmd = format!("touch {}; cat", marker.display());
+    git(git_dir_holder, &["config", "filter.evil.smudge", &cmd]);
+    git(git_dir_holder, &["config", "filter.evil.clean", &cmd]);
+    std::fs::write(worktree.join(".gitattributes"), "* filter=evil\n")
+        .unwrap_or_else(|e| panic!("{e}"));
+    // A file changed in place, same size: `git status` must run the clean filter to compare it.
+    std::fs::write(worktree.join("README"), "HELLO\n").unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn git_never_runs_what_a_repository_or_a_member_planted() {
+    run(async {
+        let dir = Dir::new("planted");
+        let (repo, c1) = origin(&dir.0);
+        let mut cfg = WorktreeConfig::new(dir.0.join("worktrees"));
+        let w = Worktree {
+            repo: repo.to_string_lossy().into_owned(),
+            commit: Some(c1.clone()),
+        };
+        // A repository that already names a command: refused before any git runs in it.
+        let cmd = format!("touch {}; cat", marker(&dir).display());
+        git(&repo, &["config", "filter.evil.smudge", &cmd]);
+        let r = worktree::cut(&cfg, "g-p", &w).await;
+        assert!(
+            matches!(&r, Err(worktree::WorktreeError::Planted { key, .. }) if key == "filter.evil.smudge"),
+            "{r:?}"
+        );
+        git(&repo, &["config", "--unset", "filter.evil.smudge"]);
+
+        // A member (unsandboxed) plants a filter after the cut: removal refuses to run git.
+        let cut = worktree::cut(&cfg, "g-p", &w)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        plant_filter(&repo, &cut.dir, &marker(&dir));
+        let r = worktree::remove(&cfg, "g-p").await;
+        assert!(
+            matches!(r, Err(worktree::WorktreeError::Planted { .. })),
+            "{r:?}"
+        );
+        assert!(!marker(&dir).exists(), "the planted filter ran");
+        // The plant is live: a plain `git status` there runs it (what fleetd refused to do).
+        git(&cut.dir, &["status", "--porcelain"]);
+        assert!(marker(&dir).exists(), "the plant is live");
+        std::fs::remove_file(marker(&dir)).unwrap_or_else(|e| panic!("{e}"));
+        git(&repo, &["config", "--remove-section", "filter.evil"]);
+        let _ = std::fs::remove_file(cut.dir.join(".gitattributes"));
+        git(&cut.dir, &["checkout", "--quiet", "--", "README"]);
+        assert_eq!(worktree::remove(&cfg, "g-p").await, Ok(Removed::Removed));
+
+        // A member points its worktree's `.git` at a repository of its own making, whose
+        // config runs a command: the daemon follows its own record, not the file.
+        let cut = worktree::cut(&cfg, "g-q", &w)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let evil = dir.0.join("evil");
+        git(
+            &dir.0,
+            &["init", "--quiet", evil.to_str().unwrap_or_default()],
+        );
+        plant_filter(&evil, &cut.dir, &marker(&dir));
+        std::fs::write(
+            cut.dir.join(".git"),
+            format!("gitdir: {}\n", evil.join(".git").display()),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let r = worktree::remove(&cfg, "g-q").await;
+        assert!(
+            matches!(&r, Ok(Removed::Kept(why)) if why.contains("rewritten")),
+            "{r:?}"
+        );
+        // … and so is a rewritten `commondir`.
+        std::fs::write(
+            cut.dir.join(".git"),
+            format!("gitdir: {}\n", cut.admin_dir.display()),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            cut.admin_dir.join("commondir"),
+            format!("{}\n", evil.join(".git").display()),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let r = worktree::remove(&cfg, "g-q").await;
+        assert!(
+            matches!(&r, Ok(Removed::Kept(why)) if why.contains("commondir")),
+            "{r:?}"
+        );
+        assert!(!marker(&dir).exists(), "a planted command ran");
+
+        // Remote-helper URLs never reach git, whatever the allow lists say.
+        cfg.protocols.push("file".into());
+        cfg.repo_allow = vec!["ext::".into(), "fd::".into()];
+        for url in [
+            format!("ext::sh -c touch% {}", marker(&dir).display()),
+            "fd::3".to_string(),
+        ] {
+            let helper = Worktree {
+                repo: url.clone(),
+                commit: Some(c1.clone()),
+            };
+            let r = worktree::cut(&cfg, "g-h", &helper).await;
+            assert!(
+                matches!(&r, Err(e) if e.to_string().contains("remote helper")),
+                "{url}: {r:?}"
+            );
+        }
+        assert!(!marker(&dir).exists(), "a remote helper ran");
     });
 }

@@ -1499,9 +1499,20 @@ fn a_spawn_on_another_host_carries_its_worktree_by_url_and_commit() {
     let commit = "0123456789abcdef0123456789abcdef01234567";
     for (bad, why) in [
         (with("/src/app", Some(commit)), "URL"),
+        (with("file:///src/app", Some(commit)), "https or ssh"),
+        // Plaintext, unauthenticated transports are no way to fetch code a member will run.
         (
-            with("file:///src/app", Some(commit)),
-            "network repository URL",
+            with("git://git.example.com/app.git", Some(commit)),
+            "https or ssh",
+        ),
+        (
+            with("http://git.example.com/app.git", Some(commit)),
+            "https or ssh",
+        ),
+        // `ext::` runs a command as the target's daemon.
+        (
+            with("ext::sh -c touch% /tmp/x git@h:r", Some(commit)),
+            "remote helper",
         ),
         (
             with("https://bob:tok3n@git.example.com/app.git", Some(commit)),

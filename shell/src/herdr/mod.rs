@@ -500,13 +500,17 @@ impl HerdrPort for HerdrClient {
                 }
                 plan.cwd = Some(cwd.clone());
             }
-            let mut common_dir = None;
+            let mut git_room = None;
             if let Some(w) = &worktree {
                 let cut = worktree::cut(&cfg.worktrees, gid.as_str(), w)
                     .await
                     .map_err(|e| unavailable(e.to_string()))?;
                 plan.cwd = Some(cut.dir.to_string_lossy().into_owned());
-                common_dir = Some(cut.common_dir);
+                git_room = Some(sandbox::GitRoom {
+                    common_dir: cut.common_dir,
+                    admin_dir: cut.admin_dir,
+                    borrowed: cut.borrowed,
+                });
             }
             let dir = cfg
                 .launch
@@ -531,19 +535,16 @@ impl HerdrPort for HerdrClient {
                         _ => Vec::new(),
                     },
                     cwd: plan.cwd.as_ref().map(std::path::PathBuf::from),
-                    git: common_dir.map(|c| sandbox::GitRoom {
-                        common_dir: c,
-                        gid: gid.to_string(),
-                    }),
+                    git: git_room,
                     network,
                     gateway_port: launch::url_port_path(&cfg.launch.mcp_url).0,
                 };
                 let mut made = launch::write_files(&dir, &[]);
-                for d in std::iter::once(&room.home).chain(&room.own).cloned().chain(
-                    room.git
-                        .iter()
-                        .flat_map(|g| g.writable().into_iter().map(|r| g.common_dir.join(r))),
-                ) {
+                for d in std::iter::once(&room.home)
+                    .chain(&room.own)
+                    .cloned()
+                    .chain(room.git.iter().flat_map(sandbox::GitRoom::writable))
+                {
                     made = made.and_then(|()| std::fs::create_dir_all(&d));
                 }
                 if let Err(e) = made {

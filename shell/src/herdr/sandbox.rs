@@ -200,19 +200,38 @@ pub struct Room {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GitRoom {
     pub common_dir: PathBuf,
-    pub gid: String,
+    /// The worktree's own git directory (index, HEAD): writable, but its links back to the
+    /// repository (`commondir`, `gitdir`) are pinned read-only.
+    pub admin_dir: PathBuf,
+    /// A clone cache the repository borrows objects from: readable, never writable.
+    pub borrowed: Option<PathBuf>,
 }
 
 impl GitRoom {
-    /// The directories the member writes, relative to the common git directory. Made by the
-    /// daemon before the pane starts (bwrap binds only what exists).
+    /// The directories the member writes. Made by the daemon before the pane starts (bwrap
+    /// binds only what exists).
     pub fn writable(&self) -> Vec<PathBuf> {
         vec![
-            PathBuf::from("objects"),
-            Path::new("worktrees").join(&self.gid),
-            Path::new("refs").join("heads").join("fleet"),
-            Path::new("logs").join("refs").join("heads").join("fleet"),
+            self.common_dir.join("objects"),
+            self.admin_dir.clone(),
+            self.common_dir.join("refs").join("heads").join("fleet"),
+            self.common_dir
+                .join("logs")
+                .join("refs")
+                .join("heads")
+                .join("fleet"),
         ]
+    }
+
+    /// Files pinned read-only inside what is writable: the links git follows from the
+    /// worktree to its repository, which the daemon reads back when it removes the worktree.
+    fn pinned(&self, worktree: Option<&Path>) -> Vec<PathBuf> {
+        let mut p = vec![
+            self.admin_dir.join("commondir"),
+            self.admin_dir.join("gitdir"),
+        ];
+        p.extend(worktree.map(|w| w.join(".git")));
+        p
     }
 }
 
@@ -262,6 +281,10 @@ pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
     if let Some(g) = &room.git {
         bind(&mut w, "--ro-bind", &g.common_dir);
         shared.push(&g.common_dir);
+        if let Some(b) = &g.borrowed {
+            bind(&mut w, "--ro-bind", b);
+            shared.push(b);
+        }
     }
     if let Some(c) = &room.cwd {
         bind(&mut w, "--bind", c);
@@ -274,8 +297,11 @@ pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
         }
     }
     if let Some(g) = &room.git {
-        for rel in g.writable() {
-            bind(&mut w, "--bind", &g.common_dir.join(rel));
+        for d in g.writable() {
+            bind(&mut w, "--bind", &d);
+        }
+        for f in g.pinned(room.cwd.as_deref()) {
+            bind(&mut w, "--ro-bind-try", &f);
         }
     }
     // The member's own, last: nothing above covers them.
@@ -353,7 +379,8 @@ mod tests {
             cwd: Some("/srv/wt/g1".into()),
             git: Some(GitRoom {
                 common_dir: "/srv/repo/.git".into(),
-                gid: "g1".into(),
+                admin_dir: "/srv/repo/.git/worktrees/g1".into(),
+                borrowed: Some("/srv/cache/abc".into()),
             }),
             network,
             gateway_port: 8765,
@@ -410,6 +437,30 @@ mod tests {
         assert!(!w
             .iter()
             .any(|a| a.ends_with(".git/config") || a.ends_with("hooks")));
+        // The worktree's links back to its repository are pinned after its git dir is bound
+        // writable, and the borrowed cache is read-only.
+        let admin = index(
+            &w,
+            &[
+                "--bind",
+                "/srv/repo/.git/worktrees/g1",
+                "/srv/repo/.git/worktrees/g1",
+            ],
+        );
+        let pinned = index(
+            &w,
+            &[
+                "--ro-bind-try",
+                "/srv/repo/.git/worktrees/g1/commondir",
+                "/srv/repo/.git/worktrees/g1/commondir",
+            ],
+        );
+        let gitfile = index(&w, &["--ro-bind-try", "/srv/wt/g1/.git", "/srv/wt/g1/.git"]);
+        assert!(admin < pinned && cwd < gitfile, "{w:?}");
+        index(&w, &["--ro-bind", "/srv/cache/abc", "/srv/cache/abc"]);
+        assert!(!w
+            .windows(2)
+            .any(|p| p[0] == "--bind" && p[1] == "/srv/cache/abc"));
         assert!(!w.contains(&"/definitely/not/here".to_string()), "{w:?}");
         assert!(!w.contains(&"--unshare-net".to_string()));
         assert_eq!(w[w.len() - 2..], ["--".to_string(), "agent".to_string()]);

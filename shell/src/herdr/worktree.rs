@@ -14,13 +14,22 @@ use std::process::Stdio;
 use std::time::Duration;
 use tokio::process::Command;
 
-/// Where worktrees and clones go, and the bound on each git call.
+/// Where worktrees and clones go, the bound on each git call, and what git may reach.
 #[derive(Clone, Debug)]
 pub struct WorktreeConfig {
     pub root: PathBuf,
     pub cache: PathBuf,
     pub git: PathBuf,
     pub timeout: Duration,
+    /// Transports a repository URL may use (git's `protocol.<name>.allow`); every other one,
+    /// `ext` and `fd` above all, is `never`.
+    pub protocols: Vec<String>,
+    /// Repository URLs fleetd clones: an entry matches exactly, or as a prefix when it ends in
+    /// `/`. Empty: no URL is cloned (a cross-host SPAWN could otherwise make this host clone
+    /// any repository its credentials reach).
+    pub repo_allow: Vec<String>,
+    /// git's `credential.helper` for clones and fetches; none unless configured.
+    pub credential_helper: Option<String>,
 }
 
 impl WorktreeConfig {
@@ -31,8 +40,91 @@ impl WorktreeConfig {
             root,
             git: PathBuf::from("git"),
             timeout: Duration::from_secs(120),
+            protocols: vec!["https".into(), "ssh".into()],
+            repo_allow: Vec::new(),
+            credential_helper: None,
         }
     }
+
+    /// Where the daemon records a member's worktree's git directories (never read back from
+    /// the worktree, which the member can rewrite; the sandbox hides this directory).
+    fn record(&self, gid: &str) -> PathBuf {
+        self.root.join(".records").join(gid)
+    }
+
+    /// A member's own bare repository for a URL: objects borrowed from the cache (read-only
+    /// to the member), its commits its own.
+    fn own_repo(&self, gid: &str) -> PathBuf {
+        self.root.join(".repos").join(gid)
+    }
+
+    fn allowed(&self, url: &str) -> bool {
+        self.repo_allow
+            .iter()
+            .any(|a| a == url || (a.ends_with('/') && url.starts_with(a.as_str())))
+    }
+}
+
+/// The transport a repository URL uses, as git's `protocol.allow` names it.
+pub fn transport(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, _)) => match scheme.to_ascii_lowercase().as_str() {
+            "git+ssh" | "ssh+git" => "ssh".into(),
+            s => s.into(),
+        },
+        // scp-like `user@host:path`
+        None => "ssh".into(),
+    }
+}
+
+/// The first key of a repository's own config (`git config --local --list`) that would make
+/// git run a command fleetd cannot override on its command line: a filter, diff or merge
+/// driver, a remote's upload/receive program or helper, a proxy or askpass program, an include
+/// (of anything), worktree-scoped config, or a moved work tree.
+pub fn planted(config: &str) -> Option<String> {
+    const EXACT: &[&str] = &[
+        "core.gitproxy",
+        "core.askpass",
+        "core.editor",
+        "core.pager",
+        "core.alternaterefscommand",
+        "core.worktree",
+        "diff.external",
+        "include.path",
+        "extensions.worktreeconfig",
+        "sequence.editor",
+        "gpg.program",
+        "uploadpack.packobjectshook",
+    ];
+    const SCOPED: &[(&str, &[&str])] = &[
+        ("filter", &["clean", "smudge", "process"]),
+        ("diff", &["textconv", "command"]),
+        ("merge", &["driver"]),
+        ("remote", &["uploadpack", "receivepack", "vcs"]),
+        ("credential", &["helper"]),
+        ("includeif", &["path"]),
+        ("gpg", &["program"]),
+    ];
+    for line in config.lines() {
+        let key = line.split_once('=').map_or(line, |(k, _)| k).trim();
+        let lower = key.to_ascii_lowercase();
+        if EXACT.contains(&lower.as_str()) {
+            return Some(key.to_string());
+        }
+        let (Some((section, _)), Some((_, var))) = (lower.split_once('.'), lower.rsplit_once('.'))
+        else {
+            continue;
+        };
+        let scoped = lower.matches('.').count() >= 2;
+        if scoped
+            && SCOPED
+                .iter()
+                .any(|(s, vars)| *s == section && vars.contains(&var))
+        {
+            return Some(key.to_string());
+        }
+    }
+    None
 }
 
 /// Repo-level agent configs and what each is replaced with inside a member's worktree.
@@ -54,6 +146,8 @@ pub enum WorktreeError {
     Invalid { gid: String, why: String },
     #[error("git {args}: {why}")]
     Git { args: String, why: String },
+    #[error("repository {repo}: its config sets {key}, which would make git run a command; fleetd runs no git there")]
+    Planted { repo: String, key: String },
 }
 
 /// What removing a member's worktree did.
@@ -68,37 +162,71 @@ pub enum Removed {
 }
 
 /// Runs git with `args` in `dir` (if any), bounded; returns stdout. A member can write its
-/// worktree's (shared) git config and hooks, so git runs here with none of the daemon's
-/// environment but `PATH`/`HOME`, no system config, no hooks and no fsmonitor: nothing a
-/// member planted runs with the daemon's rights.
+/// worktree and, unsandboxed, its repository's config and hooks, so git runs with none of the
+/// daemon's environment but `PATH`, `HOME` and `SSH_AUTH_SOCK`, no global or system config,
+/// no hooks, no fsmonitor, ssh as itself, only the configured transports and credential
+/// helper — and never in a repository whose own config names a command (`planted`).
 async fn git(
     cfg: &WorktreeConfig,
     dir: Option<&Path>,
     args: &[&str],
 ) -> Result<String, WorktreeError> {
+    run(cfg, dir, &[], &[], args).await
+}
+
+/// `git` with extra environment (`GIT_COMMON_DIR`) and extra `-c` settings.
+async fn run(
+    cfg: &WorktreeConfig,
+    dir: Option<&Path>,
+    env: &[(&str, &Path)],
+    settings: &[&str],
+    args: &[&str],
+) -> Result<String, WorktreeError> {
     let mut cmd = Command::new(&cfg.git);
     cmd.env_clear();
-    for keep in ["PATH", "HOME"] {
+    for keep in ["PATH", "HOME", "SSH_AUTH_SOCK"] {
         if let Some(v) = std::env::var_os(keep) {
             cmd.env(keep, v);
         }
     }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     if let Some(d) = dir {
         cmd.arg("-C").arg(d);
     }
-    cmd.args([
-        "-c",
+    let mut c: Vec<String> = [
         "core.hooksPath=/dev/null",
-        "-c",
         "core.fsmonitor=false",
-    ])
-    .args(args)
-    .env("GIT_CONFIG_NOSYSTEM", "1")
-    .env("GIT_TERMINAL_PROMPT", "0")
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .kill_on_drop(true);
+        "core.sshCommand=ssh",
+        "protocol.allow=never",
+        "credential.helper=",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    c.extend(
+        cfg.protocols
+            .iter()
+            .map(|p| format!("protocol.{p}.allow=always")),
+    );
+    c.extend(
+        cfg.credential_helper
+            .iter()
+            .map(|h| format!("credential.helper={h}")),
+    );
+    c.extend(settings.iter().map(|s| s.to_string()));
+    for setting in &c {
+        cmd.arg("-c").arg(setting);
+    }
+    cmd.args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
     let err = |why: String| WorktreeError::Git {
         args: args.join(" "),
         why,
@@ -115,9 +243,24 @@ async fn git(
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// A 40-hex commit id (never an option or a revision expression).
-fn commit_id(c: &str) -> bool {
-    c.len() == 40 && c.bytes().all(|b| b.is_ascii_hexdigit())
+/// Refuses a repository whose own config names a command git would run (`planted`).
+async fn clean_config(cfg: &WorktreeConfig, git_dir: &Path) -> Result<(), WorktreeError> {
+    let gd = git_dir.to_string_lossy().into_owned();
+    let listed = git(
+        cfg,
+        None,
+        &["--git-dir", &gd, "config", "--local", "--list"],
+    )
+    .await
+    // No config at all is a clean one.
+    .or_else(|e| match &e {
+        WorktreeError::Git { why, .. } if why.contains("exit status: 1") => Ok(String::new()),
+        _ => Err(e),
+    })?;
+    match planted(&listed) {
+        Some(key) => Err(WorktreeError::Planted { repo: gd, key }),
+        None => Ok(()),
+    }
 }
 
 /// Temp clone directories are unique within the process too (two spawns of one repository).
@@ -176,13 +319,17 @@ async fn cached(cfg: &WorktreeConfig, url: &str, commit: &str) -> Result<PathBuf
     Ok(path)
 }
 
-/// A member's fresh worktree.
+/// A member's fresh worktree and where its git lives, as the daemon found them at the cut.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cut {
     pub dir: PathBuf,
     /// Its repository's common git directory, as git said it from the repository itself
     /// (never read back from the worktree's `.git` file, which the member can rewrite).
     pub common_dir: PathBuf,
+    /// The worktree's own git directory (`<common>/worktrees/<name>`): index, HEAD.
+    pub admin_dir: PathBuf,
+    /// The clone cache a URL member's repository borrows objects from (read-only to it).
+    pub borrowed: Option<PathBuf>,
 }
 
 /// Cuts member `gid`'s worktree as `w` asks.
@@ -194,26 +341,54 @@ pub async fn cut(cfg: &WorktreeConfig, gid: &str, w: &Worktree) -> Result<Cut, W
     if !super::launch::safe_gid(gid) {
         return Err(invalid("the gid is not a plain name".into()));
     }
-    if let Some(c) = w.commit.as_deref().filter(|c| !commit_id(c)) {
-        return Err(invalid(format!("commit {c:?} is not a 40-hex commit id")));
+    if let Some(why) = w.invalid(false) {
+        return Err(invalid(why));
     }
     let dir = cfg.root.join(gid);
     if dir.exists() {
         return Err(invalid(format!("{} already exists", dir.display())));
     }
-    let repo = if w.is_url() {
+    std::fs::create_dir_all(&cfg.root)
+        .map_err(|e| invalid(format!("{}: {e}", cfg.root.display())))?;
+    let (repo, borrowed) = if w.is_url() {
+        let t = transport(&w.repo);
+        if !cfg.protocols.contains(&t) {
+            return Err(invalid(format!(
+                "{} uses {t}, which is not on [herdr] git_protocols {:?}",
+                w.repo, cfg.protocols
+            )));
+        }
+        if !cfg.allowed(&w.repo) {
+            return Err(invalid(format!(
+                "{} is not on [herdr] repo_allow; this host clones no other repository",
+                w.repo
+            )));
+        }
         let commit = w
             .commit
             .as_deref()
             .ok_or_else(|| invalid("a repository URL needs the exact commit".into()))?;
-        cached(cfg, &w.repo, commit).await?
+        let cache = cached(cfg, &w.repo, commit).await?;
+        // The member's own repository, objects borrowed from the cache: the member writes
+        // objects and its branch there, never into the cache other members share.
+        let own = cfg.own_repo(gid);
+        if !own.exists() {
+            std::fs::create_dir_all(own.parent().unwrap_or(&cfg.root))
+                .map_err(|e| invalid(format!("{}: {e}", own.display())))?;
+            let (from, to) = (
+                cache.to_string_lossy().into_owned(),
+                own.to_string_lossy().into_owned(),
+            );
+            let clone = ["clone", "--bare", "--shared", "--quiet", "--", &from, &to];
+            run(cfg, None, &[], &["protocol.file.allow=always"], &clone).await?;
+        }
+        (own, Some(cache))
     } else {
-        PathBuf::from(&w.repo)
+        (PathBuf::from(&w.repo), None)
     };
-    std::fs::create_dir_all(&cfg.root)
-        .map_err(|e| invalid(format!("{}: {e}", cfg.root.display())))?;
     let common = ["rev-parse", "--path-format=absolute", "--git-common-dir"];
     let common_dir = PathBuf::from(git(cfg, Some(&repo), &common).await?.trim());
+    clean_config(cfg, &common_dir).await?;
     let (dir_s, branch) = (dir.to_string_lossy().into_owned(), format!("fleet/{gid}"));
     let rev = w.commit.as_deref().unwrap_or("HEAD");
     // The member's branch may be left from an earlier try of this spawn (a failed gate): it is
@@ -248,11 +423,70 @@ pub async fn cut(cfg: &WorktreeConfig, gid: &str, w: &Worktree) -> Result<Cut, W
         ],
     )
     .await?;
+    // Read once, now, before the member exists; recorded where it cannot write.
+    let admin = git(cfg, Some(&dir), &["rev-parse", "--absolute-git-dir"]).await;
+    let cut = match admin {
+        Ok(a) => Cut {
+            dir: dir.clone(),
+            common_dir,
+            admin_dir: PathBuf::from(a.trim()),
+            borrowed,
+        },
+        Err(e) => {
+            let _ = git(cfg, Some(&repo), &["worktree", "remove", "--force", &dir_s]).await;
+            return Err(e);
+        }
+    };
+    let recorded = write_record(cfg, gid, &cut);
+    if let Err(e) = recorded.map_err(|e| invalid(format!("recording the worktree: {e}"))) {
+        let _ = git(cfg, Some(&repo), &["worktree", "remove", "--force", &dir_s]).await;
+        return Err(e);
+    }
     if let Err(e) = neutralise(cfg, &dir).await {
         let _ = remove(cfg, gid).await;
         return Err(e);
     }
-    Ok(Cut { dir, common_dir })
+    Ok(cut)
+}
+
+fn write_record(cfg: &WorktreeConfig, gid: &str, cut: &Cut) -> std::io::Result<()> {
+    let path = cfg.record(gid);
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p)?;
+    }
+    let text = format!(
+        "{}\n{}\n",
+        cut.common_dir.to_string_lossy(),
+        cut.admin_dir.to_string_lossy()
+    );
+    std::fs::write(path, text)
+}
+
+fn read_record(cfg: &WorktreeConfig, gid: &str) -> Option<(PathBuf, PathBuf)> {
+    let text = std::fs::read_to_string(cfg.record(gid)).ok()?;
+    let mut lines = text.lines();
+    let (common, admin) = (lines.next()?, lines.next()?);
+    Some((PathBuf::from(common), PathBuf::from(admin)))
+}
+
+/// Whether the worktree's git links still say what the daemon recorded: its `.git` file names
+/// `admin`, and `admin/commondir` leads back to `common`. A member that rewrote them could
+/// point git at a repository of its own making.
+fn links_hold(dir: &Path, common: &Path, admin: &Path) -> Result<(), String> {
+    let gitfile = std::fs::read_to_string(dir.join(".git")).map_err(|e| format!(".git: {e}"))?;
+    let named = gitfile.trim().strip_prefix("gitdir: ").unwrap_or("");
+    if Path::new(named) != admin {
+        return Err(format!(".git names {named:?}, not {}", admin.display()));
+    }
+    let cd =
+        std::fs::read_to_string(admin.join("commondir")).map_err(|e| format!("commondir: {e}"))?;
+    let resolved = std::fs::canonicalize(admin.join(cd.trim()))
+        .map_err(|e| format!("commondir {:?}: {e}", cd.trim()))?;
+    let want = std::fs::canonicalize(common).map_err(|e| format!("{}: {e}", common.display()))?;
+    if resolved != want {
+        return Err(format!("commondir leads to {}", resolved.display()));
+    }
+    Ok(())
 }
 
 /// Replaces repo-level agent configs in a fresh worktree; tracked ones are marked
@@ -287,38 +521,57 @@ async fn neutralise(cfg: &WorktreeConfig, dir: &Path) -> Result<(), WorktreeErro
     Ok(())
 }
 
-/// Removes member `gid`'s worktree unless it holds uncommitted work (its branch stays).
+/// Removes member `gid`'s worktree unless it holds uncommitted work (its branch stays). git
+/// runs on the directories the daemon recorded at the cut, after checking the worktree's links
+/// still lead there and the repository's config names no command.
 pub async fn remove(cfg: &WorktreeConfig, gid: &str) -> Result<Removed, WorktreeError> {
     if !super::launch::safe_gid(gid) {
         return Ok(Removed::Absent);
     }
     let dir = cfg.root.join(gid);
     if !dir.exists() {
+        let _ = std::fs::remove_file(cfg.record(gid));
         return Ok(Removed::Absent);
     }
-    let dirty = git(cfg, Some(&dir), &["status", "--porcelain"]).await?;
+    let Some((common, admin)) = read_record(cfg, gid) else {
+        return Ok(Removed::Kept(
+            "no record of its repository: left for the operator".into(),
+        ));
+    };
+    if let Err(why) = links_hold(&dir, &common, &admin) {
+        return Ok(Removed::Kept(format!(
+            "its git links were rewritten ({why}): left for the operator, no git run there"
+        )));
+    }
+    clean_config(cfg, &common).await?;
+    let (admin_s, dir_s) = (
+        admin.to_string_lossy().into_owned(),
+        dir.to_string_lossy().into_owned(),
+    );
+    let env = [("GIT_COMMON_DIR", common.as_path())];
+    let in_tree = |args: &'static [&'static str]| {
+        let mut a = vec!["--git-dir", admin_s.as_str(), "--work-tree", dir_s.as_str()];
+        a.extend_from_slice(args);
+        a
+    };
+    let dirty = run(cfg, None, &env, &[], &in_tree(&["status", "--porcelain"])).await?;
     if !dirty.trim().is_empty() {
         return Ok(Removed::Kept(dirty.trim().to_string()));
     }
     // Commits the member made off its branch (a detached HEAD) live only in this worktree.
     let branch = format!("fleet/{gid}");
-    let on_branch = ["merge-base", "--is-ancestor", "HEAD", &branch];
-    if git(cfg, Some(&dir), &on_branch).await.is_err() {
+    let mut on_branch = in_tree(&["merge-base", "--is-ancestor", "HEAD"]);
+    on_branch.push(&branch);
+    if run(cfg, None, &env, &[], &on_branch).await.is_err() {
         return Ok(Removed::Kept(format!("HEAD has commits not on {branch}")));
     }
-    let common = git(
-        cfg,
-        Some(&dir),
-        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
-    )
-    .await?;
-    let dir_s = dir.to_string_lossy().into_owned();
+    let common_s = common.to_string_lossy().into_owned();
     git(
         cfg,
         None,
         &[
             "--git-dir",
-            common.trim(),
+            &common_s,
             "worktree",
             "remove",
             "--force",
@@ -326,5 +579,50 @@ pub async fn remove(cfg: &WorktreeConfig, gid: &str) -> Result<Removed, Worktree
         ],
     )
     .await?;
+    let _ = std::fs::remove_file(cfg.record(gid));
     Ok(Removed::Removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_that_names_a_command_is_planted() {
+        for key in [
+            "filter.lfs.smudge=git-lfs smudge %f",
+            "filter.x.process=evil",
+            "diff.pdf.textconv=evil",
+            "merge.ours.driver=evil",
+            "remote.origin.uploadpack=evil",
+            "remote.origin.vcs=evil",
+            "core.gitProxy=evil",
+            "core.askPass=evil",
+            "core.worktree=/elsewhere",
+            "include.path=/tmp/x",
+            "includeIf.gitdir:/x/.path=/tmp/x",
+            "credential.https://example.com.helper=evil",
+            "extensions.worktreeConfig=true",
+        ] {
+            assert!(planted(key).is_some(), "{key}");
+        }
+        let clean = "core.repositoryformatversion=0\ncore.bare=false\n\
+                     remote.origin.url=https://example.com/r.git\n\
+                     remote.origin.fetch=+refs/heads/*:refs/remotes/origin/*\n\
+                     branch.main.remote=origin\ncore.hookspath=.husky\ncore.fsmonitor=true\n\
+                     core.sshcommand=evil\ncredential.helper=store\nfilter.lfs.required=true";
+        // What fleetd overrides on its command line (hooks, fsmonitor, ssh, helper) is not a
+        // reason to refuse a repository; nor is a filter with no program.
+        assert_eq!(planted(clean), None);
+    }
+
+    #[test]
+    fn a_urls_transport_is_named_as_protocol_allow_names_it() {
+        assert_eq!(transport("https://example.com/r.git"), "https");
+        assert_eq!(transport("SSH://example.com/r.git"), "ssh");
+        assert_eq!(transport("git+ssh://example.com/r.git"), "ssh");
+        assert_eq!(transport("git@example.com:r.git"), "ssh");
+        assert_eq!(transport("file:///srv/r"), "file");
+        assert_eq!(transport("git://example.com/r"), "git");
+    }
 }
