@@ -34,6 +34,9 @@ pub struct CoreConfig {
     pub ticket_ttl_ms: u64,
     /// Held replies per target before new ones are refused (the worker is told, nothing lost).
     pub inbox_cap_per_target: usize,
+    /// Bytes of held replies per target before new ones are refused the same way: a member
+    /// replying in a loop cannot grow the gateway's memory past it.
+    pub held_bytes_per_target: usize,
     /// Reminders typed into a lead's pane about items waiting for it.
     pub nudge_max_reminders: u32,
     /// Gap between two reminders.
@@ -108,6 +111,7 @@ impl Default for CoreConfig {
             ask_timeout_ms: 30 * 60_000,
             ticket_ttl_ms: 10 * 60_000,
             inbox_cap_per_target: 256,
+            held_bytes_per_target: 16 << 20,
             nudge_max_reminders: 3,
             nudge_interval_ms: 60_000,
             usage_limit_patterns: vec![
@@ -165,6 +169,8 @@ pub enum ConfigError {
     TtlNotAboveInterval { ttl: u64, interval: u64 },
     #[error("send_timeout_ms ({default}) exceeds send_timeout_max_ms ({max})")]
     TimeoutAboveMax { default: u64, max: u64 },
+    #[error("held_bytes_per_target ({held}) is below max_body_bytes ({body}): a largest reply could never be held")]
+    HeldBelowBody { held: usize, body: usize },
 }
 
 impl CoreConfig {
@@ -215,6 +221,7 @@ impl CoreConfig {
             ("ask_timeout_ms", self.ask_timeout_ms),
             ("ticket_ttl_ms", self.ticket_ttl_ms),
             ("inbox_cap_per_target", self.inbox_cap_per_target as u64),
+            ("held_bytes_per_target", self.held_bytes_per_target as u64),
             ("nudge_interval_ms", self.nudge_interval_ms),
             ("injected_timeout_ms", self.injected_timeout_ms),
             ("reply_ttl_ms", self.reply_ttl_ms),
@@ -243,6 +250,12 @@ impl CoreConfig {
             return Err(ConfigError::TtlNotAboveInterval {
                 ttl: self.presence_ttl_ms,
                 interval: self.presence_interval_ms,
+            });
+        }
+        if self.held_bytes_per_target < self.max_body_bytes {
+            return Err(ConfigError::HeldBelowBody {
+                held: self.held_bytes_per_target,
+                body: self.max_body_bytes,
             });
         }
         if self.send_timeout_ms > self.send_timeout_max_ms {

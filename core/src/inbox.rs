@@ -28,24 +28,27 @@ impl HeldReply {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the reply inbox for this session is full ({cap} held); collect replies first")]
+#[error("the reply inbox for this session is full (at most {cap} replies and {bytes_cap} bytes held); collect replies first")]
 pub struct InboxFull {
     pub cap: usize,
+    pub bytes_cap: usize,
 }
 
 #[derive(Debug)]
 pub struct ReplyInbox {
     held: BTreeMap<SessionId, VecDeque<HeldReply>>,
     cap_per_target: usize,
+    bytes_per_target: usize,
     total: usize,
     rev: Revision,
 }
 
 impl ReplyInbox {
-    pub fn new(cap_per_target: usize) -> Self {
+    pub fn new(cap_per_target: usize, bytes_per_target: usize) -> Self {
         ReplyInbox {
             held: BTreeMap::new(),
             cap_per_target,
+            bytes_per_target,
             total: 0,
             rev: Revision::default(),
         }
@@ -54,12 +57,17 @@ impl ReplyInbox {
     pub fn push(&mut self, reply: HeldReply) -> Result<(), InboxFull> {
         self.rev.bump();
         let q = self.held.entry(reply.target.clone()).or_default();
-        if q.len() >= self.cap_per_target {
+        // At most `cap_per_target` entries: summed on each push rather than kept beside them.
+        let bytes: usize = q.iter().map(|r| r.content.len()).sum();
+        if q.len() >= self.cap_per_target
+            || bytes.saturating_add(reply.content.len()) > self.bytes_per_target
+        {
             if q.is_empty() {
                 self.held.remove(&reply.target);
             }
             return Err(InboxFull {
                 cap: self.cap_per_target,
+                bytes_cap: self.bytes_per_target,
             });
         }
         q.push_back(reply);
@@ -202,7 +210,7 @@ mod tests {
     #[test]
     fn peek_keeps_ack_removes_and_drain_empties_one_target_only() {
         let mut m = IdMint::from_seed(1);
-        let mut inbox = ReplyInbox::new(8);
+        let mut inbox = ReplyInbox::new(8, 1 << 20);
         let a = reply(&mut m, "w1", "one");
         let b = reply(&mut m, "w1", "two");
         inbox.push(a.clone()).unwrap();
@@ -220,7 +228,7 @@ mod tests {
     #[test]
     fn each_lead_collects_only_its_own_and_the_orphans() {
         let mut m = IdMint::from_seed(1);
-        let mut inbox = ReplyInbox::new(8);
+        let mut inbox = ReplyInbox::new(8, 1 << 20);
         let (a, b) = (SessionId::new("lead-a"), SessionId::new("lead-b"));
         let for_a = HeldReply {
             lead: Some(a.clone()),
@@ -247,12 +255,28 @@ mod tests {
     #[test]
     fn a_full_inbox_refuses_instead_of_dropping() {
         let mut m = IdMint::from_seed(1);
-        let mut inbox = ReplyInbox::new(1);
+        let mut inbox = ReplyInbox::new(1, 1 << 20);
         inbox.push(reply(&mut m, "w1", "kept")).unwrap();
         assert_eq!(
             inbox.push(reply(&mut m, "w1", "refused")),
-            Err(InboxFull { cap: 1 })
+            Err(InboxFull {
+                cap: 1,
+                bytes_cap: 1 << 20
+            })
         );
         assert_eq!(inbox.peek(&"w1".into())[0].content, "kept");
+    }
+
+    #[test]
+    fn held_bytes_are_bounded_per_target_too() {
+        let mut m = IdMint::from_seed(1);
+        let mut inbox = ReplyInbox::new(8, 10);
+        inbox.push(reply(&mut m, "w1", "123456")).unwrap();
+        let over = inbox.push(reply(&mut m, "w1", "12345"));
+        assert_eq!(over.map_err(|e| e.bytes_cap), Err(10));
+        inbox.push(reply(&mut m, "w1", "1234")).unwrap();
+        // Another member's bound is its own.
+        inbox.push(reply(&mut m, "w2", "1234567890")).unwrap();
+        assert_eq!((inbox.depth(&"w1".into()), inbox.total()), (2, 3));
     }
 }

@@ -58,6 +58,8 @@ pub struct GatewaySection {
     pub loopback_lead: Option<String>,
     /// Bound on a graceful shutdown (stop consuming, settle acks) before the process exits.
     pub shutdown_timeout_ms: u64,
+    /// Connections the north face holds open at once; more are closed as they arrive.
+    pub max_connections: usize,
     /// Seed of the gateway's id mint; default: from the OS, so restarts mint fresh ids.
     pub seed: Option<u64>,
 }
@@ -73,6 +75,7 @@ impl Default for GatewaySection {
             key_file: None,
             loopback_lead: None,
             shutdown_timeout_ms: 10_000,
+            max_connections: 1024,
             seed: None,
         }
     }
@@ -390,6 +393,12 @@ impl Config {
         if g.shutdown_timeout_ms == 0 {
             errs.push(invalid(
                 "gateway.shutdown_timeout_ms",
+                "must be greater than zero",
+            ));
+        }
+        if g.max_connections == 0 {
+            errs.push(invalid(
+                "gateway.max_connections",
                 "must be greater than zero",
             ));
         }

@@ -541,16 +541,26 @@ pub async fn run(
         let _ = tx.send(Started { addr });
     }
     let relay_cancel = cancel.clone();
+    let refused = metrics.clone();
+    let relay_listener =
+        crate::conn_limit::Limited::new(relay_listener, cfg.gateway.max_connections, move || {
+            refused.inc("fleet_connections_refused_total", &[])
+        });
     let relay_server = tokio::spawn(async move {
         axum::serve(relay_listener, relay_router.into_make_service())
             .with_graceful_shutdown(async move { relay_cancel.cancelled().await })
             .await
     });
     let server_cancel = cancel.clone();
+    let refused = metrics.clone();
+    let listener =
+        crate::conn_limit::Limited::new(listener, cfg.gateway.max_connections, move || {
+            refused.inc("fleet_connections_refused_total", &[])
+        });
     let server = tokio::spawn(async move {
         axum::serve(
             listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
+            router.into_make_service_with_connect_info::<crate::conn_limit::Peer>(),
         )
         .with_graceful_shutdown(async move { server_cancel.cancelled().await })
         .await
@@ -633,14 +643,49 @@ async fn host_guard(allowed: &[String], req: Request, next: Next) -> axum::respo
         .get(axum::http::header::HOST)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    if host_allowed(allowed, host) {
-        return next.run(req).await;
+    if !host_allowed(allowed, host) {
+        let body = serde_json::json!({
+            "code": "host_not_allowed",
+            "message": format!("Host {host:?} is not in gateway.allowed_hosts"),
+        });
+        return (axum::http::StatusCode::FORBIDDEN, axum::Json(body)).into_response();
     }
-    let body = serde_json::json!({
-        "code": "host_not_allowed",
-        "message": format!("Host {host:?} is not in gateway.allowed_hosts"),
-    });
-    (axum::http::StatusCode::FORBIDDEN, axum::Json(body)).into_response()
+    let refused = {
+        // A header that is there but not text is not taken for an absent one.
+        let header = |name: &str| req.headers().get(name).map(|v| v.to_str().unwrap_or("?"));
+        cross_site(host, header("origin"), header("sec-fetch-site"))
+    };
+    if let Some(why) = refused {
+        let body = serde_json::json!({ "code": "cross_origin", "message": why });
+        return (axum::http::StatusCode::FORBIDDEN, axum::Json(body)).into_response();
+    }
+    next.run(req).await
+}
+
+/// Why a request a browser made for another site's page is refused, if it is one: its
+/// `Sec-Fetch-Site` is not `same-origin` (or `none`, a user's own navigation), or its `Origin`
+/// is not this very origin (`host`, port included: a page on another port of localhost is
+/// another origin). Clients that are not browsers send neither header.
+pub fn cross_site(host: &str, origin: Option<&str>, fetch_site: Option<&str>) -> Option<String> {
+    if let Some(site) = fetch_site {
+        if !matches!(site, "same-origin" | "none") {
+            return Some(format!(
+                "a {site} request from a browser page (Sec-Fetch-Site); fleetd answers only its own origin"
+            ));
+        }
+    }
+    if let Some(origin) = origin {
+        let authority = origin
+            .split_once("://")
+            .map(|(_, rest)| rest.trim_end_matches('/'))
+            .unwrap_or("");
+        if authority.is_empty() || !authority.eq_ignore_ascii_case(host) {
+            return Some(format!(
+                "Origin {origin:?} is not this gateway's own ({host}); fleetd answers only its own origin"
+            ));
+        }
+    }
+    None
 }
 
 /// `host` (a `Host` header: name, `name:port`, `[v6]:port`) matches an entry given as a name
@@ -665,8 +710,8 @@ async fn resolve(State(app): State<App>, mut req: Request, next: Next) -> axum::
     };
     let peer = req
         .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0);
+        .get::<ConnectInfo<crate::conn_limit::Peer>>()
+        .map(|c| c.0 .0);
     let caller = app.caller(auth.as_deref(), peer).await;
     if caller.refused {
         // A wrong credential is refused outright: never served as anonymous, never parsed on.
@@ -706,6 +751,39 @@ pub async fn signals() {
         _ => {
             tracing::error!("cannot install signal handlers; stop with SIGKILL");
             std::future::pending::<()>().await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cross_site;
+
+    #[test]
+    fn only_this_origin_or_no_browser_at_all_is_answered() {
+        let host = "127.0.0.1:8765";
+        assert_eq!(cross_site(host, None, None), None, "curl, an MCP client");
+        assert_eq!(
+            cross_site(host, Some("http://127.0.0.1:8765"), Some("same-origin")),
+            None
+        );
+        assert_eq!(
+            cross_site(host, None, Some("none")),
+            None,
+            "typed into the address bar"
+        );
+        for (origin, site) in [
+            (Some("http://evil.example"), Some("cross-site")),
+            (Some("http://127.0.0.1:3000"), Some("same-site")),
+            (Some("http://127.0.0.1:3000"), None),
+            (Some("null"), None),
+            (None, Some("cross-site")),
+            (None, Some("same-site")),
+        ] {
+            assert!(
+                cross_site(host, origin, site).is_some(),
+                "{origin:?} {site:?}"
+            );
         }
     }
 }

@@ -13,6 +13,8 @@ pub mod clock;
 #[cfg(feature = "daemon")]
 pub mod config;
 #[cfg(feature = "daemon")]
+pub mod conn_limit;
+#[cfg(feature = "daemon")]
 pub mod daemon;
 pub mod driver;
 #[cfg(feature = "daemon")]

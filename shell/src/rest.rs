@@ -90,7 +90,7 @@ pub fn router() -> (axum::Router<App>, utoipa::openapi::OpenApi) {
         .routes(routes!(stop_member))
         .routes(routes!(message))
         .routes(routes!(reply))
-        .routes(routes!(replies))
+        .routes(routes!(replies, drain_replies))
         .routes(routes!(ask))
         .routes(routes!(status))
         .routes(routes!(task))
@@ -335,11 +335,57 @@ async fn reply(
     call(&app, &caller, req).await
 }
 
-/// Drain a member's held replies (peek + ack).
+#[derive(Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct RepliesQuery {
+    /// `true`: show the held replies without removing them.
+    #[serde(default)]
+    pub peek: bool,
+}
+
+/// Drain a member's held replies (peek + ack), or with `?peek=true` only show them. A browser
+/// page may only peek here (a GET must not change anything it can be tricked into loading):
+/// it drains with POST.
 #[utoipa::path(get, path = "/sessions/{id}/replies", tag = "delegation",
+    params(("id" = String, Path, description = "the member whose replies to collect"), RepliesQuery),
+    responses((status = 200, description = "the replies (removed unless peek)"), (status = 403, body = ErrorBody),
+        (status = 400, body = ErrorBody),
+        (status = 405, description = "a draining GET from a browser: drain with POST", body = ErrorBody)))]
+async fn replies(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    headers: axum::http::HeaderMap,
+    query: Result<Query<RepliesQuery>, axum::extract::rejection::QueryRejection>,
+) -> Reply {
+    let q = match query {
+        Ok(Query(q)) => q,
+        Err(rejection) => {
+            return error(&CallError::InvalidArgument {
+                reason: rejection.body_text(),
+            })
+        }
+    };
+    let from_browser = headers.contains_key("sec-fetch-mode") || headers.contains_key("origin");
+    if from_browser && !q.peek {
+        let body = json!({
+            "code": "drain_with_post",
+            "message": "a browser drains held replies with POST /sessions/{id}/replies; GET ?peek=true shows them",
+        });
+        return (StatusCode::METHOD_NOT_ALLOWED, Json(body));
+    }
+    let req = faces::target(&id).map(|target| match q.peek {
+        true => Request::Peek { target },
+        false => Request::Drain { target },
+    });
+    call(&app, &caller, req).await
+}
+
+/// Drain a member's held replies (peek + ack): the form a browser uses.
+#[utoipa::path(post, path = "/sessions/{id}/replies", tag = "delegation",
     params(("id" = String, Path, description = "the member whose replies to collect")),
     responses((status = 200, description = "the replies, now removed"), (status = 403, body = ErrorBody)))]
-async fn replies(
+async fn drain_replies(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,

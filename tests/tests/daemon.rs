@@ -310,7 +310,52 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(nudged, "{}", fleetd.log_text());
+    // From a browser page: only this origin is answered, and a GET never drains.
+    let browser = |method: reqwest::Method, path: &str, origin: &str, site: &str| {
+        reqwest::Client::new()
+            .request(method, format!("{}{path}", fleetd.url))
+            .bearer_auth(LEAD_TOKEN)
+            .header("origin", origin)
+            .header("sec-fetch-site", site)
+            .header("sec-fetch-mode", "cors")
+            .send()
+    };
+    let own = fleetd.url.clone();
+    let replies = format!("/sessions/{gid}/replies");
+    for (origin, site) in [
+        ("http://evil.example", "cross-site"),
+        (
+            &format!("http://127.0.0.1:{}", free_port())[..],
+            "same-site",
+        ),
+    ] {
+        let r = browser(reqwest::Method::POST, &replies, origin, site)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.status().as_u16(), 403, "{origin}");
+        let v: serde_json::Value = r.json().await.unwrap_or_default();
+        assert_eq!(v["code"], "cross_origin", "{v}");
+    }
+    let r = browser(reqwest::Method::GET, &replies, &own, "same-origin")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status().as_u16(), 405, "a browser GET does not drain");
+    let peeked = browser(
+        reqwest::Method::GET,
+        &format!("{replies}?peek=true"),
+        &own,
+        "same-origin",
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(peeked.status().as_u16(), 200);
+    let peeked = peeked.text().await.unwrap_or_default();
+    assert!(peeked.contains("stranded"), "{peeked}");
     collect(&lead, &gid, "stranded", 20).await;
+    let r = browser(reqwest::Method::POST, &replies, &own, "same-origin")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status().as_u16(), 200, "a same-origin POST drains");
     assert_eq!(herdr.typed(&architect_pane, "fleet_poll").await, 1);
 
     // Audit: one JSON line per decision, never the content.

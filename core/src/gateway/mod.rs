@@ -133,7 +133,7 @@ impl Gateway {
             io_timeout: Duration::from_millis(cfg.io_timeout_ms),
         };
         Ok(Gateway {
-            inbox: ReplyInbox::new(cfg.inbox_cap_per_target),
+            inbox: ReplyInbox::new(cfg.inbox_cap_per_target, cfg.held_bytes_per_target),
             push: Push::new(
                 cfg.nudge_max_reminders,
                 Duration::from_millis(cfg.nudge_interval_ms),
