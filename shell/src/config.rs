@@ -251,6 +251,11 @@ pub struct ProfileSection {
     /// through a relay). Default: `none` for command, `host` for claude-code and opencode,
     /// which need their model API.
     pub network: Option<crate::herdr::Network>,
+    /// More of the host the sandbox shows, read-only, though a hidden path covers it: where the
+    /// member's program lives when that is under the daemon's home (`~/.local/share/claude`,
+    /// an npm prefix). Absolute paths.
+    #[serde(default)]
+    pub sandbox_paths: Vec<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -713,6 +718,12 @@ impl ProfileSection {
                 }
             }
         };
+        if let Some(p) = self.sandbox_paths.iter().find(|p| !p.is_absolute()) {
+            return Err(format!(
+                "sandbox_paths: {} is not an absolute path",
+                p.display()
+            ));
+        }
         if self.kind != ProfileKind::Command && !self.argv.is_empty() {
             return Err("argv is for command profiles; use bin and args".into());
         }
@@ -727,6 +738,7 @@ impl ProfileSection {
             charter: self.charter.clone(),
             sandbox: self.sandbox.unwrap_or(true),
             network,
+            sandbox_paths: self.sandbox_paths.clone(),
         })
     }
 }

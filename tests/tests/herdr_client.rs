@@ -226,6 +226,7 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
             charter: Some("Work the brief; answer with fleet_reply.".into()),
             sandbox: true,
             network: fleetd::herdr::Network::Host,
+            sandbox_paths: Vec::new(),
         };
         cfg.profiles
             .insert("dev".into(), claude("https://llm.internal.example/v1"));

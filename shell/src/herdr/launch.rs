@@ -90,6 +90,8 @@ pub struct Profile {
     pub sandbox: bool,
     /// Its sandbox's network (`host` unless the profile says `none`).
     pub network: Network,
+    /// Paths shown read-only in its sandbox though a hidden path covers them.
+    pub sandbox_paths: Vec<std::path::PathBuf>,
 }
 
 impl Profile {
@@ -103,6 +105,7 @@ impl Profile {
             charter: None,
             sandbox: true,
             network: Network::Host,
+            sandbox_paths: Vec::new(),
         }
     }
 }
@@ -689,6 +692,7 @@ mod tests {
             charter: Some("You are a fleet member. Reply with fleet_reply.".into()),
             sandbox: true,
             network: Network::Host,
+            sandbox_paths: Vec::new(),
         }
     }
 
@@ -770,6 +774,7 @@ mod tests {
             charter: Some("charter".into()),
             sandbox: true,
             network: Network::Host,
+            sandbox_paths: Vec::new(),
         };
         let l = plan(&cfg(), "oc", &p, Member::new("g2", "00"), &parent()).expect("planned");
         let env = &l.env;

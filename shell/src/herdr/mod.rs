@@ -537,6 +537,7 @@ impl HerdrPort for HerdrClient {
                     cwd: plan.cwd.as_ref().map(std::path::PathBuf::from),
                     git: git_room,
                     network,
+                    shown: p.sandbox_paths.clone(),
                     gateway_port: launch::url_port_path(&cfg.launch.mcp_url).0,
                 };
                 let mut made = launch::write_files(&dir, &[]);
@@ -550,6 +551,17 @@ impl HerdrPort for HerdrClient {
                 if let Err(e) = made {
                     undo().await;
                     return Err(unavailable(format!("preparing the sandbox: {e}")));
+                }
+                let path = plan.env.get("PATH").map(String::as_str);
+                if let Some((program, by)) =
+                    sandbox::hidden_program(&cfg.sandbox, &room, &plan.program, path)
+                {
+                    undo().await;
+                    return Err(unavailable(format!(
+                        "profile {profile:?}: its program {} lies under {}, which the members' sandbox hides; install it elsewhere or add its directory to the profile's sandbox_paths",
+                        program.display(),
+                        by.display()
+                    )));
                 }
                 plan.sandbox = Some(sandbox::wrap(&cfg.sandbox, &room, &plan.program));
             }

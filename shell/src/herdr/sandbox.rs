@@ -190,6 +190,8 @@ pub struct Room {
     /// Its worktree's git directory, if it has one: what a commit writes there.
     pub git: Option<GitRoom>,
     pub network: Network,
+    /// The profile's `sandbox_paths`: shown read-only over whatever hides them.
+    pub shown: Vec<PathBuf>,
     /// The gateway's port as the member's URL names it (the relay listens there).
     pub gateway_port: u16,
 }
@@ -235,6 +237,46 @@ impl GitRoom {
     }
 }
 
+/// Directories the sandbox empties whatever the config says.
+const EMPTIED: &[&str] = &["/tmp", "/var/tmp", "/run", "/home", "/root", "/dev/shm"];
+
+/// Where `program` (its first word, looked up on `path_var` like `sh` would) lives, when that is
+/// a place `room`'s sandbox hides and nothing shows again: the member would fail to start,
+/// unseen, in its pane. Returns the program's path and what hides it.
+pub fn hidden_program(
+    cfg: &SandboxConfig,
+    room: &Room,
+    program: &[String],
+    path_var: Option<&str>,
+) -> Option<(PathBuf, PathBuf)> {
+    let first = program.first()?;
+    let resolved = if first.contains('/') {
+        PathBuf::from(first)
+    } else {
+        path_var?
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(|d| Path::new(d).join(first))
+            .find(|p| p.is_file())?
+    };
+    let resolved = std::fs::canonicalize(&resolved).unwrap_or(resolved);
+    let shown = room
+        .shown
+        .iter()
+        .chain([&room.member_dir, &room.home])
+        .chain(room.cwd.iter())
+        .any(|s| resolved.starts_with(s));
+    if shown {
+        return None;
+    }
+    EMPTIED
+        .iter()
+        .map(PathBuf::from)
+        .chain(cfg.hide.iter().cloned())
+        .find(|h| resolved.starts_with(h))
+        .map(|h| (resolved, h))
+}
+
 /// The `bwrap … --` words that put `room`'s member in its sandbox, and the program words that
 /// follow (the relay's, for a `network = "none"` member, then the member's own).
 pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
@@ -255,7 +297,7 @@ pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
     opt(&["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
     // Shared scratch and per-user places, emptied: other users' homes, the runtime dirs (D-Bus,
     // agent sockets), anything left in /tmp.
-    for dir in ["/tmp", "/var/tmp", "/run", "/home", "/root", "/dev/shm"] {
+    for dir in EMPTIED {
         if Path::new(dir).is_dir() {
             w.extend([Word::lit("--tmpfs"), Word::lit(dir)]);
         }
@@ -303,6 +345,9 @@ pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
         for f in g.pinned(room.cwd.as_deref()) {
             bind(&mut w, "--ro-bind-try", &f);
         }
+    }
+    for p in &room.shown {
+        bind(&mut w, "--ro-bind-try", p);
     }
     // The member's own, last: nothing above covers them.
     bind(&mut w, "--ro-bind", &room.member_dir);
@@ -383,6 +428,7 @@ mod tests {
                 borrowed: Some("/srv/cache/abc".into()),
             }),
             network,
+            shown: vec!["/root/.local/share/claude".into()],
             gateway_port: 8765,
         }
     }
@@ -466,6 +512,46 @@ mod tests {
         assert_eq!(w[w.len() - 2..], ["--".to_string(), "agent".to_string()]);
         index(&w, &["--unshare-pid"]);
         index(&w, &["--cap-drop", "ALL"]);
+        // A program the sandbox would hide is found before anything starts.
+        let mut r = room(Network::Host);
+        let c = cfg();
+        assert_eq!(
+            hidden_program(
+                &c,
+                &r,
+                &["/root/.local/share/claude/bin/claude".into()],
+                None
+            ),
+            None,
+            "shown by sandbox_paths"
+        );
+        r.shown.clear();
+        assert_eq!(
+            hidden_program(
+                &c,
+                &r,
+                &["/root/.local/share/claude/bin/claude".into()],
+                None
+            ),
+            Some((
+                "/root/.local/share/claude/bin/claude".into(),
+                "/root".into()
+            ))
+        );
+        assert_eq!(
+            hidden_program(&c, &r, &["sh".into()], Some("/usr/bin:/bin")),
+            None
+        );
+        // A profile's program under a hidden home is shown, read-only, after /root is emptied.
+        let shown = index(
+            &w,
+            &[
+                "--ro-bind-try",
+                "/root/.local/share/claude",
+                "/root/.local/share/claude",
+            ],
+        );
+        assert!(index(&w, &["--tmpfs", "/root"]) < shown);
     }
 
     #[test]
