@@ -48,6 +48,41 @@ pub enum DaemonError {
     Listen { addr: String, reason: String },
     #[error("audit file {path}: {reason}")]
     Audit { path: String, reason: String },
+    #[error("fleetd's own environment carries {var}, which only a member may have ({why}); unset it before starting the daemon")]
+    Unclean {
+        var: &'static str,
+        why: &'static str,
+    },
+}
+
+/// Variables only a member's environment may carry, and why (ch. 9's `assertPrimaryClean`, the
+/// subscription guard's other half): the daemon, the leads it serves and every member it
+/// launches inherit its environment, so none of these may be in it.
+const MEMBER_ONLY: &[(&str, &str)] = &[
+    (
+        "ANTHROPIC_BASE_URL",
+        "it moves a Claude Code off the lead's subscription; members get theirs from their profile",
+    ),
+    (
+        "FLEET_MCP_TOKEN",
+        "a member's credential: the daemon is running inside a member",
+    ),
+    (
+        "FLEET_GID",
+        "a member's identity: the daemon is running inside a member",
+    ),
+];
+
+/// Refuses to start when the daemon's environment (`env`) carries what only members may have.
+pub fn assert_primary_clean<'a>(
+    env: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Result<(), DaemonError> {
+    for (k, _) in env {
+        if let Some((var, why)) = MEMBER_ONLY.iter().find(|(v, _)| *v == k) {
+            return Err(DaemonError::Unclean { var, why });
+        }
+    }
+    Ok(())
 }
 
 /// An ed25519 secret key as `fleetd keygen` writes it: 64 hex digits and a newline.
@@ -415,6 +450,15 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
     started: Option<oneshot::Sender<Started>>,
 ) -> Result<(), DaemonError> {
+    let env: Vec<(String, String)> = std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    assert_primary_clean(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
     let state = cfg.state_dir();
     make_dir(&state)?;
     let secret = gateway_key(&cfg)?;
@@ -757,7 +801,19 @@ pub async fn signals() {
 
 #[cfg(test)]
 mod tests {
-    use super::cross_site;
+    use super::{assert_primary_clean, cross_site, DaemonError};
+
+    #[test]
+    fn the_daemon_refuses_an_environment_only_a_member_may_have() {
+        assert!(assert_primary_clean([("PATH", "/usr/bin"), ("HOME", "/root")]).is_ok());
+        for var in ["ANTHROPIC_BASE_URL", "FLEET_MCP_TOKEN", "FLEET_GID"] {
+            let r = assert_primary_clean([("PATH", "/usr/bin"), (var, "x")]);
+            assert!(
+                matches!(&r, Err(DaemonError::Unclean { var: v, .. }) if *v == var),
+                "{var}: {r:?}"
+            );
+        }
+    }
 
     #[test]
     fn only_this_origin_or_no_browser_at_all_is_answered() {

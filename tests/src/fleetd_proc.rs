@@ -92,6 +92,10 @@ impl Proc {
             .arg("--config")
             .arg(&config)
             .env("RUST_LOG", "info,fleetd::event=info,lapin=warn")
+            // A test run inside an agent's session must not trip fleetd's primary guard.
+            .env_remove("ANTHROPIC_BASE_URL")
+            .env_remove("FLEET_MCP_TOKEN")
+            .env_remove("FLEET_GID")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(out)

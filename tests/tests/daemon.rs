@@ -744,3 +744,37 @@ async fn the_readme_quickstart_delegates_to_the_example_member_on_a_real_herdr()
     assert!(s.is_ok_and(|s| s.success()));
     herdr.finish().await;
 }
+
+/// ch. 9's `assertPrimaryClean`: a daemon whose own environment carries what only a member may
+/// have (here `ANTHROPIC_BASE_URL`, which every lead and member would inherit) does not start,
+/// and says which variable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_started_with_a_members_environment_refuses_to_run() {
+    let dir = Dir::new("unclean");
+    let herdr = Panes::start(&dir.0).await;
+    let port = free_port();
+    member_key(&dir, 4);
+    let config = solo_config(
+        &dir,
+        port,
+        &herdr.path(),
+        ("w1:p1", "w1:p2"),
+        (LEAD_TOKEN, ARCHITECT_TOKEN),
+    );
+    let path = dir.0.join("unclean.toml");
+    std::fs::write(&path, config).unwrap_or_else(|e| panic!("{e}"));
+    let out = tokio::process::Command::new(fleet_tests::fleetd_proc::fleetd_bin())
+        .arg("run")
+        .arg("--config")
+        .arg(&path)
+        .env("ANTHROPIC_BASE_URL", "https://llm.internal.example/v1")
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(20), out)
+        .await
+        .unwrap_or_else(|_| panic!("fleetd did not exit"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ANTHROPIC_BASE_URL"), "{stderr}");
+    herdr.finish().await;
+}

@@ -411,6 +411,18 @@ impl Gateway {
 
     /// A spawn still in its readiness gate is called off: its pane is closed and whoever
     /// asked for it is told it failed, and why.
+    /// The pane of a member still in its readiness gate closed (its program ended, or someone
+    /// closed it): its spawn fails now, not at the readiness bound.
+    pub(super) fn spawn_pane_gone(&mut self, gid: &SessionId) {
+        if let Some(r) = self.spawns.reserved.remove(gid) {
+            self.spawn_done(
+                gid,
+                r.reply,
+                Err("the member's pane closed before it was ready".into()),
+            );
+        }
+    }
+
     pub(super) fn cancel_spawn(&mut self, gid: &SessionId, why: &str) {
         if let Some(r) = self.spawns.reserved.remove(gid) {
             self.out.push_back(Output::ClosePane { gid: gid.clone() });

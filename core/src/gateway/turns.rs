@@ -195,6 +195,7 @@ impl Gateway {
 
     /// The pane closed or its process exited: everything open on it ends WORKER_FAILED.
     pub(super) fn on_pane_gone(&mut self, now: Instant, target: &SessionId) {
+        self.spawn_pane_gone(target);
         self.adoption.settled(target);
         self.injector.abort_target(target, Cause::PaneGone);
         self.drain_injector(now);

@@ -1550,3 +1550,27 @@ fn a_spawn_on_another_host_carries_its_worktree_by_url_and_commit() {
             if w.repo == "https://git.example.com/app.git" && w.commit.as_deref() == Some(commit)
     )));
 }
+
+/// A member whose pane closes inside its readiness gate (its program died at start) fails its
+/// spawn at once — here and for a lead on another host — instead of at the readiness bound.
+#[test]
+fn a_member_whose_pane_closes_before_it_is_ready_fails_its_spawn_at_once() {
+    let mut f = Fleet::new(2);
+    let lead = f.lead(0, LEAD);
+    f.advance(Duration::from_millis(10));
+    f.auto_ready = false;
+    let here = f.call(0, lead.clone(), spawn(None, "claude", None));
+    let there = f.call(0, lead, spawn(Some(1), "claude", None));
+    f.settle();
+    assert_eq!(f.spawned.len(), 2, "{:?}", f.spawned);
+    for (h, gid) in f.spawned.clone() {
+        f.input(h, Input::PaneGone { target: gid });
+    }
+    f.advance(Duration::from_millis(500));
+    for c in [here, there] {
+        match f.response(0, c) {
+            Some(Response::Error(e)) => assert_eq!(e.code(), "spawn_failed", "{e:?}"),
+            other => panic!("expected spawn_failed at once, got {other:?}"),
+        }
+    }
+}

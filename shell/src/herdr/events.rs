@@ -262,6 +262,20 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
                     }
                 }
                 _ = relist.tick() => {
+                    // A member whose program ended before it connected fails its spawn now,
+                    // saying how (a claude-code or opencode member's gate is its first call,
+                    // which will never come); one past its gate is found gone by the poll.
+                    for (gid, _) in &members {
+                        if let Some(why) = client.exited(gid).await {
+                            let failed = Input::Spawned {
+                                gid: gid.clone(),
+                                result: Err(format!("the member ended before it was ready: {why}")),
+                            };
+                            if handle.tell(failed).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
                     match client.member_panes().await {
                         Ok(now) if now != members => {
                             // A member no pane carries any more is gone. Its own event may

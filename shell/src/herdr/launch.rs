@@ -292,8 +292,10 @@ impl Launch {
     }
 
     /// The launch script: removes itself (its environment carries the member's token), exports
-    /// the member's environment, and execs the program — in its sandbox, if it has one. Every
-    /// value is single-quoted, so nothing in it is parsed by the shell.
+    /// the member's environment, and runs the program — in its sandbox, if it has one. Every
+    /// value is single-quoted, so nothing in it is parsed by the shell. When the program ends,
+    /// its exit status goes to `EXITED_FILE` and the pane stays (bounded) until fleetd has read
+    /// it and the screen: a member that dies at start says why at once.
     pub fn script_text(&self) -> String {
         let mut s = String::from(
             "# fleetd: a member's launch, read once and removed (it holds the member's token)\n\
@@ -306,9 +308,18 @@ impl Launch {
             Some(w) => w.iter().map(Word::render).collect(),
             None => self.program.iter().map(|p| quote(p)).collect(),
         };
-        s.push_str("exec ");
         s.push_str(&words.join(" "));
         s.push('\n');
+        let dir = self.script.parent().unwrap_or(Path::new("."));
+        let exited = quote(&dir.join(EXITED_FILE).to_string_lossy());
+        s.push_str(&format!(
+            "rc=$?\n\
+             printf '%s\\n' \"$rc\" > {exited} 2>/dev/null\n\
+             printf '\\n[fleetd] the member exited with status %s\\n' \"$rc\"\n\
+             i=0\n\
+             while [ -e {exited} ] && [ $i -lt {} ]; do sleep 0.5; i=$((i+1)); done\n",
+            EXIT_LINGER_SECS * 2
+        ));
         s
     }
 
@@ -381,6 +392,12 @@ pub fn fresh_nonce() -> String {
 /// The name of the file in a member's directory holding its spawn's nonce: what makes its
 /// token valid, across a gateway restart too, until its files go with its pane.
 pub const NONCE_FILE: &str = "nonce";
+
+/// Written by a member's launch script when its program exits: the exit status. The script
+/// then keeps the pane (and its last screen) until fleetd has read both and removed the file,
+/// for at most `EXIT_LINGER_SECS`.
+pub const EXITED_FILE: &str = "exited";
+pub const EXIT_LINGER_SECS: u32 = 30;
 
 /// The members' live nonces (gid → nonce): a token is honoured only for the nonce on record,
 /// so it dies when its member's pane and files go. Shared by the launcher and the faces.
@@ -852,12 +869,27 @@ mod tests {
             .iter()
             .all(|a| !a.contains("FLEET_MCP_TOKEN") && !a.contains("ODD")));
         write_files(&dir.join("g4"), &l.all_files()).expect("written");
-        let out = std::process::Command::new(&argv[0])
+        let child = std::process::Command::new(&argv[0])
             .args(&argv[1..])
             .env("HERDR_PANE_ID", "w1:p7")
             .env("AWS_SECRET_ACCESS_KEY", "leak")
-            .output()
+            .stdout(std::process::Stdio::piped())
+            .spawn()
             .expect("sh runs");
+        // The program ended: its status is recorded, and the pane kept until fleetd reads it.
+        let exited = dir.join("g4").join(EXITED_FILE);
+        for _ in 0..500 {
+            if exited.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(
+            std::fs::read_to_string(&exited).ok().as_deref(),
+            Some("0\n")
+        );
+        std::fs::remove_file(&exited).expect("fleetd's read");
+        let out = child.wait_with_output().expect("the script ends once read");
         let text = String::from_utf8_lossy(&out.stdout);
         let got: BTreeMap<&str, &str> = text.lines().filter_map(|l| l.split_once('=')).collect();
         assert_eq!(got["ODD"], "a b 'c' \"d\" $HOME `x`");

@@ -163,6 +163,34 @@ impl HerdrClient {
     }
 
     /// Member `gid`'s pane is gone (herdr said so): drop what this client keeps for it.
+    /// Why member `gid`'s program ended, if it has (its launch script recorded the status and
+    /// keeps the pane for this read): the status and the last lines of its screen. Taking it
+    /// lets the script end, and the pane close.
+    pub async fn take_exit(&self, gid: &SessionId) -> Option<String> {
+        let dir = self.cfg.launch.member_dir(gid.as_str())?;
+        let pane = self.panes.borrow().get(gid).cloned();
+        exit_report(&self.api, pane.as_deref(), &dir, self.cfg.read_lines).await
+    }
+
+    /// Whether member `gid`'s program has ended, and how; logged once (the record is taken,
+    /// so its pane closes).
+    pub async fn exited(&self, gid: &SessionId) -> Option<String> {
+        let recorded = self
+            .cfg
+            .launch
+            .member_dir(gid.as_str())
+            .is_some_and(|d| d.join(launch::EXITED_FILE).exists());
+        if !recorded {
+            return None;
+        }
+        let why = self
+            .take_exit(gid)
+            .await
+            .unwrap_or_else(|| "its program exited".into());
+        tracing::warn!(%gid, "a member's program ended: {why}");
+        Some(why)
+    }
+
     pub fn forget(&self, gid: &SessionId) {
         self.panes.borrow_mut().remove(gid);
         self.receipts.borrow_mut().remove(gid);
@@ -372,8 +400,12 @@ impl HerdrPort for HerdrClient {
     fn sample(&self, target: &SessionId) -> PortFuture<Result<Sample, HerdrError>> {
         let (panes, gid, lines) = (self.panes.clone(), target.clone(), self.cfg.read_lines);
         let resolve = self.resolve(target);
-        let cfg = self.cfg.clone();
+        let (cfg, me) = (self.cfg.clone(), self.clone());
         Box::pin(async move {
+            if me.exited(&gid).await.is_some() {
+                forget_files(&cfg.launch, &gid);
+                return Err(HerdrError::PaneNotFound);
+            }
             let sampled = async {
                 let (api, pane, info) = checked(resolve.await?, &panes, &gid).await?;
                 let status = AgentStatus::from_wire(&info.agent_status);
@@ -408,6 +440,11 @@ impl HerdrPort for HerdrClient {
                 listed.iter().map(|p| (p.pane_id.as_str(), p)).collect();
             let mut out = Vec::with_capacity(targets.len());
             for gid in targets {
+                if me.exited(&gid).await.is_some() {
+                    forget_files(&me.cfg.launch, &gid);
+                    out.push((gid, Err(HerdrError::PaneNotFound)));
+                    continue;
+                }
                 let pane = panes.borrow().get(&gid).cloned();
                 let Some(info) = pane.as_deref().and_then(|p| by_pane.get(p)) else {
                     match me.sample(&gid).await {
@@ -436,7 +473,13 @@ impl HerdrPort for HerdrClient {
         let (panes, gid) = (self.panes.clone(), target.clone());
         let (text, lines) = (text.to_string(), self.cfg.read_lines);
         let resolve = self.resolve(target);
+        let me = self.clone();
         Box::pin(async move {
+            // Never into a pane whose program ended (its script keeps it a moment for its
+            // last screen): the brief would be typed into nothing.
+            if me.exited(&gid).await.is_some() {
+                return Err(HerdrError::PaneNotFound);
+            }
             // The cached id must still be this member's pane before anything is typed into it
             // (a moved pane gets a new id; herdr may reuse an old one after a restart).
             let (api, pane, _) = checked(resolve.await?, &panes, &gid).await?;
@@ -618,9 +661,12 @@ impl HerdrPort for HerdrClient {
             match plan.gate {
                 Gate::Connects => Ok(launched(Readiness::OnConnect)),
                 Gate::Injectable => {
-                    match status_within(&api, &pane, &cfg.launch, AgentStatus::injectable).await {
+                    match status_within(&api, &pane, &cfg.launch, &dir, AgentStatus::injectable)
+                        .await
+                    {
                         Ok(()) => Ok(launched(Readiness::Ready)),
                         Err(GateError::NotReady(why) | GateError::Herdr(why)) => {
+                            tracing::warn!(%gid, profile, "a member failed its readiness gate: {why}");
                             // Failed at the gate: reaped here, so no half-built pane stays.
                             let _ = api.pane_close(&pane).await;
                             panes.borrow_mut().remove(&gid);
@@ -677,6 +723,62 @@ fn forget_files(cfg: &LaunchConfig, gid: &SessionId) {
     }
 }
 
+/// The exit a member's launch script recorded in `dir`, with the last lines of its pane's
+/// screen; removes the record (the script then ends). `None` while the program runs.
+async fn exit_report(
+    api: &Api,
+    pane: Option<&str>,
+    dir: &std::path::Path,
+    lines: u32,
+) -> Option<String> {
+    let file = dir.join(launch::EXITED_FILE);
+    let status = std::fs::read_to_string(&file).ok()?;
+    let status = status.trim();
+    let status = if !status.is_empty() && status.bytes().all(|b| b.is_ascii_digit()) {
+        status.to_string()
+    } else {
+        "unknown".to_string()
+    };
+    let screen = match pane {
+        Some(p) => api.pane_read(p, lines).await.unwrap_or_default(),
+        None => String::new(),
+    };
+    let _ = std::fs::remove_file(&file);
+    let tail = last_screen(&screen, 12, 1024);
+    Some(if tail.is_empty() {
+        format!("its program exited with status {status}")
+    } else {
+        format!("its program exited with status {status}; its screen ended:\n{tail}")
+    })
+}
+
+/// The last `lines` non-empty lines of a screen, control characters stripped, at most `bytes`
+/// (cut at a character boundary from the front): what an error or a log line may carry of
+/// text a member printed.
+pub fn last_screen(screen: &str, lines: usize, bytes: usize) -> String {
+    let clean: Vec<String> = screen
+        .lines()
+        .map(|l| {
+            l.chars()
+                .filter(|c| !c.is_control() || *c == '\t')
+                .collect::<String>()
+                .trim_end()
+                .to_string()
+        })
+        .filter(|l| !l.is_empty() && !l.starts_with("[fleetd] the member exited"))
+        .collect();
+    let start = clean.len().saturating_sub(lines);
+    let mut text = clean[start..].join("\n");
+    if text.len() > bytes {
+        let mut cut = text.len() - bytes;
+        while !text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        text = format!("…{}", &text[cut..]);
+    }
+    text
+}
+
 /// Why a pane did not pass a status gate.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GateError {
@@ -700,11 +802,16 @@ async fn status_within(
     api: &Api,
     pane: &str,
     cfg: &LaunchConfig,
+    dir: &std::path::Path,
     accept: fn(AgentStatus) -> bool,
 ) -> Result<(), GateError> {
     let deadline = tokio::time::Instant::now() + cfg.ready_timeout;
     let bound = cfg.ready_timeout.as_millis();
     loop {
+        // A program that already ended fails the gate now, saying how, not at the bound.
+        if let Some(why) = exit_report(api, Some(pane), dir, 80).await {
+            return Err(GateError::NotReady(format!("not ready: {why}")));
+        }
         let last = match api.pane_get(pane).await {
             Ok(info) if accept(AgentStatus::from_wire(&info.agent_status)) => return Ok(()),
             Ok(info) => GateError::NotReady(format!(
