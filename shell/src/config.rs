@@ -174,6 +174,9 @@ pub struct HerdrSection {
     /// Repository URLs this host clones for a worktree (exact, or a prefix ending in `/`);
     /// empty: none.
     pub repo_allow: Vec<String>,
+    /// Days a removed member's snapshot of unfinished work (`refs/wip/fleet/<gid>`) is kept;
+    /// 0 keeps them forever.
+    pub wip_retention_days: u64,
     /// How often the event watcher relists members.
     pub relist_ms: u64,
     /// Members' sandbox: `auto` (on where this host can make one; `/healthz` says when it
@@ -209,6 +212,7 @@ impl Default for HerdrSection {
             git_protocols: vec!["https".into(), "ssh".into()],
             git_credential_helper: None,
             repo_allow: Vec::new(),
+            wip_retention_days: 14,
             relist_ms: 5_000,
             sandbox: SandboxMode::Auto,
             bwrap: PathBuf::from("bwrap"),

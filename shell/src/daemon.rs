@@ -519,11 +519,28 @@ pub async fn run(
     // Members herdr lists are handed to the core before the port opens: a member's first call
     // then finds itself known (gated, then adopted by the core's restart rule).
     match rebuild::rebuild(&client, &handle).await {
-        Ok(r) => tracing::info!(
-            members = r.members.len(),
-            swept = r.swept.len(),
-            "members listed in herdr: the gateway adopts or closes each"
-        ),
+        Ok(r) => {
+            tracing::info!(
+                members = r.members.len(),
+                swept = r.swept.len(),
+                "members listed in herdr: the gateway adopts or closes each"
+            );
+            // Worktree hygiene: members that died while the daemon was down leave worktrees no
+            // pane owns; their work is snapshotted, then they go. Old snapshots expire.
+            for (gid, removed) in herdr::worktree::sweep_orphans(&hc.worktrees, &r.members).await {
+                match removed {
+                    Ok(done) => tracing::info!(%gid, ?done, "swept an orphaned worktree"),
+                    Err(e) => tracing::warn!(%gid, "sweeping an orphaned worktree: {e}"),
+                }
+            }
+            if cfg.herdr.wip_retention_days > 0 {
+                let now = clock.unix_ms() / 1000;
+                let keep = cfg.herdr.wip_retention_days * 86_400;
+                for gone in herdr::worktree::sweep_wip(&hc.worktrees, now, keep).await {
+                    tracing::info!(wip = %gone, "expired a member's snapshot of unfinished work");
+                }
+            }
+        }
         Err(e) => tracing::warn!(error = %e, "listing members in herdr at startup"),
     }
     let watcher = {

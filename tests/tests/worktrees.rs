@@ -114,8 +114,12 @@ fn a_member_worktree_is_cut_at_its_commit_with_the_leads_mcp_neutralised() {
     });
 }
 
+/// Uncommitted work is never lost: the worktree goes, its work (changed and new files) kept as
+/// a commit on `refs/wip/fleet/<gid>` on top of its HEAD; the repository's own checkout and the
+/// member's branch are untouched. A worktree no live member owns is swept the same way, and a
+/// snapshot past its retention expires.
 #[test]
-fn uncommitted_work_is_never_removed() {
+fn uncommitted_work_is_snapshotted_before_its_worktree_goes() {
     run(async {
         let dir = Dir::new("dirty");
         let (repo, _) = origin(&dir.0);
@@ -129,12 +133,60 @@ fn uncommitted_work_is_never_removed() {
             .unwrap_or_else(|e| panic!("{e}"))
             .dir;
         std::fs::write(wt.join("work.txt"), "half done").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(wt.join("README"), "edited\n").unwrap_or_else(|e| panic!("{e}"));
+        let head = git(&repo, &["rev-parse", "refs/heads/fleet/g-2"]);
         let r = worktree::remove(&cfg, "g-2").await;
         assert!(
-            matches!(&r, Ok(Removed::Kept(d)) if d.contains("work.txt")),
+            matches!(&r, Ok(Removed::Snapshotted { wip, why }) if wip == "refs/wip/fleet/g-2" && why.contains("work.txt")),
             "{r:?}"
         );
-        assert!(wt.join("work.txt").exists());
+        assert!(!wt.exists(), "the worktree went");
+        assert_eq!(
+            git(&repo, &["show", "refs/wip/fleet/g-2:work.txt"]),
+            "half done"
+        );
+        assert_eq!(git(&repo, &["show", "refs/wip/fleet/g-2:README"]), "edited");
+        assert_eq!(git(&repo, &["rev-parse", "refs/wip/fleet/g-2^"]), head);
+        assert_eq!(git(&repo, &["rev-parse", "refs/heads/fleet/g-2"]), head);
+        assert_eq!(
+            git(&repo, &["status", "--porcelain"]),
+            "",
+            "the repository's own checkout"
+        );
+
+        // Orphans: a worktree whose member is not live is swept; a live one's stays.
+        let orphan = worktree::cut(&cfg, "g-3", &w)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .dir;
+        let live = worktree::cut(&cfg, "g-4", &w)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .dir;
+        std::fs::write(orphan.join("left.txt"), "by a member that died")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let swept = worktree::sweep_orphans(&cfg, &[SessionId::new("g-4")]).await;
+        assert_eq!(swept.len(), 1, "{swept:?}");
+        assert_eq!(swept[0].0, "g-3");
+        assert!(
+            matches!(swept[0].1, Ok(Removed::Snapshotted { .. })),
+            "{swept:?}"
+        );
+        assert!(!orphan.exists() && live.exists());
+        assert_eq!(
+            git(&repo, &["show", "refs/wip/fleet/g-3:left.txt"]),
+            "by a member that died"
+        );
+
+        // Retention: nothing is young enough to expire now; a day later (one-day retention)
+        // both snapshots go.
+        let now = git(&repo, &["log", "-1", "--format=%ct", "refs/wip/fleet/g-3"])
+            .parse::<u64>()
+            .unwrap_or(0);
+        assert!(worktree::sweep_wip(&cfg, now, 86_400).await.is_empty());
+        let expired = worktree::sweep_wip(&cfg, now + 2 * 86_400, 86_400).await;
+        assert_eq!(expired.len(), 2, "{expired:?}");
+        assert_eq!(git(&repo, &["for-each-ref", "refs/wip/"]), "");
     });
 }
 
@@ -324,12 +376,17 @@ fn a_symlinked_config_is_replaced_not_written_through_and_detached_work_is_kept(
         std::fs::write(wt.join("new.txt"), "x").unwrap_or_else(|e| panic!("{e}"));
         git(&wt, &["add", "new.txt"]);
         git(&wt, &["commit", "--quiet", "-m", "detached work"]);
+        let detached = git(&wt, &["rev-parse", "HEAD"]);
         let r = worktree::remove(&cfg, "g-l").await;
         assert!(
-            matches!(&r, Ok(Removed::Kept(why)) if why.contains("fleet/g-l")),
+            matches!(&r, Ok(Removed::Snapshotted { why, .. }) if why.contains("fleet/g-l")),
             "{r:?}"
         );
-        assert!(wt.join("new.txt").exists());
+        assert_eq!(
+            git(&repo, &["rev-parse", "refs/wip/fleet/g-l^"]),
+            detached,
+            "the detached commits stay reachable"
+        );
         // A commit that is not an id never reaches git.
         let bad = Worktree {
             repo: repo.to_string_lossy().into_owned(),

@@ -695,13 +695,17 @@ impl HerdrPort for HerdrClient {
                 Err(e) => Err(e),
             };
             // Its files go once its pane has: closed here, or found gone. Its worktree goes
-            // too unless it holds uncommitted work (its branch `fleet/<gid>` always stays).
+            // too, its unfinished work first kept under `refs/wip/fleet/<gid>` (its branch
+            // `fleet/<gid>` always stays).
             if matches!(r, Ok(()) | Err(HerdrError::PaneNotFound)) {
                 sockets.borrow_mut().remove(&g);
                 forget_files(&cfg.launch, &g);
                 match worktree::remove(&cfg.worktrees, g.as_str()).await {
-                    Ok(worktree::Removed::Kept(dirty)) => {
-                        tracing::warn!(gid = %g, %dirty, "kept a closed member's worktree: uncommitted work")
+                    Ok(worktree::Removed::Kept(why)) => {
+                        tracing::warn!(gid = %g, %why, "kept a closed member's worktree")
+                    }
+                    Ok(worktree::Removed::Snapshotted { wip, why }) => {
+                        tracing::info!(gid = %g, %wip, %why, "a closed member's unfinished work is kept in its repository")
                     }
                     Ok(_) => {}
                     Err(e) => tracing::warn!(gid = %g, "removing a member's worktree: {e}"),

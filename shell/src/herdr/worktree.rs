@@ -154,8 +154,13 @@ pub enum WorktreeError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Removed {
     Removed,
-    /// Left in place: it has uncommitted changes (listed) or commits off its branch, which
-    /// removing would lose.
+    /// Removed after its work — uncommitted changes, untracked files, commits off its branch —
+    /// was committed to `wip` (`refs/wip/fleet/<gid>`, parent: its HEAD) in its repository.
+    Snapshotted {
+        wip: String,
+        why: String,
+    },
+    /// Left in place, no git run there: its git links do not lead where the daemon recorded.
     Kept(String),
     /// There was none.
     Absent,
@@ -555,16 +560,23 @@ pub async fn remove(cfg: &WorktreeConfig, gid: &str) -> Result<Removed, Worktree
         a
     };
     let dirty = run(cfg, None, &env, &[], &in_tree(&["status", "--porcelain"])).await?;
-    if !dirty.trim().is_empty() {
-        return Ok(Removed::Kept(dirty.trim().to_string()));
-    }
     // Commits the member made off its branch (a detached HEAD) live only in this worktree.
     let branch = format!("fleet/{gid}");
     let mut on_branch = in_tree(&["merge-base", "--is-ancestor", "HEAD"]);
     on_branch.push(&branch);
-    if run(cfg, None, &env, &[], &on_branch).await.is_err() {
-        return Ok(Removed::Kept(format!("HEAD has commits not on {branch}")));
-    }
+    let off_branch = run(cfg, None, &env, &[], &on_branch).await.is_err();
+    let why = match (dirty.trim(), off_branch) {
+        ("", false) => None,
+        ("", true) => Some(format!("HEAD has commits not on {branch}")),
+        (d, false) => Some(format!("uncommitted: {d}")),
+        (d, true) => Some(format!(
+            "uncommitted: {d}; HEAD has commits not on {branch}"
+        )),
+    };
+    let snapshot = match why {
+        Some(why) => Some((snapshot(cfg, gid, &common, &admin, &dir).await?, why)),
+        None => None,
+    };
     let common_s = common.to_string_lossy().into_owned();
     git(
         cfg,
@@ -580,7 +592,156 @@ pub async fn remove(cfg: &WorktreeConfig, gid: &str) -> Result<Removed, Worktree
     )
     .await?;
     let _ = std::fs::remove_file(cfg.record(gid));
-    Ok(Removed::Removed)
+    Ok(match snapshot {
+        Some((wip, why)) => Removed::Snapshotted { wip, why },
+        None => Removed::Removed,
+    })
+}
+
+/// The ref a member's unfinished work is kept under in its repository.
+pub fn wip_ref(gid: &str) -> String {
+    format!("refs/wip/fleet/{gid}")
+}
+
+/// Commits everything in member `gid`'s worktree — tracked changes and untracked files, not
+/// ignored ones — on top of its HEAD, through a scratch index (the member's own index and
+/// files are not touched), and points `wip_ref(gid)` at it. Returns the ref.
+async fn snapshot(
+    cfg: &WorktreeConfig,
+    gid: &str,
+    common: &Path,
+    admin: &Path,
+    dir: &Path,
+) -> Result<String, WorktreeError> {
+    let index = cfg.root.join(".records").join(format!("{gid}.index"));
+    let _ = std::fs::remove_file(&index);
+    let (admin_s, dir_s) = (
+        admin.to_string_lossy().into_owned(),
+        dir.to_string_lossy().into_owned(),
+    );
+    let env = [
+        ("GIT_COMMON_DIR", common),
+        ("GIT_INDEX_FILE", index.as_path()),
+    ];
+    let ident = ["user.name=fleetd", "user.email=fleetd@localhost"];
+    let tree_args = |args: &[&'static str]| {
+        let mut a = vec!["--git-dir", admin_s.as_str(), "--work-tree", dir_s.as_str()];
+        a.extend_from_slice(args);
+        a
+    };
+    let result = async {
+        run(cfg, None, &env, &ident, &tree_args(&["read-tree", "HEAD"])).await?;
+        run(
+            cfg,
+            None,
+            &env,
+            &ident,
+            &tree_args(&["add", "-A", "--", "."]),
+        )
+        .await?;
+        let tree = run(cfg, None, &env, &ident, &tree_args(&["write-tree"])).await?;
+        let message = format!("fleetd: unfinished work of member {gid}, kept at its removal");
+        let mut commit_args = tree_args(&["commit-tree", "-p", "HEAD", "-m"]);
+        commit_args.push(&message);
+        commit_args.push(tree.trim());
+        let commit = run(cfg, None, &env, &ident, &commit_args).await?;
+        let wip = wip_ref(gid);
+        let mut update = tree_args(&["update-ref"]);
+        update.push(&wip);
+        update.push(commit.trim());
+        run(cfg, None, &env, &ident, &update).await?;
+        remember_wip_repo(cfg, common);
+        Ok(wip)
+    }
+    .await;
+    let _ = std::fs::remove_file(&index);
+    result
+}
+
+/// The repositories holding members' wip refs, one per line (the retention sweep's list).
+fn wip_repos(cfg: &WorktreeConfig) -> PathBuf {
+    cfg.root.join(".records").join("wip-repos")
+}
+
+fn remember_wip_repo(cfg: &WorktreeConfig, common: &Path) {
+    let path = wip_repos(cfg);
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let line = common.to_string_lossy();
+    if !text.lines().any(|l| l == line) {
+        let _ = std::fs::write(&path, format!("{text}{line}\n"));
+    }
+}
+
+/// Deletes the wip refs older than `retention_s` (by their commit's date) in every repository
+/// that got one; `now_unix_s` is the wall clock (an input). Returns the refs deleted.
+pub async fn sweep_wip(cfg: &WorktreeConfig, now_unix_s: u64, retention_s: u64) -> Vec<String> {
+    let text = std::fs::read_to_string(wip_repos(cfg)).unwrap_or_default();
+    let mut kept = String::new();
+    let mut deleted = Vec::new();
+    for repo in text.lines().filter(|l| !l.is_empty()) {
+        let common = Path::new(repo);
+        if !common.is_dir() || clean_config(cfg, common).await.is_err() {
+            continue;
+        }
+        let listed = git(
+            cfg,
+            None,
+            &[
+                "--git-dir",
+                repo,
+                "for-each-ref",
+                "--format=%(refname) %(committerdate:unix)",
+                "refs/wip/fleet/",
+            ],
+        )
+        .await
+        .unwrap_or_default();
+        let mut left = 0;
+        for line in listed.lines() {
+            let Some((name, at)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let at: u64 = at.parse().unwrap_or(u64::MAX);
+            if at.saturating_add(retention_s) <= now_unix_s {
+                let gone = git(cfg, None, &["--git-dir", repo, "update-ref", "-d", name]).await;
+                if gone.is_ok() {
+                    deleted.push(format!("{repo} {name}"));
+                    continue;
+                }
+            }
+            left += 1;
+        }
+        if left > 0 {
+            kept.push_str(repo);
+            kept.push('\n');
+        }
+    }
+    let _ = std::fs::write(wip_repos(cfg), kept);
+    deleted
+}
+
+/// Removes the worktrees under the root that no live member owns (members that died with the
+/// daemon down, or whose removal failed), each as `remove` does: work snapshotted first.
+pub async fn sweep_orphans(
+    cfg: &WorktreeConfig,
+    live: &[fleet_core::SessionId],
+) -> Vec<(String, Result<Removed, WorktreeError>)> {
+    let Ok(entries) = std::fs::read_dir(&cfg.root) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| super::launch::safe_gid(n) && !live.iter().any(|g| g.as_str() == n))
+        .collect();
+    names.sort();
+    let mut out = Vec::new();
+    for gid in names {
+        let r = remove(cfg, &gid).await;
+        out.push((gid, r));
+    }
+    out
 }
 
 #[cfg(test)]
