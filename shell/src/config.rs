@@ -137,6 +137,9 @@ pub struct LeadSection {
     pub gid: Option<String>,
     /// Its herdr pane id, where reply nudges are typed. None: no nudges (a script, a CI job).
     pub pane: Option<String>,
+    /// Or its pane's label: found by it at each use, so a restarted lead pane (a new id, the
+    /// same label) keeps getting its nudges. Exclusive with `pane`.
+    pub pane_label: Option<String>,
     #[serde(default)]
     pub role: LeadRole,
     /// The bearer token it presents. Prefer `token_env`.
@@ -522,6 +525,21 @@ impl Config {
                 errs.push(invalid(
                     format!("{at}.name"),
                     format!("{:?} is used twice", l.name),
+                ));
+            }
+            if l.pane.is_some() && l.pane_label.is_some() {
+                errs.push(invalid(
+                    format!("{at}.pane_label"),
+                    "a lead's pane is named by its id (pane) or its label (pane_label), not both",
+                ));
+            }
+            if l.pane_label
+                .as_deref()
+                .is_some_and(|p| p.trim().is_empty() || p.starts_with("fleet:"))
+            {
+                errs.push(invalid(
+                    format!("{at}.pane_label"),
+                    "must be a label that is not empty and not a member's (fleet:…)",
                 ));
             }
             let gid = l.gid();

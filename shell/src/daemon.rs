@@ -268,8 +268,13 @@ fn herdr_config(
     hc.sandbox_required = h.sandbox == SandboxMode::Required;
     hc.worktrees = wt;
     for l in &cfg.leads {
-        if let Some(pane) = &l.pane {
-            hc.lead_panes.insert(SessionId::new(l.gid()), pane.clone());
+        let pane = match (&l.pane, &l.pane_label) {
+            (Some(id), _) => Some(herdr::LeadPane::Id(id.clone())),
+            (None, Some(label)) => Some(herdr::LeadPane::Label(label.clone())),
+            (None, None) => None,
+        };
+        if let Some(pane) = pane {
+            hc.lead_panes.insert(SessionId::new(l.gid()), pane);
         }
     }
     for (name, p) in &cfg.profiles {

@@ -363,7 +363,8 @@ fn a_round_of_samples_is_one_listing() {
         let lead = d.add_pane(Some("lead"), "blocked");
         let mut cfg = config(&d.path, &d.path.with_extension("members"));
         // A lead is a target only as a configured lead (its gid names its pane here).
-        cfg.lead_panes.insert(SessionId::new(&lead), lead.clone());
+        cfg.lead_panes
+            .insert(SessionId::new(&lead), lead.clone().into());
         let c = HerdrClient::new(cfg);
         let gids: Vec<SessionId> = ["g-1", "g-2", "g-3", "g-4", lead.as_str()]
             .into_iter()
@@ -1094,7 +1095,8 @@ fn members_live_on_their_own_herdr_and_leads_on_the_main_one() {
         let lead = main.add_pane(Some("lead"), "idle");
         let mut cfg = config(&main.path, &main_dir.0.join("runtime"));
         cfg.member_socket = Some(members.path.clone());
-        cfg.lead_panes.insert(SessionId::new(&lead), lead.clone());
+        cfg.lead_panes
+            .insert(SessionId::new(&lead), lead.clone().into());
         let c = HerdrClient::new(cfg);
         assert_eq!(
             c.socket(),
@@ -1317,6 +1319,36 @@ fn a_members_herdr_socket_forwards_only_what_is_its_own() {
         assert!(d.state().panes[&lead].typed.is_empty());
         assert_eq!(c.close(&gid).await, Ok(()));
         assert!(!sock.exists(), "the socket goes with its member");
+        schema_clean(&d);
+    });
+}
+
+/// A lead named by its pane's label (`[[leads]] pane_label`) is found by it at each use: when
+/// its pane is restarted (a new id, the same label), what is typed for it goes to the new one.
+#[test]
+fn a_lead_named_by_label_is_found_again_after_its_pane_restarts() {
+    scenario(async {
+        let dir = Dir::new("lead-label");
+        let d = double(&dir).await;
+        let first = d.add_pane(Some("lead-alpha"), "idle");
+        let mut cfg = config(&d.path, &d.path.with_extension("members"));
+        let lead = SessionId::new("alpha");
+        cfg.lead_panes.insert(
+            lead.clone(),
+            fleetd::herdr::LeadPane::Label("lead-alpha".into()),
+        );
+        let c = HerdrClient::new(cfg);
+        assert!(c.inject(&lead, "one result waits").await.is_ok());
+        assert_eq!(d.state().panes[&first].typed, vec!["one result waits"]);
+        d.remove_pane(&first);
+        assert_eq!(
+            c.sample(&lead).await.map(|_| ()),
+            Err(HerdrError::PaneNotFound)
+        );
+        let second = d.add_pane(Some("lead-alpha"), "idle");
+        assert_ne!(first, second);
+        assert!(c.inject(&lead, "two results wait").await.is_ok());
+        assert_eq!(d.state().panes[&second].typed, vec!["two results wait"]);
         schema_clean(&d);
     });
 }

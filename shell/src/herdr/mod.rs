@@ -63,7 +63,7 @@ pub struct HerdrConfig {
     pub parent_env: BTreeMap<String, String>,
     /// The configured leads' panes: gid → pane id on the leads' herdr. Only these and labelled
     /// members are targets; any other gid is not found (never taken for a raw pane id).
-    pub lead_panes: BTreeMap<SessionId, String>,
+    pub lead_panes: BTreeMap<SessionId, LeadPane>,
     /// The members' sandbox on this host (off unless the daemon found and enabled one).
     pub sandbox: SandboxConfig,
     /// Spawn refused, not run bare, when a profile wants a sandbox the host cannot make.
@@ -298,8 +298,30 @@ impl HerdrClient {
             // Not a member: only a configured lead's pane, on the leads' herdr. Any other gid
             // is no target at all — never taken for a raw pane id (a shell pane, another
             // lead's).
-            let Some(lead_pane) = lead_pane else {
-                return Err(HerdrError::PaneNotFound);
+            let lead_pane = match lead_pane {
+                None => return Err(HerdrError::PaneNotFound),
+                Some(LeadPane::Id(id)) => id,
+                Some(LeadPane::Label(label)) => {
+                    let on_leads = if shared {
+                        listed
+                    } else {
+                        leads.pane_list().await.map_err(port_error)?
+                    };
+                    // The first pane carrying it, in herdr's order; none: not there now.
+                    match on_leads
+                        .into_iter()
+                        .find(|p| p.label.as_deref() == Some(&label))
+                    {
+                        Some(p) => {
+                            return Ok(Found {
+                                api: leads.clone(),
+                                pane: p.pane_id,
+                                member: false,
+                            })
+                        }
+                        None => return Err(HerdrError::PaneNotFound),
+                    }
+                }
             };
             let lead = |api: &Rc<Api>| Found {
                 api: api.clone(),
@@ -317,6 +339,21 @@ impl HerdrClient {
                 Err(e) => Err(port_error(e)),
             }
         }
+    }
+}
+
+/// How a configured lead's pane is found on the leads' herdr.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeadPane {
+    /// A pane id pinned in the config.
+    Id(String),
+    /// A label, looked up at each use (a restarted pane keeps its label, not its id).
+    Label(String),
+}
+
+impl From<String> for LeadPane {
+    fn from(id: String) -> Self {
+        LeadPane::Id(id)
     }
 }
 
