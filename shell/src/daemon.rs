@@ -335,8 +335,18 @@ fn sandbox_config(
     }
     hide.push(runtime.to_path_buf());
     hide.push(worktrees.to_path_buf());
+    // A relative path (a `state_dir = "state"`) is hidden where it really is, from the
+    // daemon's working directory, never dropped; resolved through links where it exists.
+    let mut hide: Vec<PathBuf> = hide
+        .into_iter()
+        .filter_map(|p| std::path::absolute(&p).ok())
+        .flat_map(|p| {
+            let real = std::fs::canonicalize(&p).ok().filter(|r| *r != p);
+            std::iter::once(p).chain(real)
+        })
+        .collect();
     // `/` itself is never hidden: a socket or file at the root would empty the member's world.
-    hide.retain(|p| p.is_absolute() && p.parent().is_some());
+    hide.retain(|p| p.parent().is_some());
     hide.sort();
     hide.dedup();
     sc.hide = hide;

@@ -188,7 +188,7 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
             assert!(script.contains(want), "{want} in {script}");
         }
         assert!(
-            script.contains("exec 'sh' '-c' 'stty -echo 2>/dev/null; exec cat'"),
+            script.contains("\n'sh' '-c' 'stty -echo 2>/dev/null; exec cat'\n"),
             "{script}"
         );
         assert!(!script.contains("AWS_"), "a credential leaked: {script}");

@@ -512,3 +512,42 @@ fn git_never_runs_what_a_repository_or_a_member_planted() {
         assert!(!marker(&dir).exists(), "a remote helper ran");
     });
 }
+
+/// A member makes a nested repository (a gitlink) whose own config names a filter: git in the
+/// member's worktree would recurse into it (shown live below), fleetd's never does.
+#[test]
+fn git_never_recurses_into_a_nested_repository_a_member_made() {
+    run(async {
+        let dir = Dir::new("nested");
+        let (repo, _) = origin(&dir.0);
+        let cfg = WorktreeConfig::new(dir.0.join("worktrees"));
+        let w = Worktree {
+            repo: repo.to_string_lossy().into_owned(),
+            commit: None,
+        };
+        let cut = worktree::cut(&cfg, "g-n", &w)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let sub = cut.dir.join("sub");
+        std::fs::create_dir_all(&sub).unwrap_or_else(|e| panic!("{e}"));
+        git(&sub, &["init", "--quiet"]);
+        std::fs::write(sub.join("f.txt"), "hello\n").unwrap_or_else(|e| panic!("{e}"));
+        git(&sub, &["add", "f.txt"]);
+        git(&sub, &["commit", "--quiet", "-m", "inner"]);
+        git(&cut.dir, &["add", "sub"]);
+        git(&cut.dir, &["commit", "--quiet", "-m", "a gitlink"]);
+        plant_filter(&sub, &sub, &marker(&dir));
+        // The plant is live: a plain `git status` in the member's worktree recurses into the
+        // gitlink and runs it.
+        git(&cut.dir, &["status", "--porcelain"]);
+        assert!(marker(&dir).exists(), "the plant is live");
+        std::fs::remove_file(marker(&dir)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(sub.join("f.txt"), "HELLO\n").unwrap_or_else(|e| panic!("{e}"));
+        let r = worktree::remove(&cfg, "g-n").await;
+        assert!(r.is_ok(), "{r:?}");
+        assert!(
+            !marker(&dir).exists(),
+            "fleetd's git ran the nested repository's filter"
+        );
+    });
+}

@@ -308,6 +308,9 @@ impl Launch {
             Some(w) => w.iter().map(Word::render).collect(),
             None => self.program.iter().map(|p| quote(p)).collect(),
         };
+        // A handler, not an ignore: the program gets the default back at exec, and this shell
+        // outlives a Ctrl-C in the pane to record how the program ended.
+        s.push_str("trap : INT QUIT\n");
         s.push_str(&words.join(" "));
         s.push('\n');
         let dir = self.script.parent().unwrap_or(Path::new("."));

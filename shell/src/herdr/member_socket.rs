@@ -211,9 +211,45 @@ async fn one(
             return w.write_all(refusal_line(&line, &why).as_bytes()).await;
         }
     };
+    // The pane id this socket trusts must still be the member's own (herdr may give a closed
+    // pane's id to another pane): its label says so, or nothing is forwarded.
+    let own = pane.borrow().clone();
+    let is_ping = serde_json::from_slice::<Value>(&line)
+        .ok()
+        .is_some_and(|v| v.get("method").and_then(Value::as_str) == Some("ping"));
+    if !is_ping {
+        let label = format!("{}{gid}", super::LABEL_PREFIX);
+        let get = json!({"id": "fleetd-check", "method": "pane.get", "params": {"pane_id": own}});
+        let mut ask = get.to_string().into_bytes();
+        ask.push(b'\n');
+        let still = exchange(real, &ask, timeout).await.ok().is_some_and(|a| {
+            serde_json::from_slice::<Value>(&a).ok().is_some_and(|v| {
+                v.pointer("/result/pane/label").and_then(Value::as_str) == Some(label.as_str())
+            })
+        });
+        if !still {
+            let why = Refused::NoPane;
+            tracing::warn!(%gid, %why, "refused a member's herdr request: its pane no longer carries its label");
+            return w.write_all(refusal_line(&line, &why).as_bytes()).await;
+        }
+    }
+    let answer = exchange(real, &line, timeout).await?;
+    // A member that does not read its answer does not hold this task.
+    tokio::time::timeout(timeout, w.write_all(&answer))
+        .await
+        .unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the member did not read",
+            ))
+        })
+}
+
+/// One request line to herdr's real socket, one answer line back, bounded.
+async fn exchange(real: &Path, line: &[u8], timeout: Duration) -> std::io::Result<Vec<u8>> {
     let forward = async {
         let mut up = UnixStream::connect(real).await?;
-        up.write_all(&line).await?;
+        up.write_all(line).await?;
         let mut answer = Vec::new();
         BufReader::new(up)
             .take(MAX_LINE as u64 * 16)
@@ -222,8 +258,7 @@ async fn one(
         std::io::Result::Ok(answer)
     };
     match tokio::time::timeout(timeout, forward).await {
-        Ok(Ok(answer)) => w.write_all(&answer).await,
-        Ok(Err(e)) => Err(e),
+        Ok(r) => r,
         Err(_) => Err(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
             "herdr did not answer",

@@ -578,6 +578,15 @@ impl HerdrPort for HerdrClient {
                         "cwd {cwd:?} is not a directory on this host"
                     )));
                 }
+                if boxed.is_some() {
+                    let home = cfg.parent_env.get("HOME").map(std::path::Path::new);
+                    let at = std::path::Path::new(cwd);
+                    if let Some(why) = sandbox::unfit_cwd(&cfg.sandbox, at, home) {
+                        return Err(unavailable(format!(
+                            "cwd {cwd:?} cannot be a member's room: {why}"
+                        )));
+                    }
+                }
                 plan.cwd = Some(cwd.clone());
             }
             let mut git_room = None;

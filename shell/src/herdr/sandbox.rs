@@ -277,6 +277,42 @@ pub fn hidden_program(
         .map(|h| (resolved, h))
 }
 
+/// Why `cwd` (a spawn's own directory, asked by a lead or a peer) may not be a sandboxed
+/// member's writable room, if it may not: `/`, an emptied root (`/home`, `/tmp`, …) or a hidden
+/// path itself (what they hold inside a cwd is hidden again), or a place inside a hidden path
+/// other than `home` (a project under the daemon's home is fine; its state dir, keys and
+/// sockets are not).
+pub fn unfit_cwd(cfg: &SandboxConfig, cwd: &Path, home: Option<&Path>) -> Option<String> {
+    let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if cwd == Path::new("/") {
+        return Some("/ would make the whole host writable".into());
+    }
+    for root in EMPTIED.iter().map(Path::new) {
+        if canon(root) == cwd {
+            return Some(format!(
+                "{} holds what the sandbox empties ({})",
+                cwd.display(),
+                root.display()
+            ));
+        }
+    }
+    let home = home.map(canon);
+    for h in cfg.hide.iter().map(|h| canon(h)) {
+        if h == cwd {
+            return Some(format!("{} is hidden from members", cwd.display()));
+        }
+        if cwd.starts_with(&h) && home.as_ref() != Some(&h) {
+            return Some(format!(
+                "{} is inside {}, hidden from members",
+                cwd.display(),
+                h.display()
+            ));
+        }
+    }
+    None
+}
+
 /// The `bwrap … --` words that put `room`'s member in its sandbox, and the program words that
 /// follow (the relay's, for a `network = "none"` member, then the member's own).
 pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
@@ -332,10 +368,15 @@ pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
         bind(&mut w, "--bind", c);
         shared.push(c);
     }
-    // A hidden path inside what was bound back (a state dir under the cwd) is hidden again.
-    for h in &cfg.hide {
+    // A hidden path inside what was bound back (a state dir under the cwd) is hidden again,
+    // and so is an emptied root.
+    for h in EMPTIED
+        .iter()
+        .map(PathBuf::from)
+        .chain(cfg.hide.iter().cloned())
+    {
         if shared.iter().any(|s| h.starts_with(s) && h.as_path() != *s) {
-            mask(&mut w, h);
+            mask(&mut w, &h);
         }
     }
     if let Some(g) = &room.git {
@@ -446,6 +487,36 @@ mod tests {
         w.windows(seq.len())
             .position(|s| s.iter().zip(seq).all(|(a, b)| a == b))
             .unwrap_or_else(|| panic!("{seq:?} not in {w:?}"))
+    }
+
+    #[test]
+    fn a_cwd_that_would_open_what_is_hidden_is_unfit() {
+        let mut c = cfg();
+        c.hide = vec![
+            "/var/lib/fleetd".into(),
+            "/home/op".into(),
+            "/home/op/.config/fleetd.toml".into(),
+        ];
+        let home = Some(Path::new("/home/op"));
+        for bad in [
+            "/",
+            "/tmp",
+            "/home",
+            "/var/lib/fleetd",
+            "/var/lib/fleetd/members/g1",
+            "/home/op",
+        ] {
+            assert!(unfit_cwd(&c, Path::new(bad), home).is_some(), "{bad}");
+        }
+        for fine in ["/srv/project", "/home/op/src/app", "/var/lib"] {
+            assert_eq!(unfit_cwd(&c, Path::new(fine), home), None, "{fine}");
+        }
+        // An emptied root inside a fit cwd is emptied again.
+        let mut r = room(Network::Host);
+        r.cwd = Some("/var".into());
+        let w = lits(&wrap(&c, &r, &["agent".into()]));
+        let cwd = index(&w, &["--bind", "/var", "/var"]);
+        assert!(index(&w[cwd..], &["--tmpfs", "/var/tmp"]) > 0, "{w:?}");
     }
 
     #[test]

@@ -95,6 +95,7 @@ pub fn planted(config: &str) -> Option<String> {
         "sequence.editor",
         "gpg.program",
         "uploadpack.packobjectshook",
+        "protocol.allow",
     ];
     const SCOPED: &[(&str, &[&str])] = &[
         ("filter", &["clean", "smudge", "process"]),
@@ -104,6 +105,8 @@ pub fn planted(config: &str) -> Option<String> {
         ("credential", &["helper"]),
         ("includeif", &["path"]),
         ("gpg", &["program"]),
+        // `protocol.<name>.allow`: a repository may not widen the transports.
+        ("protocol", &["allow"]),
     ];
     for line in config.lines() {
         let key = line.split_once('=').map_or(line, |(k, _)| k).trim();
@@ -205,7 +208,18 @@ async fn run(
         "core.fsmonitor=false",
         "core.sshCommand=ssh",
         "protocol.allow=never",
+        // A per-protocol key outranks protocol.allow: these two run commands, never allowed.
+        "protocol.ext.allow=never",
+        "protocol.fd.allow=never",
         "credential.helper=",
+        // Never into a nested repository (a gitlink) a member made: its own config is not
+        // checked, and a child git there would run what it names.
+        "submodule.recurse=false",
+        "diff.ignoreSubmodules=all",
+        "status.submoduleSummary=false",
+        // A commit fetched by id is pinned (below), and nothing is pruned under members'
+        // repositories that borrow the cache's objects.
+        "gc.auto=0",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -213,8 +227,12 @@ async fn run(
     c.extend(
         cfg.protocols
             .iter()
+            .filter(|p| !matches!(p.as_str(), "ext" | "fd"))
             .map(|p| format!("protocol.{p}.allow=always")),
     );
+    if !cfg.protocols.iter().any(|p| p == "file") {
+        c.push("protocol.file.allow=never".into());
+    }
     c.extend(
         cfg.credential_helper
             .iter()
@@ -302,6 +320,8 @@ async fn cached(cfg: &WorktreeConfig, url: &str, commit: &str) -> Result<PathBuf
             let _ = std::fs::remove_dir_all(&tmp);
         }
     }
+    // The cache is the daemon's alone (hidden from members), but check it as any repository.
+    clean_config(cfg, &path).await?;
     let want = format!("{commit}^{{commit}}");
     if git(cfg, Some(&path), &["cat-file", "-e", &want])
         .await
@@ -320,6 +340,10 @@ async fn cached(cfg: &WorktreeConfig, url: &str, commit: &str) -> Result<PathBuf
             git(cfg, Some(&path), &all).await?;
         }
         git(cfg, Some(&path), &["cat-file", "-e", &want]).await?;
+        // Fetched by id it is in no ref: pinned, so no later gc takes it from the members'
+        // repositories that borrow it.
+        let pin = format!("refs/fleet/pins/{commit}");
+        git(cfg, Some(&path), &["update-ref", &pin, commit]).await?;
     }
     Ok(path)
 }
@@ -559,7 +583,8 @@ pub async fn remove(cfg: &WorktreeConfig, gid: &str) -> Result<Removed, Worktree
         a.extend_from_slice(args);
         a
     };
-    let dirty = run(cfg, None, &env, &[], &in_tree(&["status", "--porcelain"])).await?;
+    let status = in_tree(&["status", "--porcelain", "--ignore-submodules=all"]);
+    let dirty = run(cfg, None, &env, &[], &status).await?;
     // Commits the member made off its branch (a detached HEAD) live only in this worktree.
     let branch = format!("fleet/{gid}");
     let mut on_branch = in_tree(&["merge-base", "--is-ancestor", "HEAD"]);
@@ -764,6 +789,8 @@ mod tests {
             "includeIf.gitdir:/x/.path=/tmp/x",
             "credential.https://example.com.helper=evil",
             "extensions.worktreeConfig=true",
+            "protocol.ext.allow=always",
+            "protocol.allow=always",
         ] {
             assert!(planted(key).is_some(), "{key}");
         }
