@@ -11,6 +11,7 @@
 //! fail. Needs a real herdr (`HERDR_BIN`) and bubblewrap: the double runs no program.
 
 use fleet_tests::fleetd_proc::{free_port, solo_config, write_key, Dir, Proc, Rest};
+use fleet_tests::git;
 use fleet_tests::panes::Panes;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -111,6 +112,14 @@ fn config(dir: &Dir, port: u16, socket: &std::path::Path, leads: (&str, &str)) -
     );
     solo_config(dir, port, socket, leads, (LEAD_TOKEN, ARCHITECT_TOKEN))
         .replace("[core]\n", &profiles)
+}
+
+/// What a result line should say, as `results` reads it.
+fn expect(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// `k=v` words of a result line.
@@ -246,7 +255,7 @@ async fn a_hostile_member_is_contained_and_the_same_member_unsandboxed_is_not() 
     let (replied, after) = world
         .attack(&gid, &pane, (&victim.0, &victim.1), &out)
         .await;
-    let blocked: BTreeMap<String, String> = [
+    let blocked = expect(&[
         ("key", "denied"),
         ("config", "denied"),
         ("environ", "denied"),
@@ -254,10 +263,7 @@ async fn a_hostile_member_is_contained_and_the_same_member_unsandboxed_is_not() 
         ("real_socket", "unreachable"),
         ("lead", "refused"),
         ("read_other", "refused"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
+    ]);
     assert_eq!(replied, blocked, "{}", world.fleetd.log_text());
     assert_eq!(after["rename"], "refused", "{after:?}");
     assert_eq!(after["close_other"], "refused", "{after:?}");
@@ -307,7 +313,7 @@ async fn a_hostile_member_is_contained_and_the_same_member_unsandboxed_is_not() 
     let (replied, after) = world
         .attack(&gid, &pane, (&victim.0, &victim.1), &out)
         .await;
-    let open: BTreeMap<String, String> = [
+    let open = expect(&[
         ("key", "read"),
         ("config", "read"),
         ("environ", "read"),
@@ -315,10 +321,7 @@ async fn a_hostile_member_is_contained_and_the_same_member_unsandboxed_is_not() 
         ("real_socket", "reachable"),
         ("lead", "done"),
         ("read_other", "done"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
+    ]);
     assert_eq!(replied, open, "{}", world.fleetd.log_text());
     assert_eq!(after["rename"], "done", "{after:?}");
     assert_eq!(after["close_other"], "done", "{after:?}");
@@ -329,25 +332,6 @@ async fn a_hostile_member_is_contained_and_the_same_member_unsandboxed_is_not() 
     let World { herdr, fleetd, .. } = world;
     drop(fleetd);
     herdr.finish().await;
-}
-
-fn git(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap_or_else(|e| panic!("git: {e}"));
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// A sandboxed member in a worktree can do its work — commit on `fleet/<gid>` — and nothing to

@@ -4,6 +4,7 @@
 //! uncommitted work never removed, and a spawn through the launcher starting in its worktree.
 
 use fleet_core::{SessionId, Worktree};
+use fleet_tests::git;
 use fleet_tests::herdr_double::HerdrDouble;
 use fleetd::herdr::launch::LaunchConfig;
 use fleetd::herdr::worktree::{self, Removed, WorktreeConfig};
@@ -27,25 +28,6 @@ impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .unwrap_or_else(|e| panic!("git: {e}"));
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// A repository whose commit carries a lead's `.mcp.json` and an `opencode.json`.
