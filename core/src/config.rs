@@ -91,6 +91,18 @@ pub struct CoreConfig {
     pub stop_timeout_ms: u64,
     /// A member idle (READY, DONE or FAILED) this long is closed by the reaper; 0 never.
     pub member_idle_ttl_ms: u64,
+    /// Fleet health: the probe's cadence, the classifier's thresholds, the fatal patterns
+    /// (`[health]` in the daemon's config; profiles add their own patterns).
+    #[serde(skip)]
+    pub health: crate::health::HealthConfig,
+    /// Placement of spawns that name no profile, and the backend quarantine (`[placement]`
+    /// and each profile's `weight`, `max_load`, `credential`).
+    #[serde(skip)]
+    pub placement: crate::placement::PlacementConfig,
+    /// Leads with a heartbeat (`[leads.heartbeat]`), by gid.
+    #[serde(skip)]
+    pub heartbeats:
+        std::collections::BTreeMap<crate::ids::SessionId, crate::gateway::HeartbeatConfig>,
     /// A protocol bug to switch on, for proving the simulation's oracle (test builds only).
     #[cfg(feature = "planted-bugs")]
     #[serde(skip)]
@@ -148,6 +160,9 @@ impl Default for CoreConfig {
             spawn_ready_timeout_ms: 180_000,
             stop_timeout_ms: 30_000,
             member_idle_ttl_ms: 3_600_000,
+            health: crate::health::HealthConfig::default(),
+            placement: crate::placement::PlacementConfig::default(),
+            heartbeats: std::collections::BTreeMap::new(),
             #[cfg(feature = "planted-bugs")]
             planted: None,
         }
@@ -241,6 +256,10 @@ impl CoreConfig {
             ("held_sweep_interval_ms", self.held_sweep_interval_ms),
             ("spawn_ready_timeout_ms", self.spawn_ready_timeout_ms),
             ("stop_timeout_ms", self.stop_timeout_ms),
+            ("health.interval_ms", self.health.interval_ms),
+            ("health.stall_suspect_ms", self.health.stall_suspect_ms),
+            ("health.tombstone_ms", self.health.tombstone_ms),
+            ("placement.cooldown_ms", self.placement.cooldown_ms),
         ] {
             if v == 0 {
                 return Err(ConfigError::Zero { key });
@@ -268,6 +287,7 @@ impl CoreConfig {
             usage_limit: compile("usage_limit_patterns", &self.usage_limit_patterns)?,
             refine_working: compile("refine_working_patterns", &self.refine_working_patterns)?,
             refine_idle: compile("refine_idle_patterns", &self.refine_idle_patterns)?,
+            fatal: crate::health::FatalPatterns::compile(&self.health)?,
         })
     }
 }
@@ -292,6 +312,7 @@ pub struct Compiled {
     pub usage_limit: Vec<Regex>,
     pub refine_working: Vec<Regex>,
     pub refine_idle: Vec<Regex>,
+    pub fatal: crate::health::FatalPatterns,
 }
 
 #[cfg(test)]

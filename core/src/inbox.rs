@@ -152,6 +152,13 @@ impl ReplyInbox {
         self.held.get(target).map_or(0, VecDeque::len)
     }
 
+    /// Replies of `target` held for no lead: no one is nudged to collect them.
+    pub fn stranded(&self, target: &SessionId) -> usize {
+        self.held
+            .get(target)
+            .map_or(0, |q| q.iter().filter(|r| r.lead.is_none()).count())
+    }
+
     /// All held replies: the `fleet_inbox_depth` gauge.
     pub fn total(&self) -> usize {
         self.total

@@ -57,10 +57,13 @@ pub enum PlantedBug {
     /// peer (or a member's stolen credentials on it) stops members it was never given
     /// control of (I12).
     StopWithoutAllowlist,
+    /// The health classifier takes an UNKNOWN sample for a pane that is gone: a wedged
+    /// member, alive in its pane, is reported GONE to operators (I13).
+    HealthUnknownAsGone,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 14] = [
+    pub const ALL: [PlantedBug; 15] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -75,6 +78,7 @@ impl PlantedBug {
         PlantedBug::DeltaAppliedOutOfOrder,
         PlantedBug::SnapshotDropsCards,
         PlantedBug::StopWithoutAllowlist,
+        PlantedBug::HealthUnknownAsGone,
     ];
 
     pub fn name(self) -> &'static str {
@@ -93,6 +97,7 @@ impl PlantedBug {
             PlantedBug::DeltaAppliedOutOfOrder => "delta-applied-out-of-order",
             PlantedBug::SnapshotDropsCards => "snapshot-drops-cards",
             PlantedBug::StopWithoutAllowlist => "stop-without-allowlist",
+            PlantedBug::HealthUnknownAsGone => "health-unknown-as-gone",
         }
     }
 
@@ -115,6 +120,7 @@ impl PlantedBug {
             PlantedBug::ResultsHeldInInbox => "I11",
             PlantedBug::ReplayRecordForgotten => "I1",
             PlantedBug::StopWithoutAllowlist => "I12",
+            PlantedBug::HealthUnknownAsGone => "I13",
         }
     }
 }

@@ -11,6 +11,7 @@
 //! Wire 1.0 gateways sent one heartbeat per entity and a `_gateway` entry without a list; both
 //! are still read (as [`Announcement::Heartbeat`] and [`Announcement::Host`]).
 
+use crate::health::Health;
 use crate::ids::{HostId, SessionId};
 use crate::spawn_spec::MemberRole;
 use crate::status::AgentStatus;
@@ -82,6 +83,14 @@ pub struct Presence {
     /// 1.1, on an entity's key: who it is.
     #[serde(default, skip_serializing_if = "Card::is_empty")]
     pub card: Card,
+    /// Its health as its gateway last classified it (none before the first probe, or from
+    /// a peer that does not say; one this build does not know reads as none).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "Health::lenient"
+    )]
+    pub health: Option<Health>,
 }
 
 /// Who an entity is, beyond its state: fixed for its life. A member rebuilt after its
@@ -164,6 +173,14 @@ pub struct Entity {
     pub busy: bool,
     #[serde(default, skip_serializing_if = "Card::is_empty")]
     pub card: Card,
+    /// Its health as its gateway last classified it (none before the first probe, or from
+    /// a peer that does not say; one this build does not know reads as none).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "Health::lenient"
+    )]
+    pub health: Option<Health>,
 }
 
 impl Entity {
@@ -173,6 +190,7 @@ impl Entity {
             status,
             busy: false,
             card: Card::default(),
+            health: None,
         }
     }
 }
@@ -188,6 +206,14 @@ pub struct Listed {
     pub busy: bool,
     #[serde(default, skip_serializing_if = "Card::is_empty")]
     pub card: Card,
+    /// Its health as its gateway last classified it (none before the first probe, or from
+    /// a peer that does not say; one this build does not know reads as none).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "Health::lenient"
+    )]
+    pub health: Option<Health>,
 }
 
 impl Listed {
@@ -198,6 +224,7 @@ impl Listed {
             status: e.status,
             busy: e.busy,
             card: e.card,
+            health: e.health,
         }
     }
 }
@@ -252,6 +279,7 @@ impl Presence {
             gone: false,
             busy: false,
             card: Card::default(),
+            health: None,
         }
     }
 
@@ -279,6 +307,7 @@ impl Presence {
             gone,
             busy: e.busy,
             card: e.card,
+            health: e.health,
         }
     }
 
@@ -295,6 +324,7 @@ impl Presence {
             gone: false,
             busy: false,
             card: Card::default(),
+            health: None,
         }
     }
 
@@ -346,6 +376,7 @@ impl Announcement {
             status: p.status,
             busy: p.busy,
             card: p.card.checked(),
+            health: p.health,
         };
         Ok(match order {
             Some(at) => Announcement::Delta {
@@ -441,6 +472,7 @@ fn read_listed(what: &str, listed: Vec<Listed>) -> Result<Vec<(SessionId, Entity
             status: l.status,
             busy: l.busy,
             card: l.card.checked(),
+            health: l.health,
         };
         entities.push((l.gid, entity));
     }
@@ -517,6 +549,9 @@ pub struct RosterRow {
     /// The profiles a host's gateway offers (its `_gateway` row only).
     pub profiles: Vec<String>,
     pub liveness: Liveness,
+    pub health: Option<Health>,
+    /// Why, on rows of members served by the gateway answering.
+    pub health_reason: Option<String>,
 }
 
 impl RosterRow {
@@ -532,6 +567,8 @@ impl RosterRow {
             card: Card::default(),
             profiles,
             liveness,
+            health: None,
+            health_reason: None,
         }
     }
 
@@ -547,6 +584,8 @@ impl RosterRow {
             card: e.card.clone(),
             profiles: Vec::new(),
             liveness,
+            health: e.health,
+            health_reason: None,
         }
     }
 }

@@ -29,6 +29,8 @@ impl MemberRole {
 /// What a spawn asks for: `fleet_spawn`'s arguments and the body of a SPAWN message.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpawnSpec {
+    /// Empty: the target host's placement chooses (`[placement]`).
+    #[serde(default)]
     pub profile: String,
     #[serde(default)]
     pub group: Option<String>,
@@ -119,8 +121,8 @@ impl SpawnSpec {
 
     /// Why this spec cannot be asked of `remote` (another host) or of any host.
     pub fn invalid(&self, remote: bool) -> Option<String> {
-        if self.profile.trim().is_empty() {
-            return Some("profile must not be empty".into());
+        if !self.profile.is_empty() && self.profile.trim().is_empty() {
+            return Some("profile must not be blank".into());
         }
         if let Some(why) = self.group.as_deref().and_then(invalid_group) {
             return Some(why);

@@ -1,6 +1,7 @@
 //! Scenario tests of the message-service rules through `Gateway`, one rule each. The test
 //! plays herdr and the callers by hand; time only moves when a test moves it.
 
+use fleet_core::health::Health;
 use fleet_core::injector::Cause;
 use fleet_core::{
     AgentStatus, AskOutcome, CallError, CallId, CoreConfig, Duration, Event, Gateway, Input,
@@ -906,7 +907,453 @@ fn the_single_host_roster_is_truthful_and_an_unknown_gid_is_not_found() {
     assert_eq!(
         g.response(c),
         Some(&Response::Error(CallError::NotFound {
-            target: SessionId::new("nobody")
+            target: SessionId::new("nobody"),
+            departed: None
         }))
     );
+}
+
+// ---- fleet health --------------------------------------------------------------------------
+
+impl Gw {
+    /// A member pane started and connected.
+    fn member(&mut self, gid: &SessionId) {
+        self.input(Input::MemberStarted {
+            target: gid.clone(),
+        });
+        self.input(Input::MemberConnected {
+            target: gid.clone(),
+        });
+    }
+
+    /// Waits out the health round and answers its probe with `status` and `screen`.
+    fn probe(&mut self, gid: &SessionId, status: AgentStatus, screen: &str) {
+        self.advance(Duration::from_millis(self.gw.config().health.interval_ms));
+        let asked = self.out.iter().rev().find_map(|o| match o {
+            Output::ProbeHealth { targets } => Some(targets.clone()),
+            _ => None,
+        });
+        assert!(
+            asked.is_some_and(|t| t.contains(gid)),
+            "no probe asked for {gid}"
+        );
+        self.input(Input::HealthProbed {
+            probes: vec![(
+                gid.clone(),
+                Sampled::Status {
+                    status,
+                    screen: Some(screen.into()),
+                },
+            )],
+        });
+    }
+
+    /// The state the last health change of `gid` went to.
+    fn health(&self, gid: &SessionId) -> Option<Health> {
+        self.out.iter().rev().find_map(|o| match o {
+            Output::Event(Event::HealthChanged { target, to, .. }) if target == gid => Some(*to),
+            _ => None,
+        })
+    }
+
+    fn row_health(&mut self, gid: &SessionId) -> (Option<Health>, Option<String>) {
+        let c = self.call(lead(), Request::List);
+        match self.response(c) {
+            Some(Response::Roster { rows }) => rows
+                .iter()
+                .find(|r| &r.gid == gid)
+                .map(|r| (r.health, r.health_reason.clone()))
+                .unwrap_or_default(),
+            other => panic!("fleet_list answered {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_member_is_starting_until_it_connects_then_idle_then_working() {
+    let mut g = Gw::new();
+    g.input(Input::MemberStarted { target: w1() });
+    g.probe(&w1(), AgentStatus::Unknown, "booting");
+    assert_eq!(g.health(&w1()), Some(Health::Starting));
+    g.input(Input::MemberConnected { target: w1() });
+    g.probe(&w1(), AgentStatus::Idle, "❯ ");
+    assert_eq!(g.health(&w1()), Some(Health::Idle));
+    let _ = g.send("w1", "task", false);
+    g.deliver(&w1(), "❯ ");
+    g.probe(&w1(), AgentStatus::Working, "✻ Working… (esc to interrupt)");
+    assert_eq!(g.health(&w1()), Some(Health::Working));
+    assert_eq!(
+        g.row_health(&w1()),
+        (
+            Some(Health::Working),
+            Some("herdr says it is working".into())
+        )
+    );
+    assert_eq!(g.gw.health_counts()[&Health::Working], 1);
+}
+
+#[test]
+fn two_turns_ended_by_the_fallback_make_a_member_mute_and_a_reply_clears_it() {
+    let mut g = Gw::new();
+    g.member(&w1());
+    for n in 0..2 {
+        let _ = g.send("w1", &format!("task {n}"), false);
+        let msg = g.deliver(&w1(), "❯ ");
+        g.complete(&w1(), msg, &format!("❯ \n● done {n}\n❯ "));
+        g.advance(Duration::from_millis(100));
+    }
+    assert_eq!(g.gw.mute_turns_total(), 2);
+    g.probe(&w1(), AgentStatus::Idle, "❯ ");
+    assert_eq!(g.health(&w1()), Some(Health::Mute));
+    let _ = g.send("w1", "task 3", false);
+    let _ = g.deliver(&w1(), "❯ ");
+    let _ = g.reply(&w1(), "done 3");
+    g.sample(&w1(), AgentStatus::Idle);
+    g.advance(Duration::from_millis(100));
+    g.probe(&w1(), AgentStatus::Idle, "❯ ");
+    assert_eq!(g.health(&w1()), Some(Health::Idle));
+}
+
+#[test]
+fn a_fatal_line_on_an_idle_members_screen_is_an_error_on_screen_with_the_line() {
+    let mut g = Gw::new();
+    g.member(&w1());
+    g.probe(
+        &w1(),
+        AgentStatus::Idle,
+        "work\n\u{1b}[31mAPI Error: 401 {\"type\":\"authentication_error\"}\u{1b}[0m\n❯ ",
+    );
+    assert_eq!(g.health(&w1()), Some(Health::ErrorOnScreen));
+    let (h, why) = g.row_health(&w1());
+    assert_eq!(h, Some(Health::ErrorOnScreen));
+    assert_eq!(
+        why.as_deref(),
+        Some("its screen says: API Error: 401 {\"type\":\"authentication_error\"}")
+    );
+}
+
+#[test]
+fn a_member_that_goes_is_gone_and_fleet_status_says_why() {
+    let mut g = Gw::new();
+    g.member(&w1());
+    g.probe(&w1(), AgentStatus::Idle, "❯ ");
+    g.input(Input::PaneGone { target: w1() });
+    assert_eq!(g.health(&w1()), Some(Health::Gone));
+    let c = g.call(lead(), Request::Status { target: w1() });
+    match g.response(c) {
+        Some(Response::Error(CallError::NotFound {
+            departed: Some(t), ..
+        })) => {
+            assert_eq!(t.state, Health::Gone);
+            assert_eq!(t.reason, "its pane closed or its process exited");
+        }
+        other => panic!("fleet_status answered {other:?}"),
+    }
+    assert_eq!(g.gw.health_counts()[&Health::Gone], 1);
+    // The tombstone goes after its bound.
+    g.advance(Duration::from_millis(g.gw.config().health.tombstone_ms));
+    assert_eq!(g.gw.health_counts()[&Health::Gone], 0);
+}
+
+#[test]
+fn a_probe_that_finds_the_pane_gone_ends_what_was_typed_into_it() {
+    let mut g = Gw::new();
+    g.member(&w1());
+    let c = g.send("w1", "task", true);
+    g.deliver(&w1(), "❯ ");
+    g.advance(Duration::from_millis(g.gw.config().health.interval_ms));
+    g.input(Input::HealthProbed {
+        probes: vec![(w1(), Sampled::Gone)],
+    });
+    assert_eq!(g.health(&w1()), Some(Health::Gone));
+    assert_eq!(g.outcome(c).map(|o| o.0), Some(Outcome::WorkerFailed));
+}
+
+#[test]
+fn a_member_whose_pane_never_connects_is_never_ready() {
+    let mut g = Gw::with(CoreConfig {
+        spawn_ready_timeout_ms: 20_000,
+        ..CoreConfig::default()
+    });
+    g.input(Input::MemberStarted { target: w1() });
+    g.probe(&w1(), AgentStatus::Idle, "❯ ");
+    assert_eq!(g.health(&w1()), Some(Health::Starting));
+    g.probe(&w1(), AgentStatus::Idle, "❯ ");
+    assert_eq!(g.health(&w1()), Some(Health::NeverReady));
+    g.input(Input::PaneGone { target: w1() });
+    let c = g.call(lead(), Request::Status { target: w1() });
+    assert!(matches!(
+        g.response(c),
+        Some(Response::Error(CallError::NotFound {
+            departed: Some(fleet_core::health::Tombstone {
+                state: Health::NeverReady,
+                ..
+            }),
+            ..
+        }))
+    ));
+}
+
+#[test]
+fn pending_work_a_lost_boundary_a_stall_a_stray_prompt_and_a_stranded_reply_are_each_seen() {
+    let mut g = Gw::new();
+    g.member(&w1());
+    // Queued, not typed yet: the probe's sample is not the injector's.
+    let _ = g.send("w1", "task", false);
+    g.probe(&w1(), AgentStatus::Idle, "❯ ");
+    assert_eq!(g.health(&w1()), Some(Health::WorkPending));
+    // Typed, and never seen WORKING: the turn's end is inferred.
+    g.sample(&w1(), AgentStatus::Idle);
+    let (_, msg, _) = g.last_inject().expect("typed");
+    g.input(Input::Injected {
+        target: w1(),
+        msg,
+        result: Ok("❯ ".into()),
+    });
+    for _ in 0..g.gw.config().pickup_grace_polls {
+        g.sample(&w1(), AgentStatus::Idle);
+    }
+    g.probe(&w1(), AgentStatus::Idle, "❯ ");
+    assert_eq!(g.health(&w1()), Some(Health::TurnBoundaryLost));
+    let _ = g.reply(&w1(), "done 1");
+    // A turn whose pane herdr cannot read.
+    let _ = g.send("w1", "task 2", false);
+    g.deliver(&w1(), "❯ ");
+    g.probe(&w1(), AgentStatus::Unknown, "▒▒ ░▒");
+    assert_eq!(g.health(&w1()), Some(Health::StallSuspected));
+    // A prompt fleetd did not make.
+    g.probe(&w1(), AgentStatus::Blocked, "Allow this command? (y/n)");
+    assert_eq!(g.health(&w1()), Some(Health::BlockedAmbiguous));
+    // A reply nobody asked for is held for no lead.
+    let w2 = SessionId::new("w2");
+    g.member(&w2);
+    let _ = g.reply(&w2, "unasked");
+    g.probe(&w2, AgentStatus::Idle, "❯ ");
+    assert_eq!(g.health(&w2), Some(Health::ReplyStranded));
+    let c = g.call(lead(), Request::Drain { target: w2.clone() });
+    assert!(matches!(g.response(c), Some(Response::Replies { replies }) if !replies.is_empty()));
+    g.probe(&w2, AgentStatus::Idle, "❯ ");
+    assert_eq!(g.health(&w2), Some(Health::Idle));
+}
+
+// ---- placement and quarantine --------------------------------------------------------------
+
+impl Gw {
+    /// An unqualified spawn here, launched ready at once: the gid and the profile placement
+    /// chose, or the spawn's error.
+    fn spawn_unqualified(&mut self) -> Result<(SessionId, String), CallError> {
+        let c = self.call(
+            lead(),
+            Request::Spawn {
+                host: None,
+                spec: fleet_core::SpawnSpec::default(),
+            },
+        );
+        let launched = self.out.iter().rev().find_map(|o| match o {
+            Output::SpawnPane { gid, spec } => Some((gid.clone(), spec.profile.clone())),
+            _ => None,
+        });
+        if let Some(Response::Error(e)) = self.response(c) {
+            return Err(e.clone());
+        }
+        let (gid, profile) = launched.expect("a pane launched");
+        self.input(Input::Spawned {
+            gid: gid.clone(),
+            result: Ok(fleet_core::Readiness::Ready.into()),
+        });
+        assert!(matches!(self.response(c), Some(Response::Spawned { .. })));
+        Ok((gid, profile))
+    }
+}
+
+fn two_profiles(strategy: fleet_core::placement::Strategy) -> CoreConfig {
+    use fleet_core::placement::{PlacementConfig, ProfilePlacement};
+    let placed = |weight, credential: &str| ProfilePlacement {
+        weight,
+        max_load: 0,
+        credential: Some(credential.into()),
+    };
+    CoreConfig {
+        profiles: vec!["heavy".into(), "light".into()],
+        placement: PlacementConfig {
+            strategy,
+            default_profile: Some("heavy".into()),
+            profiles: [
+                ("heavy".to_string(), placed(10, "acct-1")),
+                ("light".to_string(), placed(1, "acct-2")),
+            ]
+            .into_iter()
+            .collect(),
+            ..PlacementConfig::default()
+        },
+        ..CoreConfig::default()
+    }
+}
+
+#[test]
+fn a_usage_limit_quarantines_the_credential_and_the_next_unqualified_spawn_lands_elsewhere() {
+    let mut g = Gw::with(two_profiles(fleet_core::placement::Strategy::Weighted));
+    g.input(Input::WallClock {
+        unix_ms: 1_700_000_000_000,
+    });
+    let (m, profile) = g.spawn_unqualified().expect("placed");
+    assert_eq!(profile, "heavy");
+    // Its backend refuses: the turn ends BACKEND_EXHAUSTED.
+    let c = g.send(m.as_str(), "task", true);
+    let msg = g.deliver(&m, "❯ ");
+    g.complete(&m, msg, "❯ \n⚠ Claude usage limit reached. Resets 5pm.\n❯ ");
+    assert_eq!(g.outcome(c).map(|o| o.0), Some(Outcome::BackendExhausted));
+    let until = 1_700_000_000_000 + 30 * 60_000;
+    assert!(g.out.iter().any(|o| matches!(o,
+        Output::Event(Event::Quarantined { credential, until_unix_ms, .. })
+            if credential == "acct-1" && *until_unix_ms == until)));
+    // Weighted 10:1 would take heavy again; its credential cools down, so light it is.
+    let (_, next) = g.spawn_unqualified().expect("placed");
+    assert_eq!(next, "light");
+    let c = g.call(lead(), Request::Profiles);
+    match g.response(c) {
+        Some(Response::Profiles {
+            profiles,
+            default_profile,
+            ..
+        }) => {
+            assert_eq!(default_profile.as_deref(), Some("heavy"));
+            let heavy = profiles.iter().find(|p| p.name == "heavy").expect("listed");
+            assert_eq!((heavy.load, heavy.cooling_until), (1, Some(until)));
+            let light = profiles.iter().find(|p| p.name == "light").expect("listed");
+            assert_eq!((light.load, light.cooling_until), (1, None));
+        }
+        other => panic!("fleet_profiles answered {other:?}"),
+    }
+    // After the cooldown heavy takes its share again.
+    g.advance(Duration::from_millis(30 * 60_000));
+    let (_, again) = g.spawn_unqualified().expect("placed");
+    assert_eq!(again, "heavy");
+}
+
+#[test]
+fn fixed_placement_refuses_while_its_profile_cools_down_and_names_the_credential() {
+    let mut g = Gw::with(two_profiles(fleet_core::placement::Strategy::Fixed));
+    g.input(Input::WallClock { unix_ms: 1_000 });
+    let (m, profile) = g.spawn_unqualified().expect("placed");
+    assert_eq!(profile, "heavy");
+    let _ = g.send(m.as_str(), "task", true);
+    let msg = g.deliver(&m, "❯ ");
+    g.complete(&m, msg, "❯ \nYou've hit your usage limit\n❯ ");
+    match g.spawn_unqualified() {
+        Err(CallError::SpawnFailed { reason }) => assert!(
+            reason.contains("credential acct-1 cools down until 1801000"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // Named, a profile is the caller's choice: placement does not gate it.
+    let c = g.call(
+        lead(),
+        Request::Spawn {
+            host: None,
+            spec: fleet_core::SpawnSpec {
+                profile: "heavy".into(),
+                ..fleet_core::SpawnSpec::default()
+            },
+        },
+    );
+    assert!(g.response(c).is_none(), "still launching");
+}
+
+// ---- the lead heartbeat (CB-551) -------------------------------------------------------------
+
+impl Gw {
+    /// The lead's pane is at rest: the waiting reminder is typed, and its turn is over.
+    fn lead_reads(&mut self, lead_pane: &SessionId) -> String {
+        self.sample(lead_pane, AgentStatus::Idle);
+        let (target, msg, text) = self.last_inject().expect("typed");
+        assert_eq!(&target, lead_pane);
+        self.input(Input::Injected {
+            target: target.clone(),
+            msg,
+            result: Ok("❯ ".into()),
+        });
+        for _ in 0..self.gw.config().pickup_grace_polls {
+            self.sample(lead_pane, AgentStatus::Idle);
+        }
+        text
+    }
+
+    fn heartbeats(&self) -> usize {
+        self.out
+            .iter()
+            .filter(|o| matches!(o, Output::Event(Event::Heartbeat { .. })))
+            .count()
+    }
+}
+
+#[test]
+fn a_quiet_lead_with_work_outstanding_is_reminded_a_bounded_number_of_times() {
+    let lead_pane = SessionId::new("lead-pane");
+    let mut g = Gw::with(CoreConfig {
+        heartbeats: [(
+            lead_pane.clone(),
+            fleet_core::gateway::HeartbeatConfig {
+                idle_after_ms: 60_000,
+                max_beats: 2,
+            },
+        )]
+        .into_iter()
+        .collect(),
+        ..CoreConfig::default()
+    });
+    g.member(&w1());
+    let c = g.call(
+        lead(),
+        Request::Send {
+            target: w1(),
+            content: "a long task".into(),
+            wait: false,
+            timeout_ms: Some(3_600_000),
+        },
+    );
+    let ticket = match g.response(c) {
+        Some(Response::Ticket(t)) => t.ticket,
+        other => panic!("{other:?}"),
+    };
+    g.deliver(&w1(), "❯ ");
+    // Quiet for a minute with a delegation open: reminded once, in its own pane.
+    g.advance(Duration::from_millis(60_000));
+    assert_eq!(g.heartbeats(), 1);
+    let text = g.lead_reads(&lead_pane);
+    assert!(
+        text.starts_with("[fleet] heartbeat: 1 delegation(s)"),
+        "{text}"
+    );
+    // At most max_beats until it acts.
+    for _ in 0..3 {
+        let before = g.heartbeats();
+        g.advance(Duration::from_millis(60_000));
+        if g.heartbeats() > before {
+            let _ = g.lead_reads(&lead_pane);
+        }
+    }
+    assert_eq!(g.heartbeats(), 2);
+    // It acts (polls): the count starts again.
+    let _ = g.call(lead(), Request::Poll { ticket });
+    g.advance(Duration::from_millis(60_000));
+    assert_eq!(g.heartbeats(), 3);
+    let _ = g.lead_reads(&lead_pane);
+    // Its work ends and it collects: nothing is outstanding, nothing more is typed.
+    let _ = g.reply(&w1(), "done");
+    let _ = g.call(lead(), Request::Poll { ticket });
+    g.advance(Duration::from_millis(60_000));
+    g.advance(Duration::from_millis(60_000));
+    assert_eq!(g.heartbeats(), 3);
+}
+
+#[test]
+fn a_lead_without_a_heartbeat_is_never_reminded() {
+    let mut g = Gw::new();
+    g.member(&w1());
+    let _ = g.send("w1", "a long task", false);
+    g.deliver(&w1(), "❯ ");
+    g.advance(Duration::from_millis(3_600_000));
+    assert_eq!(g.heartbeats(), 0);
 }

@@ -251,6 +251,7 @@ impl Harness {
                 Output::PollStatus { .. }
                 | Output::PollStatuses { .. }
                 | Output::Audit(_)
+                | Output::ProbeHealth { .. }
                 | Output::Remember(_) => {}
                 Output::Broker(_) | Output::SpawnPane { .. } | Output::ClosePane { .. } => {
                     panic!("an output this workload cannot cause: {out}")

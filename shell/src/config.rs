@@ -35,6 +35,14 @@ pub struct Config {
     /// The delivery core's timeouts, caps and TTLs (see `docs/operations.md`).
     #[serde(default)]
     pub core: CoreConfig,
+    /// Fleet health: how often members are probed, the classifier's thresholds, and the
+    /// screen lines that mean a member cannot go on.
+    #[serde(default)]
+    pub health: fleet_core::health::HealthConfig,
+    /// Which profile a spawn that names none starts, and how long a credential that hit a
+    /// usage limit is skipped.
+    #[serde(default)]
+    pub placement: fleet_core::placement::PlacementConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -146,6 +154,12 @@ pub struct LeadSection {
     pub token: Option<String>,
     /// Read the token from this environment variable.
     pub token_env: Option<String>,
+    /// Start it in herdr when no pane carries its `pane_label` (checked every
+    /// `herdr.lead_check_ms`): `{ argv, cwd?, env?, tab? }`.
+    pub launch: Option<crate::herdr::lead_launch::LaunchSection>,
+    /// `[leads.heartbeat]`: remind it when it has been quiet `idle_after_ms` with work
+    /// outstanding, at most `max_beats` times until it acts (CB-551). Off when absent.
+    pub heartbeat: Option<fleet_core::gateway::HeartbeatConfig>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -182,6 +196,8 @@ pub struct HerdrSection {
     pub wip_retention_days: u64,
     /// How often the event watcher relists members.
     pub relist_ms: u64,
+    /// How often each lead with a `launch` is checked for its pane (and started without one).
+    pub lead_check_ms: u64,
     /// Members' sandbox: `auto` (on where this host can make one; `/healthz` says when it
     /// cannot), `required` (a spawn that cannot be sandboxed is refused; so is a start
     /// without bubblewrap), `off`.
@@ -217,6 +233,7 @@ impl Default for HerdrSection {
             repo_allow: Vec::new(),
             wip_retention_days: 14,
             relist_ms: 5_000,
+            lead_check_ms: 30_000,
             sandbox: SandboxMode::Auto,
             bwrap: PathBuf::from("bwrap"),
         }
@@ -263,6 +280,18 @@ pub struct ProfileSection {
     /// an npm prefix). Absolute paths.
     #[serde(default)]
     pub sandbox_paths: Vec<PathBuf>,
+    /// Regexes over the end of a member's screen that mean it cannot go on (its health turns
+    /// ERROR_ON_SCREEN), beside `[health] fatal_patterns`.
+    #[serde(default)]
+    pub fatal_patterns: Vec<String>,
+    /// Its share of unqualified spawns under `[placement] strategy = "weighted"` (default 1).
+    pub weight: Option<u32>,
+    /// At most this many of its members at once on this host, for placement (default: no
+    /// bound). A spawn that names the profile is not gated.
+    pub max_load: Option<u32>,
+    /// The account its members use (default: the profile's name): a usage limit hit by one
+    /// member cools down every profile with the same credential.
+    pub credential: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -429,8 +458,33 @@ impl Config {
                 ));
             }
         }
-        if let Err(e) = self.core.validate() {
+        if let Err(e) = self.core_config().validate() {
             errs.push(invalid("core", e.to_string()));
+        }
+        if let Some(d) = &self.placement.default_profile {
+            if !self.profiles.contains_key(d) {
+                errs.push(invalid(
+                    "placement.default_profile",
+                    format!(
+                        "{d:?} is not one of [profiles] ({:?})",
+                        self.profiles.keys().collect::<Vec<_>>()
+                    ),
+                ));
+            }
+        }
+        for (name, p) in &self.profiles {
+            if p.weight == Some(0) {
+                errs.push(invalid(
+                    format!("profiles.{name}.weight"),
+                    "must be at least 1 (leave the profile out of placement with max_load instead)",
+                ));
+            }
+            if p.credential.as_deref().is_some_and(|c| c.trim().is_empty()) {
+                errs.push(invalid(
+                    format!("profiles.{name}.credential"),
+                    "must not be empty",
+                ));
+            }
         }
         if !self.core.profiles.is_empty() {
             errs.push(invalid(
@@ -542,6 +596,31 @@ impl Config {
                     "must be a label that is not empty and not a member's (fleet:…)",
                 ));
             }
+            if let Some(launch) = &l.launch {
+                if l.pane_label.is_none() {
+                    errs.push(invalid(
+                        format!("{at}.launch"),
+                        "needs pane_label: the launched pane is labelled with it, and found by it",
+                    ));
+                }
+                if let Some(why) = launch.invalid() {
+                    errs.push(invalid(format!("{at}.launch"), why));
+                }
+            }
+            if let Some(hb) = &l.heartbeat {
+                if l.pane.is_none() && l.pane_label.is_none() {
+                    errs.push(invalid(
+                        format!("{at}.heartbeat"),
+                        "needs the lead's pane (pane or pane_label): it is typed there",
+                    ));
+                }
+                if hb.idle_after_ms == 0 || hb.max_beats == 0 {
+                    errs.push(invalid(
+                        format!("{at}.heartbeat"),
+                        "idle_after_ms and max_beats must be greater than zero",
+                    ));
+                }
+            }
             let gid = l.gid();
             // An explicit gid or name must be a plain name; a pane id (herdr's `w1:p2`) is
             // allowed its own characters, but nothing that breaks a queue name.
@@ -605,6 +684,7 @@ impl Config {
             ("herdr.ready_timeout_ms", h.ready_timeout_ms),
             ("herdr.git_timeout_ms", h.git_timeout_ms),
             ("herdr.relist_ms", h.relist_ms),
+            ("herdr.lead_check_ms", h.lead_check_ms),
             ("herdr.read_lines", u64::from(h.read_lines)),
         ] {
             if v == 0 {
@@ -650,6 +730,31 @@ impl Config {
     pub fn core_config(&self) -> CoreConfig {
         let mut c = self.core.clone();
         c.profiles = self.profiles.keys().cloned().collect();
+        c.health = self.health.clone();
+        c.heartbeats = self
+            .leads
+            .iter()
+            .filter_map(|l| Some((fleet_core::SessionId::new(l.gid()), l.heartbeat.clone()?)))
+            .collect();
+        c.placement = self.placement.clone();
+        c.placement.profiles = self
+            .profiles
+            .iter()
+            .map(|(name, p)| {
+                let placed = fleet_core::placement::ProfilePlacement {
+                    weight: p.weight.unwrap_or(1),
+                    max_load: p.max_load.unwrap_or(0),
+                    credential: p.credential.clone(),
+                };
+                (name.clone(), placed)
+            })
+            .collect();
+        c.health.profile_fatal_patterns = self
+            .profiles
+            .iter()
+            .filter(|(_, p)| !p.fatal_patterns.is_empty())
+            .map(|(name, p)| (name.clone(), p.fatal_patterns.clone()))
+            .collect();
         c
     }
 
@@ -801,6 +906,11 @@ listen = "127.0.0.1:8765"      # REST + MCP (/mcp)
 [[leads]]
 name = "me"
 token_env = "FLEETD_TOKEN"     # the bearer token this lead's MCP client sends
+# pane_label = "lead-me"       # its herdr pane, found by label (nudges are typed there)
+# launch = { argv = ["claude"], cwd = "/home/me/src/project" }   # started when none runs
+# [leads.heartbeat]            # remind it when quiet with work outstanding (CB-551)
+# idle_after_ms = 600000
+# max_beats = 3
 
 # Cross-host: one RabbitMQ (or LavinMQ) shared by every gateway.
 # [broker]
@@ -828,6 +938,17 @@ while IFS= read -r line; do
        "${FLEET_MCP_URL%/mcp}/sessions/$FLEET_GID/reply"
   report idle
 done''']
+
+# Each member's health (docs/operations.md lists the fourteen states).
+# [health]
+# interval_ms = 15000
+# stall_suspect_ms = 600000
+
+# A spawn that names no profile: "fixed" (default_profile) or "weighted" (by each profile's
+# weight, skipping max_load and credentials cooling down after a usage limit).
+# [placement]
+# strategy = "weighted"
+# cooldown_ms = 1800000
 
 [core]
 # send_timeout_ms = 1800000
@@ -857,6 +978,29 @@ mod tests {
         std::env::set_var("FLEETD_TOKEN", "0123456789abcdef0123");
         let c = Config::parse(EXAMPLE, "example").expect("valid");
         assert_eq!(c.core_config().profiles, vec!["echo".to_string()]);
+    }
+
+    #[test]
+    fn health_knobs_and_a_profiles_fatal_patterns_reach_the_core_and_are_checked() {
+        let text = "[health]\ninterval_ms = 2000\nmute_after_turns = 3\n\n\
+                    [profiles.echo]\nkind = \"command\"\nargv = [\"cat\"]\n\
+                    fatal_patterns = [\"(?i)segmentation fault\"]\n";
+        let c = Config::parse(text, "t.toml").expect("valid");
+        let core = c.core_config();
+        assert_eq!(
+            (core.health.interval_ms, core.health.mute_after_turns),
+            (2000, 3)
+        );
+        assert_eq!(
+            core.health.profile_fatal_patterns.get("echo"),
+            Some(&vec!["(?i)segmentation fault".to_string()])
+        );
+        let e = errors("[health]\ninterval_ms = 0\n");
+        assert!(e.iter().any(|e| e.contains("health.interval_ms")), "{e:?}");
+        let e = errors(
+            "[profiles.echo]\nkind = \"command\"\nargv = [\"cat\"]\nfatal_patterns = [\"(\"]\n",
+        );
+        assert!(e.iter().any(|e| e.contains("fatal_patterns")), "{e:?}");
     }
 
     #[test]

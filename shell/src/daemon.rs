@@ -543,6 +543,13 @@ pub async fn run(
             // Worktree hygiene: members that died while the daemon was down leave worktrees no
             // pane owns; their work is snapshotted, then they go. Old snapshots expire.
             for (gid, removed) in herdr::worktree::sweep_orphans(&hc.worktrees, &r.members).await {
+                let what = match &removed {
+                    Ok(herdr::worktree::Removed::Snapshotted { .. }) => "orphan_snapshotted",
+                    Ok(herdr::worktree::Removed::Kept(_)) => "orphan_kept",
+                    Ok(_) => "orphan_removed",
+                    Err(_) => "orphan_failed",
+                };
+                metrics.inc("fleet_worktree_sweeps_total", &[("result", what)]);
                 match removed {
                     Ok(done) => tracing::info!(%gid, ?done, "swept an orphaned worktree"),
                     Err(e) => tracing::warn!(%gid, "sweeping an orphaned worktree: {e}"),
@@ -552,6 +559,7 @@ pub async fn run(
                 let now = clock.unix_ms() / 1000;
                 let keep = cfg.herdr.wip_retention_days * 86_400;
                 for gone in herdr::worktree::sweep_wip(&hc.worktrees, now, keep).await {
+                    metrics.inc("fleet_worktree_sweeps_total", &[("result", "wip_expired")]);
                     tracing::info!(wip = %gone, "expired a member's snapshot of unfinished work");
                 }
             }
@@ -568,6 +576,27 @@ pub async fn run(
             };
             events::watch(client, handle, wc).await;
         })
+    };
+    let launcher = {
+        let leads: Vec<herdr::lead_launch::LeadToLaunch> = cfg
+            .leads
+            .iter()
+            .filter_map(|l| {
+                Some(herdr::lead_launch::LeadToLaunch {
+                    name: l.name.clone(),
+                    label: l.pane_label.clone()?,
+                    launch: l.launch.clone()?,
+                })
+            })
+            .collect();
+        let every = Duration::from_millis(cfg.herdr.lead_check_ms);
+        tokio::task::spawn_local(herdr::lead_launch::keep_running(
+            client.clone(),
+            leads,
+            cfg.mcp_url(),
+            every,
+            metrics.clone(),
+        ))
     };
     let app = App::new(
         handle.clone(),
@@ -645,6 +674,7 @@ pub async fn run(
     tracing::info!("shutting down: no new calls; settling the broker");
     cancel.cancel();
     watcher.abort();
+    launcher.abort();
     let bound = Duration::from_millis(cfg.gateway.shutdown_timeout_ms);
     let _ = stop_loop.send(());
     drop(handle);

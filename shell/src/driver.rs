@@ -266,6 +266,50 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                         Some(Input::StatusesSampled { round, samples })
                     }));
                 }
+                Output::ProbeHealth { targets } => {
+                    let op = self.herdr.sample_all(&targets);
+                    // Each screen is read once, sample or not (one a member, in turn).
+                    let mut reads: BTreeMap<fleet_core::SessionId, _> = targets
+                        .iter()
+                        .map(|t| (t.clone(), (self.herdr.read(t), self.herdr.ended(t))))
+                        .collect();
+                    self.ops.push(Box::pin(async move {
+                        // No answer at all: the next round probes again.
+                        let samples = op.await.ok()?;
+                        let mut probes = Vec::with_capacity(samples.len());
+                        for (target, s) in samples {
+                            let probe = match s {
+                                Ok(s) => {
+                                    // The end of its screen, bounded; a read that fails
+                                    // leaves only the status to judge by.
+                                    let screen = match reads.remove(&target) {
+                                        Some((read, _)) => {
+                                            read.await.ok().map(|s: String| screen_tail(&s))
+                                        }
+                                        None => None,
+                                    };
+                                    Sampled::Status {
+                                        status: s.status,
+                                        screen,
+                                    }
+                                }
+                                Err(HerdrError::PaneNotFound) => {
+                                    let ended = match reads.remove(&target) {
+                                        Some((_, ended)) => ended.await,
+                                        None => None,
+                                    };
+                                    match ended {
+                                        Some(why) => Sampled::Ended { why },
+                                        None => Sampled::Gone,
+                                    }
+                                }
+                                Err(HerdrError::Unavailable(_)) => continue,
+                            };
+                            probes.push((target, probe));
+                        }
+                        Some(Input::HealthProbed { probes })
+                    }));
+                }
                 Output::Inject { target, msg, text } => {
                     let op = self.herdr.inject(&target, &text);
                     self.ops.push(Box::pin(async move {
@@ -325,4 +369,15 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
         }
         self.observer.settled(now, &self.gw);
     }
+}
+
+/// The most a health probe keeps of a screen: its last bytes, cut at a character boundary.
+pub const PROBE_SCREEN_BYTES: usize = 8 * 1024;
+
+fn screen_tail(screen: &str) -> String {
+    let mut from = screen.len().saturating_sub(PROBE_SCREEN_BYTES);
+    while !screen.is_char_boundary(from) {
+        from += 1;
+    }
+    screen[from..].to_string()
 }

@@ -218,12 +218,43 @@ impl App {
                 hosts.insert(r.host.to_string(), json!({ "profiles": r.profiles }));
             }
         }
+        let (strategy, default, placed) = match self
+            .handle
+            .call(caller.principal.clone(), Request::Profiles)
+            .await?
+        {
+            Response::Profiles {
+                strategy,
+                default_profile,
+                profiles,
+            } => (Some(strategy), default_profile, profiles),
+            _ => (None, None, Vec::new()),
+        };
         let local: Vec<Value> = self
             .profiles
             .iter()
-            .map(|(name, kind)| json!({ "name": name, "kind": kind }))
+            .map(|(name, kind)| {
+                let mut v = json!({ "name": name, "kind": kind });
+                if let Some(p) = placed.iter().find(|p| &p.name == name) {
+                    v["credential"] = json!(p.credential);
+                    v["weight"] = json!(p.weight);
+                    v["maxLoad"] = json!(p.max_load);
+                    v["load"] = json!(p.load);
+                    if let Some(until) = p.cooling_until {
+                        v["coolingUntil"] = json!(until);
+                    }
+                }
+                v
+            })
             .collect();
-        hosts.insert(self.host.to_string(), json!({ "profiles": local }));
+        hosts.insert(
+            self.host.to_string(),
+            json!({
+                "profiles": local,
+                "placement": strategy.map(|s| s.as_str()),
+                "default": default,
+            }),
+        );
         Ok(json!({ "host": self.host, "hosts": hosts }))
     }
 
@@ -434,9 +465,13 @@ impl From<RoleArg> for MemberRole {
 #[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SpawnArgs {
-    /// A profile name the target host offers (fleet_profiles).
-    pub profile: String,
-    /// The host to start it on; this gateway's host when absent.
+    /// A profile name the target host offers (fleet_profiles); absent: the target host's
+    /// placement chooses one (`[placement]`: its default profile, or weighted round-robin
+    /// skipping full profiles and credentials cooling down after a usage limit).
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// The host to start it on; this gateway's host when absent; `any`: the live host with
+    /// the fewest members that offers the profile.
     #[serde(default)]
     pub host: Option<String>,
     /// A broadcast group the member joins.
@@ -458,13 +493,15 @@ pub struct SpawnArgs {
 
 impl SpawnArgs {
     pub fn request(self) -> Result<Request, CallError> {
-        if self.profile.is_empty() {
-            return Err(bad("profile must be named"));
+        if self.profile.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            return Err(bad(
+                "profile must be a name, or left out for placement to choose",
+            ));
         }
         Ok(Request::Spawn {
             host: self.host.map(HostId::new),
             spec: SpawnSpec {
-                profile: self.profile,
+                profile: self.profile.unwrap_or_default(),
                 group: self.group,
                 role: self.role.map(MemberRole::from),
                 worktree: self.worktree.map(|w| Worktree {
@@ -507,14 +544,11 @@ impl SpawnQuery {
     }
 
     pub fn args(self) -> Result<SpawnArgs, CallError> {
-        let Some(profile) = self.profile else {
-            return Err(bad("profile must be named (?profile=, or a JSON body)"));
-        };
         if self.commit.is_some() && self.worktree.is_none() {
             return Err(bad("commit pins a worktree: name the worktree too"));
         }
         Ok(SpawnArgs {
-            profile,
+            profile: self.profile,
             host: self.host,
             group: self.group,
             role: self.role,

@@ -248,8 +248,8 @@ by their ids."
     }
 
     #[tool(
-        description = "Start a member from a profile (fleet_profiles lists them per host), \
-on this host or on `host`, with a role (ARCHITECT, DEV by default, REVIEWER), optionally in a git worktree (a repo path here, or a URL and an \
+        description = "Start a member from a profile (fleet_profiles lists them per host; leave it out and the host's placement chooses), \
+on this host, on `host`, or on host \"any\" (the live host with the fewest members), with a role (ARCHITECT, DEV by default, REVIEWER), optionally in a git worktree (a repo path here, or a URL and an \
 exact 40-hex commit for another host). Returns its sessionId once it is ready for a task."
     )]
     async fn fleet_spawn(
@@ -301,7 +301,9 @@ broker_unavailable or stop_unconfirmed otherwise. Leads are not stopped."
         self.run(&parts, req).await
     }
 
-    #[tool(description = "The profiles each host offers for fleet_spawn, by host.")]
+    #[tool(
+        description = "The profiles each host offers for fleet_spawn, by host; for this host also its placement strategy and each profile's credential, load, maxLoad and coolingUntil (Unix ms, while its credential cools down after a usage limit)."
+    )]
     async fn fleet_profiles(
         &self,
         Extension(parts): Extension<Parts>,

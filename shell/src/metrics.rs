@@ -64,7 +64,42 @@ pub const SERIES: &[(&str, &str, &str)] = &[
         "counter",
         "deliveries refused before the core (bad AMQP headers)",
     ),
+    (
+        "fleet_worktree_sweeps_total",
+        "counter",
+        "startup worktree hygiene, by result: orphans snapshotted, removed, kept or failed, and wip snapshots expired",
+    ),
+    (
+        "fleet_leads_launched_total",
+        "counter",
+        "configured leads started because no pane carried their label, by lead",
+    ),
+    (
+        "fleet_lead_heartbeat_nudges_total",
+        "counter",
+        "heartbeat reminders typed into quiet leads' panes (CB-551)",
+    ),
+    (
+        "fleet_mute_turns_total",
+        "counter",
+        "member turns ended by the completion fallback instead of a fleet_reply",
+    ),
     ("fleet_sessions", "gauge", "member sessions, by state"),
+    (
+        "fleet_profile_load",
+        "gauge",
+        "members per profile on this host, spawns in their readiness gate included",
+    ),
+    (
+        "fleet_credential_cooling",
+        "gauge",
+        "1 while a credential is skipped by placement after its backend refused on a usage limit",
+    ),
+    (
+        "fleet_member_health",
+        "gauge",
+        "members served here by health state (those that went lately included, as GONE or NEVER_READY)",
+    ),
     (
         "fleet_inbox_depth",
         "gauge",
@@ -180,6 +215,8 @@ fn labels_free(name: &str) -> bool {
             | "fleet_held_deliveries"
             | "fleet_open_delegations"
             | "fleet_broker_malformed_total"
+            | "fleet_mute_turns_total"
+            | "fleet_lead_heartbeat_nudges_total"
     )
 }
 

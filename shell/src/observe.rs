@@ -114,6 +114,7 @@ impl DaemonObserver {
     fn event(&mut self, e: &Event) {
         match e {
             Event::Nudged { .. } => self.metrics.inc("fleet_push_nudges_total", &[]),
+            Event::Heartbeat { .. } => self.metrics.inc("fleet_lead_heartbeat_nudges_total", &[]),
             Event::Rejected { code, .. } => {
                 self.metrics
                     .inc("fleet_dead_letters_total", &[("code", code.as_str())]);
@@ -172,6 +173,14 @@ impl Observer for DaemonObserver {
             Output::ReadPane { .. } => herdr(&self.metrics, "read"),
             Output::SpawnPane { .. } => herdr(&self.metrics, "spawn"),
             Output::ClosePane { .. } => herdr(&self.metrics, "close"),
+            Output::ProbeHealth { targets } => {
+                herdr(&self.metrics, "sample_all");
+                self.metrics.add(
+                    "fleet_herdr_calls_total",
+                    &[("op", "read")],
+                    targets.len() as f64,
+                );
+            }
             Output::Broker(BrokerOp::Publish { key, headers, .. }) => {
                 if heartbeat(headers) {
                     return;
@@ -239,6 +248,34 @@ impl Observer for DaemonObserver {
         m.set("fleet_inbox_depth", &[], gw.inbox_depth() as f64);
         m.set("fleet_held_deliveries", &[], gw.held_deliveries() as f64);
         m.set("fleet_open_delegations", &[], gw.open_delegations() as f64);
+        m.set("fleet_mute_turns_total", &[], gw.mute_turns_total() as f64);
+        let health: Vec<([(&'static str, &str); 1], f64)> = gw
+            .health_counts()
+            .into_iter()
+            .map(|(h, n)| ([("state", h.as_str())], n as f64))
+            .collect();
+        let health: Vec<(&[(&'static str, &str)], f64)> =
+            health.iter().map(|(l, n)| (&l[..], *n)).collect();
+        m.set_all("fleet_member_health", &health);
+        let (_, _, placed) = gw.placement_view();
+        let loads: Vec<([(&'static str, &str); 1], f64)> = placed
+            .iter()
+            .map(|p| ([("profile", p.name.as_str())], f64::from(p.load)))
+            .collect();
+        let loads: Vec<(&[(&'static str, &str)], f64)> =
+            loads.iter().map(|(l, n)| (&l[..], *n)).collect();
+        m.set_all("fleet_profile_load", &loads);
+        let mut cooling: BTreeMap<&str, bool> = BTreeMap::new();
+        for p in &placed {
+            *cooling.entry(p.credential.as_str()).or_default() |= p.cooling_until.is_some();
+        }
+        let cooling: Vec<([(&'static str, &str); 1], f64)> = cooling
+            .into_iter()
+            .map(|(c, on)| ([("credential", c)], if on { 1.0 } else { 0.0 }))
+            .collect();
+        let cooling: Vec<(&[(&'static str, &str)], f64)> =
+            cooling.iter().map(|(l, n)| (&l[..], *n)).collect();
+        m.set_all("fleet_credential_cooling", &cooling);
         let mut kinds = [0usize; 3];
         for r in gw.roster() {
             kinds[match r.kind {

@@ -67,6 +67,12 @@ pub trait HerdrPort {
     /// Read the pane (the baseline), then type `text` and submit it. Returns the baseline.
     fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>>;
     fn read(&self, target: &SessionId) -> PortFuture<Result<String, HerdrError>>;
+    /// Why member `target`'s program ended, if this port learned it (its exit status and last
+    /// screen lines); a pane found gone is reported with it. None by default (test doubles,
+    /// the simulation).
+    fn ended(&self, _target: &SessionId) -> PortFuture<Option<String>> {
+        Box::pin(async { None })
+    }
     /// Start a member pane labelled `fleet:<gid>` from `profile`.
     /// Launches member `gid` as `spec` says (its profile; a worktree to cut or a cwd to start
     /// in), labelled `fleet:<gid>`.

@@ -82,6 +82,8 @@ pub struct PaneLog {
     pub replied: Vec<(String, u64)>,
     /// (pane, sim ms) for every pane the gateway closed while it lived.
     pub closed: Vec<(SessionId, u64)>,
+    /// (pane, state, whether its pane lived then, sim ms) for every health change reported.
+    pub health: Vec<(SessionId, fleet_core::health::Health, bool, u64)>,
 }
 
 const HERDR_LATENCY: Duration = Duration::from_millis(3);
@@ -439,13 +441,33 @@ impl Trace {
 struct HostTrace {
     host: HostId,
     trace: Trace,
+    /// This host's panes: a health change is recorded beside the truth about its pane.
+    herdr: SimHerdr,
 }
 
 impl Observer for HostTrace {
     fn output(&mut self, now: Instant, output: &fleet_core::Output) {
+        if let fleet_core::Output::Event(fleet_core::Event::HealthChanged { target, to, .. }) =
+            output
+        {
+            let alive = self
+                .herdr
+                .panes
+                .borrow()
+                .get(target)
+                .is_some_and(|p| p.alive);
+            let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
+            self.herdr
+                .log
+                .borrow_mut()
+                .health
+                .push((target.clone(), *to, alive, at));
+        }
         if matches!(
             output,
-            fleet_core::Output::PollStatus { .. } | fleet_core::Output::PollStatuses { .. }
+            fleet_core::Output::PollStatus { .. }
+                | fleet_core::Output::PollStatuses { .. }
+                | fleet_core::Output::ProbeHealth { .. }
         ) {
             return;
         }
@@ -552,6 +574,7 @@ where
     let observer = HostTrace {
         host: spec.host.clone(),
         trace: spec.trace.clone(),
+        herdr: herdr.clone(),
     };
     let driver =
         Driver::new(gw, herdr.clone(), broker, clock, observer).with_record(spec.disk.clone());

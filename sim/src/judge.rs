@@ -55,6 +55,19 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
         .chain(f.ledger.broadcasts.iter().map(String::as_str))
         .collect();
 
+    // I13: health tells the truth — a member reported GONE is gone. (WORKING is judged in
+    // the single-host world, where a probe's sample and its verdict share an instant.)
+    for log in f.logs {
+        for (pane, state, alive, at) in &log.health {
+            if *state == fleet_core::health::Health::Gone && *alive {
+                violate(
+                    "I13",
+                    format!("{pane} was reported GONE at {at} ms while its pane lived"),
+                );
+            }
+        }
+    }
+
     // I1, I5, I8 over what was typed.
     let mut typed: BTreeMap<(&SessionId, &str), u32> = BTreeMap::new();
     for log in f.logs {

@@ -386,6 +386,7 @@ struct Totals {
     injections: u64,
     sim_ms: u64,
     outcomes: BTreeMap<String, u64>,
+    health: BTreeMap<String, u64>,
     violations: BTreeMap<&'static str, u64>,
 }
 
@@ -397,6 +398,9 @@ impl Totals {
         self.sim_ms += r.sim_ms;
         for (o, n) in &r.outcomes {
             *self.outcomes.entry(o.to_string()).or_default() += n;
+        }
+        for (h, n) in &r.health {
+            *self.health.entry(h.clone()).or_default() += n;
         }
         for v in &r.violations {
             *self.violations.entry(v.invariant).or_default() += 1;
@@ -417,6 +421,10 @@ impl Totals {
         s.push_str("outcomes:");
         for (o, n) in &self.outcomes {
             s.push_str(&format!(" {o}={n}"));
+        }
+        s.push_str("\nhealth changes:");
+        for (h, n) in &self.health {
+            s.push_str(&format!(" {h}={n}"));
         }
         s.push_str("\nviolations:");
         if self.violations.is_empty() {
@@ -521,6 +529,7 @@ fn multi_run(
     results.sort_by_key(|(s, _, _)| *s);
     let (mut sends, mut sim_ms, mut failed, mut fault_events) = (0usize, 0u64, 0u64, 0usize);
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
+    let mut health: BTreeMap<String, u64> = BTreeMap::new();
     let mut by_invariant: BTreeMap<String, u64> = BTreeMap::new();
     let mut profiles: BTreeMap<String, u64> = BTreeMap::new();
     for (seed, report, problems) in &results {
@@ -532,6 +541,9 @@ fn multi_run(
                 *profiles.entry(r.profile.to_string()).or_default() += 1;
                 for (o, n) in &r.outcomes {
                     *outcomes.entry(o.clone()).or_default() += n;
+                }
+                for (h, n) in &r.health {
+                    *health.entry(h.clone()).or_default() += n;
                 }
                 for v in &r.violations {
                     *by_invariant.entry(v.invariant.to_string()).or_default() += 1;
@@ -574,6 +586,7 @@ fn multi_run(
     );
     say!("fault profiles: {profiles:?}, {fault_events} fault events");
     say!("outcomes: {outcomes:?}");
+    say!("health changes: {health:?}");
     say!(
         "violations: {}",
         if by_invariant.is_empty() {

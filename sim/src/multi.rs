@@ -220,6 +220,8 @@ pub struct MultiReport {
     pub faults: Vec<String>,
     pub sends: usize,
     pub outcomes: BTreeMap<String, u64>,
+    /// Health changes reported, by the state they went to.
+    pub health: BTreeMap<String, u64>,
     pub violations: Vec<Violation>,
     pub trace_hash: u64,
     pub sim_ms: u64,
@@ -292,6 +294,7 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
             faults: Vec::new(),
             sends: 0,
             outcomes: BTreeMap::new(),
+            health: BTreeMap::new(),
             violations: vec![broken],
             trace_hash: 0,
             sim_ms: 0,
@@ -352,6 +355,12 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
         ticket_ttl_ms: 120_000,
         // The liar's flood of unsolicited replies reaches this within the run.
         inbox_cap_per_target: 64,
+        // Probed every few seconds, so members' health changes within a run.
+        health: fleet_core::health::HealthConfig {
+            interval_ms: 3_000,
+            stall_suspect_ms: 15_000,
+            ..fleet_core::health::HealthConfig::default()
+        },
         ..CoreConfig::default()
     };
     #[cfg(feature = "planted-bugs")]
@@ -537,6 +546,10 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
         quiet: profile == FaultProfile::None,
     });
     let outcomes = judge::outcomes(&ledger);
+    let mut health: BTreeMap<String, u64> = BTreeMap::new();
+    for (_, state, _, _) in logs.iter().flat_map(|l| &l.health) {
+        *health.entry(state.to_string()).or_default() += 1;
+    }
     let text = trace.text();
     Ok(MultiReport {
         seed,
@@ -544,6 +557,7 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
         faults: fault_log,
         sends: ledger.sends.len(),
         outcomes,
+        health,
         violations,
         trace_hash: crate::run::fnv1a(text.as_bytes()),
         sim_ms: u64::try_from(sim.elapsed().as_millis()).unwrap_or(u64::MAX),

@@ -3,9 +3,10 @@
 
 use crate::agent::Pane;
 use crate::world::Pending;
+use fleet_core::health::Health;
 use fleet_core::{
-    AskOutcome, CallId, Duration, Event, Instant, MsgId, Outcome, Output, Response, SessionId,
-    TicketId, TicketView,
+    AgentStatus, AskOutcome, CallId, Duration, Event, Instant, MsgId, Outcome, Output, Response,
+    SessionId, TicketId, TicketView,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -56,6 +57,8 @@ pub struct Oracle {
     pub outcomes: BTreeMap<Outcome, u64>,
     pub injections: u64,
     pub max_inbox_depth: usize,
+    /// Health changes reported, by the state they went to.
+    pub health_seen: BTreeMap<Health, u64>,
 }
 
 impl Oracle {
@@ -71,6 +74,7 @@ impl Oracle {
             outcomes: BTreeMap::new(),
             injections: 0,
             max_inbox_depth: 0,
+            health_seen: BTreeMap::new(),
         }
     }
 
@@ -140,6 +144,35 @@ impl Oracle {
             }
             Output::Event(Event::Enqueued { target, msg, .. }) => {
                 self.enqueued.entry(target.clone()).or_default().push(*msg);
+            }
+            Output::Event(Event::HealthChanged { target, to, .. }) => {
+                *self.health_seen.entry(*to).or_default() += 1;
+                let pane = panes.get(target).filter(|p| p.alive);
+                match (to, pane) {
+                    (Health::Gone, Some(_)) => self.violate(
+                        "I13",
+                        now,
+                        format!("{target} was reported GONE while its pane lives"),
+                    ),
+                    (Health::Working, None) => self.violate(
+                        "I13",
+                        now,
+                        format!("{target} was reported WORKING, and its pane is gone"),
+                    ),
+                    (Health::Working, Some(p))
+                        if !matches!(p.status, AgentStatus::Working | AgentStatus::Unknown) =>
+                    {
+                        self.violate(
+                            "I13",
+                            now,
+                            format!(
+                                "{target} was reported WORKING while herdr says {}",
+                                p.status
+                            ),
+                        )
+                    }
+                    _ => {}
+                }
             }
             Output::Event(Event::Nudged { lead, msg, .. }) => {
                 self.enqueued.entry(lead.clone()).or_default().push(*msg);

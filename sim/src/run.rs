@@ -41,6 +41,8 @@ pub struct RunReport {
     pub sends: u64,
     pub injections: u64,
     pub outcomes: BTreeMap<Outcome, u64>,
+    /// Health changes reported, by the state they went to.
+    pub health: BTreeMap<String, u64>,
     pub violations: Vec<Violation>,
     /// FNV-1a of the full trace: equal for equal seeds, byte for byte.
     pub trace_hash: u64,
@@ -88,6 +90,12 @@ pub fn sim_core_config() -> CoreConfig {
     CoreConfig {
         ask_timeout_ms: 60_000,
         nudge_interval_ms: 10_000,
+        // Probed every few seconds, so a run of a minute sees members' health change.
+        health: fleet_core::health::HealthConfig {
+            interval_ms: 3_000,
+            stall_suspect_ms: 15_000,
+            ..fleet_core::health::HealthConfig::default()
+        },
         ..CoreConfig::default()
     }
 }
@@ -103,6 +111,7 @@ pub fn run_seed(seed: u64, cfg: &RunConfig) -> RunReport {
         sends: 0,
         injections: 0,
         outcomes: BTreeMap::new(),
+        health: BTreeMap::new(),
         violations: vec![broken],
         trace_hash: 0,
         sim_ms: 0,
@@ -158,6 +167,12 @@ fn run_world(seed: u64, cfg: &RunConfig) -> RunReport {
         sends: world.gw.stats().sends_total,
         injections: world.oracle.injections,
         outcomes: world.oracle.outcomes.clone(),
+        health: world
+            .oracle
+            .health_seen
+            .iter()
+            .map(|(h, n)| (h.to_string(), *n))
+            .collect(),
         violations: world.oracle.violations.clone(),
         trace_hash: fnv1a(text.as_bytes()),
         sim_ms: world.now.as_millis(),

@@ -31,6 +31,8 @@ enum Action {
         target: SessionId,
         msg: fleet_core::MsgId,
     },
+    /// The driver's health probe: every target's status and the end of its screen, at once.
+    Probe(Vec<SessionId>),
     AgentStart(SessionId),
     AgentFinish(SessionId),
     AgentIdle(SessionId),
@@ -147,6 +149,9 @@ impl World {
         let id = SessionId::new(name);
         self.panes.insert(id.clone(), Pane::new(behaviour, false));
         self.workers.push(id.clone());
+        // A member of this host, ready at once: its health is watched.
+        self.feed(Input::MemberStarted { target: id.clone() });
+        self.feed(Input::MemberConnected { target: id.clone() });
         id
     }
 
@@ -295,8 +300,10 @@ impl World {
     }
 
     fn carry_out(&mut self, out: Output) {
-        let quiet = matches!(out, Output::PollStatus { .. } | Output::PollStatuses { .. })
-            && !self.trace_polls;
+        let quiet = matches!(
+            out,
+            Output::PollStatus { .. } | Output::PollStatuses { .. } | Output::ProbeHealth { .. }
+        ) && !self.trace_polls;
         if !quiet {
             self.log(out.to_string());
         }
@@ -320,6 +327,10 @@ impl World {
             Output::ReadPane { target, msg } => {
                 let d = self.latency();
                 self.schedule(d, Action::Read { target, msg });
+            }
+            Output::ProbeHealth { targets } => {
+                let d = self.latency();
+                self.schedule(d, Action::Probe(targets));
             }
             Output::Respond { call, response } => self.on_response(call, response),
             // The single-host world runs no federation: no broker output can occur.
@@ -346,6 +357,22 @@ impl World {
                     msg,
                     result,
                 });
+            }
+            Action::Probe(targets) => {
+                let probes = targets
+                    .into_iter()
+                    .map(|t| {
+                        let sampled = match self.panes.get(&t).filter(|p| p.alive) {
+                            Some(p) => fleet_core::Sampled::Status {
+                                status: p.status,
+                                screen: Some(p.read()),
+                            },
+                            None => fleet_core::Sampled::Gone,
+                        };
+                        (t, sampled)
+                    })
+                    .collect();
+                self.feed(Input::HealthProbed { probes });
             }
             Action::AgentStart(pane) => self.agent_start(pane),
             Action::AgentFinish(pane) => self.agent_finish(pane),
@@ -730,6 +757,7 @@ fn describe(r: &Request) -> String {
         Request::Ask { question, .. } => format!("ask {question:?}"),
         Request::Poll { ticket } => format!("poll ticket={ticket}"),
         Request::List => "list".into(),
+        Request::Profiles => "profiles".into(),
         Request::Peek { target } => format!("peek {target}"),
         Request::Ack { target, ids } => format!("ack {target} {} id(s)", ids.len()),
         Request::Drain { target } => format!("drain {target}"),

@@ -587,6 +587,9 @@ ready_timeout_ms = 10000
 kind = "command"
 argv = {argv}
 
+[health]
+interval_ms = 300
+
 [core]
 poll_interval_ms = 100
 "#,

@@ -128,6 +128,23 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
         (200, &json!(0), &row["host"]),
         "{st}"
     );
+    // Its health, from the slow probe: at rest, the same on REST and MCP, and counted.
+    let mut health = json!(null);
+    for _ in 0..50 {
+        health = rest.get(&format!("/sessions/{gid}/status")).await.1;
+        if health["view"]["health"] == "IDLE" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        (&health["view"]["health"], &health["view"]["health_reason"]),
+        (&json!("IDLE"), &json!("ready")),
+        "{health}"
+    );
+    let (ok, status) = lead.call("fleet_status", json!({"sessionId": gid})).await;
+    assert!(ok, "{status}");
+    assert_eq!(status["view"]["health"], "IDLE", "{status}");
     let nobody = "99999999-9999-4999-8999-999999999999";
     let (code, err) = rest.get(&format!("/sessions/{nobody}/status")).await;
     assert_eq!(
@@ -251,6 +268,34 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
         "{metrics}"
     );
     assert!(metrics.contains("fleet_replies_total 2"), "{metrics}");
+    // One member, in one of the fourteen states (which one moves with its turns). Gauges
+    // are read from the core at most once a second.
+    let health_rows = |metrics: &str| -> (usize, f64) {
+        let rows: Vec<f64> = metrics
+            .lines()
+            .filter(|l| l.starts_with("fleet_member_health{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+            .collect();
+        (rows.len(), rows.iter().sum())
+    };
+    let mut metrics = metrics;
+    for _ in 0..30 {
+        if health_rows(&metrics) == (14, 1.0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        metrics = reqwest::Client::new()
+            .get(format!("{}/metrics", fleetd.url))
+            .bearer_auth(LEAD_TOKEN)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .text()
+            .await
+            .unwrap_or_default();
+    }
+    assert_eq!(health_rows(&metrics), (14, 1.0), "{metrics}");
+    assert!(metrics.contains("fleet_mute_turns_total 0"), "{metrics}");
 
     // U6/U7: an architect delegates but may not spawn; each lead is nudged in its own pane
     // about its own items, and a reply that outlives the primary's send is held for it.
@@ -298,7 +343,12 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
             json!({"sessionId": gid, "message": "SLOW 6000: stranded", "timeoutMs": 3000}),
         )
         .await;
-    assert_eq!(t["outcome"], "TIMED_OUT_WORKING", "{t}");
+    assert_eq!(
+        t["outcome"],
+        "TIMED_OUT_WORKING",
+        "{t}\n{}",
+        fleetd.log_text()
+    );
     // The stranded reply is held for the primary, who is nudged in its own pane (a nudge
     // still queued when the reply is drained is dropped, so look before collecting).
     let mut nudged = false;

@@ -52,6 +52,9 @@ impl Gateway {
         caller: Principal,
         request: Request,
     ) {
+        if let Some(s) = &caller.session {
+            self.lead_active(now, s);
+        }
         let target = match &request {
             Request::Send { target, .. }
             | Request::Peek { target }
@@ -65,7 +68,10 @@ impl Gateway {
             Request::Poll { ticket } => self.tickets.get(ticket).map(|t| t.target.clone()),
             Request::Stop { target } => Some(target.clone()),
             Request::Coordinate { target, .. } => Some(target.clone()),
-            Request::Spawn { .. } | Request::Broadcast { .. } | Request::List => None,
+            Request::Spawn { .. }
+            | Request::Broadcast { .. }
+            | Request::List
+            | Request::Profiles => None,
         };
         let caller = self.as_its_role(caller);
         let action = request.action();
@@ -211,11 +217,28 @@ impl Gateway {
             }
             Request::Status { target } => match self.status_view(&target) {
                 Some(view) => self.respond(call, Response::Status { target, view }),
-                None => self.respond(call, Response::Error(CallError::NotFound { target })),
+                None => {
+                    let departed = self.departed(&target);
+                    self.respond(
+                        call,
+                        Response::Error(CallError::NotFound { target, departed }),
+                    )
+                }
             },
             Request::List => {
                 let rows = self.roster().into_iter().map(Into::into).collect();
                 self.respond(call, Response::Roster { rows });
+            }
+            Request::Profiles => {
+                let (strategy, default_profile, profiles) = self.placement_view();
+                self.respond(
+                    call,
+                    Response::Profiles {
+                        strategy,
+                        default_profile,
+                        profiles,
+                    },
+                );
             }
             Request::Spawn { host, spec } => {
                 self.on_spawn(now, call, caller.session.clone(), host, spec)

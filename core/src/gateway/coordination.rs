@@ -57,7 +57,15 @@ impl Gateway {
                 );
                 return self.invalid(call, &why);
             }
-            None => return self.respond(call, Response::Error(CallError::NotFound { target })),
+            None => {
+                return self.respond(
+                    call,
+                    Response::Error(CallError::NotFound {
+                        target,
+                        departed: None,
+                    }),
+                )
+            }
         }
         if !self.is_remote(&target) {
             let host = self.own_host().to_string();

@@ -22,6 +22,15 @@ pub(super) enum Announce {
     Later,
 }
 
+/// Another host's member while this gateway's broker link is down: whatever its presence
+/// said last, nobody here can tell now.
+fn link_down_health(mut r: RosterRow) -> RosterRow {
+    if r.kind == EntityKind::Member && r.liveness == Liveness::Unknown {
+        r.health = Some(crate::health::Health::ControlLinkDown);
+    }
+    r
+}
+
 /// Gateways first, by host; then entities, by gid.
 fn row_order(a: &RosterRow, b: &RosterRow) -> Ordering {
     let entity = |r: &RosterRow| r.kind != EntityKind::Gateway;
@@ -46,7 +55,12 @@ impl Gateway {
         rows.extend(self.served().map(|(gid, s)| self.local_row(&own, gid, s)));
         if let Some(f) = &self.fed {
             let theirs = f.roster.view(self.now, &own, f.broker_up);
-            rows.extend(theirs.into_iter().filter(|r| r.host != own));
+            rows.extend(
+                theirs
+                    .into_iter()
+                    .filter(|r| r.host != own)
+                    .map(link_down_health),
+            );
         }
         rows.sort_by(row_order);
         rows
@@ -85,7 +99,8 @@ impl Gateway {
         let row = f
             .roster
             .row(self.now, gid, f.broker_up)
-            .filter(|r| r.host != own)?;
+            .filter(|r| r.host != own)
+            .map(link_down_health)?;
         Some(StatusView {
             in_turn: row.busy,
             row: RosterEntry::from(row),
@@ -94,7 +109,7 @@ impl Gateway {
     }
 
     /// What this host serves, in either mode.
-    fn served(&self) -> impl Iterator<Item = (&SessionId, &Served)> {
+    pub(super) fn served(&self) -> impl Iterator<Item = (&SessionId, &Served)> {
         let fed = self.fed.as_ref().map(|f| f.local.iter());
         fed.into_iter().flatten().chain(self.solo.iter())
     }
@@ -120,6 +135,7 @@ impl Gateway {
             status: s.status.or(self.injector.view(gid).status),
             busy: self.sessions.state(gid) == Some(SessionState::Busy),
             card: self.cards.get(gid).cloned().unwrap_or_default(),
+            health: self.health.verdict(gid).map(|v| v.state),
         }
     }
 
@@ -129,8 +145,14 @@ impl Gateway {
             // A member not yet past its gate (spawning, or rebuilt and not reconnected).
             ready: s.kind != EntityKind::Member || (s.announced && self.injector.is_ready(gid)),
             status: Some(e.status.unwrap_or(AgentStatus::Unknown)),
+            health_reason: self.health.verdict(gid).map(|v| v.reason().to_string()),
             ..RosterRow::entity(gid.clone(), own.clone(), &e, Liveness::Live)
         }
+    }
+
+    /// What is known of a member that went from here lately (its tombstone).
+    pub(super) fn departed(&self, gid: &SessionId) -> Option<crate::health::Tombstone> {
+        self.health.tombstone(gid).cloned()
     }
 
     /// Remote: a federated gateway that does not serve `gid` itself. Same-host traffic never
@@ -143,6 +165,9 @@ impl Gateway {
 
     /// `gid` is served here now; its inbox is declared if the broker is up.
     pub(super) fn local_entity(&mut self, gid: &SessionId, kind: EntityKind, when: Announce) {
+        if kind == EntityKind::Member && self.served_here(gid).is_none() {
+            self.health.started(self.now, gid);
+        }
         if when == Announce::Now {
             // It joins the roster now (a member rebuilt after a restart: again, from now).
             let since = self.wall_now();

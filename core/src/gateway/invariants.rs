@@ -71,6 +71,13 @@ impl Gateway {
                 return Err(format!("{gid} has a roster card but is not served here"));
             }
         }
+        // Health is kept only for members served here: none outlives its member (it leaves
+        // a tombstone instead).
+        if let Some(gid) = self.health.watched().find(|g| !self.is_member_here(g)) {
+            return Err(format!(
+                "{gid} has a health record but is no member served here"
+            ));
+        }
         for (ticket, d) in self.delegations.iter() {
             // Each open delegation's deadline is armed — except a worker-side turn already
             // typed when its brief expired, which runs to its end (the sender owns the timeout).

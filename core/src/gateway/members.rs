@@ -29,6 +29,7 @@ impl Gateway {
         content: String,
     ) {
         self.stats.replies_total += 1;
+        self.health.replied(&session);
         let resolved = self
             .turns
             .get(&session)

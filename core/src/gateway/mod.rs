@@ -22,9 +22,12 @@ mod delegation;
 mod endings;
 mod entities;
 mod federation;
+mod health;
+mod heartbeat;
 #[cfg(any(debug_assertions, feature = "invariants"))]
 mod invariants;
 mod members;
+mod placement;
 mod rebuild;
 mod sessions;
 mod spawn;
@@ -35,6 +38,7 @@ mod turns;
 use delegation::{Delegations, Tickets};
 use federation::Fed;
 pub use federation::Federation;
+pub use heartbeat::HeartbeatConfig;
 use spawn::Spawns;
 use stop::Stops;
 pub use timers::TimerKind;
@@ -48,6 +52,8 @@ pub struct Stats {
     pub auth_failures_total: u64,
     pub injections_total: u64,
     pub spawns_total: u64,
+    /// Heartbeat reminders typed into quiet leads' panes (CB-551).
+    pub heartbeat_nudges_total: u64,
 }
 
 /// The single-host delivery core.
@@ -110,6 +116,13 @@ pub struct Gateway {
     stops: Stops,
     /// Members listed at start, until adopted, closed or undecided.
     adoption: Adoption,
+    /// Each member's health, and the members that went (`health`).
+    health: crate::health::Monitor,
+    health_armed: bool,
+    /// Which profile a spawn that names none starts; credentials cooling down.
+    placement: crate::placement::Placement,
+    /// Each lead with a heartbeat: when it last called, reminders since.
+    beats: BTreeMap<SessionId, heartbeat::Beat>,
     /// Calls asked and not yet answered, while invariants are checked: a call answered twice
     /// or answered without being asked is caught at the step it happens.
     #[cfg(any(debug_assertions, feature = "invariants"))]
@@ -132,7 +145,9 @@ impl Gateway {
             post_turn_settle: Duration::from_millis(cfg.post_turn_settle_ms),
             io_timeout: Duration::from_millis(cfg.io_timeout_ms),
         };
-        Ok(Gateway {
+        let health = crate::health::Monitor::new(&cfg.health, compiled.fatal.clone());
+        let placement = crate::placement::Placement::new(cfg.placement.clone());
+        let mut gw = Gateway {
             inbox: ReplyInbox::new(cfg.inbox_cap_per_target, cfg.held_bytes_per_target),
             push: Push::new(
                 cfg.nudge_max_reminders,
@@ -165,11 +180,17 @@ impl Gateway {
             spawns: Spawns::default(),
             stops: Stops::default(),
             adoption: Adoption::default(),
+            health,
+            health_armed: false,
+            placement,
+            beats: BTreeMap::new(),
             #[cfg(any(debug_assertions, feature = "invariants"))]
             open_calls: invariants::OpenCalls::default(),
             #[cfg(any(debug_assertions, feature = "invariants"))]
             reply_path_read: None,
-        })
+        };
+        gw.arm_heartbeats(now);
+        Ok(gw)
     }
 
     /// Names a single-host gateway's host (roster rows, spawn answers). A federated gateway's
@@ -276,7 +297,7 @@ impl Gateway {
                         Sampled::Status { status, screen } => {
                             self.on_sample(now, &target, status, screen.as_deref())
                         }
-                        Sampled::Gone => self.on_pane_gone(now, &target),
+                        Sampled::Gone | Sampled::Ended { .. } => self.on_pane_gone(now, &target),
                     }
                 }
             }
@@ -317,6 +338,7 @@ impl Gateway {
             Input::Shutdown => self.abandon_all(now),
             Input::Tick => self.on_tick(now),
             Input::ReplayRecord { entries } => self.restore_replay_record(&entries),
+            Input::HealthProbed { probes } => self.on_health_probed(now, probes),
         }
         self.settle(now);
         #[cfg(any(debug_assertions, feature = "invariants"))]
@@ -369,6 +391,7 @@ impl Gateway {
         if self.next_poll.is_none() && (self.injector.has_active() || self.adoption.any()) {
             self.next_poll = Some(now + self.cfg.poll_interval());
         }
+        self.arm_health(now);
     }
 
     fn respond(&mut self, call: CallId, response: Response) {

@@ -75,6 +75,13 @@ impl Spawns {
     pub(super) fn is_reserved(&self, gid: &SessionId) -> bool {
         self.reserved.contains_key(gid)
     }
+
+    /// Each reserved spawn's gid and profile.
+    pub(super) fn reserved_profiles(&self) -> impl Iterator<Item = (&SessionId, Option<&str>)> {
+        self.reserved
+            .iter()
+            .map(|(g, r)| (g, r.card.profile.as_deref()))
+    }
 }
 
 impl Gateway {
@@ -98,7 +105,27 @@ impl Gateway {
         spec: SpawnSpec,
     ) {
         let own = self.own_host();
-        let host = host.unwrap_or_else(|| own.clone());
+        let host = match host {
+            Some(h) if h.as_str() == super::placement::ANY_HOST => {
+                match self.place_host(&spec.profile) {
+                    Some(h) => h,
+                    None => {
+                        let reason = if spec.profile.is_empty() {
+                            "host \"any\": no live host offers a profile".to_string()
+                        } else {
+                            format!(
+                                "host \"any\": no live host offers profile {:?}",
+                                spec.profile
+                            )
+                        };
+                        return self
+                            .respond(call, Response::Error(CallError::SpawnFailed { reason }));
+                    }
+                }
+            }
+            Some(h) => h,
+            None => own.clone(),
+        };
         if let Some(why) = spec.invalid(host != own) {
             return self.invalid(call, &why);
         }
@@ -115,7 +142,7 @@ impl Gateway {
         if !self.broker_is_up() {
             return self.respond(call, Response::Error(CallError::BrokerUnavailable));
         }
-        if let Some(offered) = self.profiles_of(&host) {
+        if let Some(offered) = self.profiles_of(&host).filter(|_| !spec.profile.is_empty()) {
             if !offered.contains(&spec.profile) {
                 return self.respond(
                     call,
@@ -180,6 +207,16 @@ impl Gateway {
             }
             return;
         }
+        let mut spec = spec;
+        if spec.profile.is_empty() {
+            match self.choose_profile() {
+                Ok(p) => spec.profile = p,
+                Err(no) => {
+                    let reason = format!("placement on host {}: {no}", self.own_host());
+                    return self.spawn_done(&gid, reply, Err(reason));
+                }
+            }
+        }
         if !self.cfg.profiles.contains(&spec.profile) {
             let reason = format!(
                 "host {} has no profile {:?} (it offers: {:?})",
@@ -243,7 +280,9 @@ impl Gateway {
             }
             Err(reason) => {
                 if let Some(r) = self.spawns.reserved.remove(&gid) {
-                    self.spawn_done(&gid, r.reply, Err(format!("the launcher failed: {reason}")));
+                    let why = format!("the launcher failed: {reason}");
+                    self.health_failing(&gid, &why);
+                    self.spawn_done(&gid, r.reply, Err(why));
                 }
             }
         }
@@ -350,6 +389,7 @@ impl Gateway {
                     "the member did not become ready within {} ms; its pane is reaped",
                     self.cfg.spawn_ready_timeout_ms
                 );
+                self.health_failing(&gid, &why);
                 self.spawn_done(&gid, r.reply, Err(why));
             }
         }

@@ -97,7 +97,7 @@ impl Stops {
         self.stopped.insert(gid, now);
     }
 
-    fn stopped_lately(&self, now: Instant, gid: &SessionId) -> bool {
+    pub(super) fn stopped_lately(&self, now: Instant, gid: &SessionId) -> bool {
         self.stopped
             .get(gid)
             .is_some_and(|at| *at + REMEMBER_STOPPED > now)
@@ -144,7 +144,13 @@ impl Gateway {
                 .filter(|r| &r.host != f.host())
         });
         let Some(row) = row else {
-            return self.respond(call, Response::Error(CallError::NotFound { target }));
+            return self.respond(
+                call,
+                Response::Error(CallError::NotFound {
+                    target,
+                    departed: None,
+                }),
+            );
         };
         if row.kind != EntityKind::Member {
             return self.not_a_member(call, &target, row.kind);
@@ -339,7 +345,10 @@ impl Gateway {
         self.stops.publishes.retain(|_, m| *m != re);
         let refusal = Refusal::parse(body);
         let err = match refusal.code {
-            RefusalCode::NotFound => CallError::NotFound { target: w.target },
+            RefusalCode::NotFound => CallError::NotFound {
+                target: w.target,
+                departed: None,
+            },
             RefusalCode::NotAllowed => CallError::NotAllowed {
                 host: w.host,
                 reason: refusal.reason,

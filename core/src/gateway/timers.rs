@@ -38,6 +38,10 @@ pub enum TimerKind {
     Reap,
     /// A member listed at start reaches its adoption bound.
     Adoption(SessionId),
+    /// The health round: probe every member served here.
+    Health,
+    /// A lead's heartbeat (CB-551) is due.
+    Heartbeat(SessionId),
 }
 
 impl Gateway {
@@ -69,6 +73,8 @@ impl Gateway {
                 TimerKind::Stop(msg) => self.on_stop_timer(now, msg),
                 TimerKind::Reap => self.on_reap(now),
                 TimerKind::Adoption(gid) => self.on_adoption_due(now, gid),
+                TimerKind::Health => self.on_health_tick(now),
+                TimerKind::Heartbeat(lead) => self.on_heartbeat(now, lead),
                 TimerKind::StatusPoll | TimerKind::Injector => {}
             }
         }

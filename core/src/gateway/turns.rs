@@ -34,6 +34,9 @@ impl Gateway {
                         missed_fast_turn,
                     });
                     self.session_to(&target, &[SessionState::Busy], SessionState::Done);
+                    if self.is_member_here(&target) {
+                        self.health.turn_ended(&target, missed_fast_turn);
+                    }
                     // A missed fast turn is inferred, not seen (Figure 6 takes it straight back to
                     // Quiescent): its waiter stays open for a reply or the timeout.
                     let captured = self
@@ -47,12 +50,16 @@ impl Gateway {
                 }
                 InjectorEvent::TurnFailed { target, msg, cause } => {
                     let why = cause.to_string();
+                    let stalled = cause == Cause::Stalled;
                     self.event(Event::TurnFailed {
                         target: target.clone(),
                         msg,
                         cause,
                     });
                     self.session_to(&target, &[SessionState::Busy], SessionState::Failed);
+                    if stalled && self.is_member_here(&target) {
+                        self.health.turn_ended(&target, true);
+                    }
                     if let Some(r) = self.rendezvous.resolve(&target, msg, Kind::Failed) {
                         self.finish(now, r.ticket, Outcome::WorkerFailed, Some(why), None);
                     }
@@ -175,6 +182,7 @@ impl Gateway {
                 msg,
             }),
             Verdict::Exhausted { matched } => {
+                self.backend_exhausted(target);
                 if let Some(r) = self.rendezvous.resolve(target, msg, Kind::BackendExhausted) {
                     self.finish(
                         now,
@@ -187,6 +195,8 @@ impl Gateway {
             }
             Verdict::Completed { text } => {
                 if let Some(r) = self.rendezvous.resolve(target, msg, Kind::Completion) {
+                    let member = self.is_member_here(target);
+                    self.health.mute_turn(target, member);
                     self.finish(now, r.ticket, Outcome::CompletedUnreplied, Some(text), None);
                 }
             }
@@ -195,6 +205,7 @@ impl Gateway {
 
     /// The pane closed or its process exited: everything open on it ends WORKER_FAILED.
     pub(super) fn on_pane_gone(&mut self, now: Instant, target: &SessionId) {
+        self.health_went(now, target, None);
         self.spawn_pane_gone(target);
         self.adoption.settled(target);
         self.injector.abort_target(target, Cause::PaneGone);

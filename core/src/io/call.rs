@@ -61,6 +61,9 @@ pub enum Request {
     },
     /// `fleet_list`: the fleet-wide roster as this gateway sees it (U5).
     List,
+    /// `fleet_profiles`: this host's placement — its strategy, each profile's load and
+    /// credential cooldown.
+    Profiles,
     /// `fleet_send{coordId}`: a note for a peer lead, typed into its pane when it is ready —
     /// coordination, never a task: nothing waits on it.
     Coordinate { target: SessionId, content: String },
@@ -93,7 +96,7 @@ impl Request {
             Request::Reply { .. } => Action::Reply,
             Request::Ask { .. } => Action::Ask,
             Request::Peek { .. } | Request::Ack { .. } | Request::Drain { .. } => Action::Drain,
-            Request::Status { .. } | Request::List => Action::Read,
+            Request::Status { .. } | Request::List | Request::Profiles => Action::Read,
             Request::Spawn { .. } => Action::Spawn,
             Request::Stop { .. } => Action::Stop,
             Request::Broadcast { .. } | Request::Coordinate { .. } => Action::Send,
@@ -142,6 +145,13 @@ pub enum Response {
     /// `fleet_list`: the union view, one row per entity (and one per host's gateway).
     Roster {
         rows: Vec<RosterEntry>,
+    },
+    /// This host's placement.
+    Profiles {
+        strategy: crate::placement::Strategy,
+        /// The profile `fixed` starts, if there is one.
+        default_profile: Option<String>,
+        profiles: Vec<crate::placement::ProfileView>,
     },
     /// The member's pane is being closed; its open delegations ended.
     Stopped {
@@ -229,6 +239,15 @@ pub struct RosterEntry {
     /// The profiles a host's gateway offers (its `_gateway` row only).
     pub profiles: Vec<String>,
     pub liveness: Liveness,
+    /// A member's health (`docs/operations.md` lists the states): as its gateway last
+    /// classified it, or CONTROL_LINK_DOWN for another host's member while this gateway's
+    /// broker link is down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<crate::health::Health>,
+    /// Why, for a member served by the gateway answering (bounded, control characters
+    /// stripped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_reason: Option<String>,
 }
 
 impl From<RosterRow> for RosterEntry {
@@ -250,6 +269,8 @@ impl From<RosterRow> for RosterEntry {
             charter: r.card.charter,
             profiles: r.profiles,
             liveness: r.liveness,
+            health: r.health,
+            health_reason: r.health_reason,
         }
     }
 }
@@ -296,7 +317,12 @@ pub enum CallError {
     #[error("the spawn failed: {reason}")]
     SpawnFailed { reason: String },
     #[error("{target} is not in the roster: no host serves it now")]
-    NotFound { target: SessionId },
+    NotFound {
+        target: SessionId,
+        /// A member that went from the gateway answering lately: GONE or NEVER_READY, and why.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        departed: Option<crate::health::Tombstone>,
+    },
     #[error("host {host} refused: {reason}")]
     NotAllowed { host: HostId, reason: String },
     #[error("{target} is no longer served here: its pane is gone (stopped or closed), and nothing it says now is delivered")]
@@ -407,6 +433,11 @@ impl fmt::Display for Response {
                 }
             }
             Response::Spawned { gid, host } => write!(f, "spawned {gid} on {host}"),
+            Response::Profiles {
+                strategy, profiles, ..
+            } => {
+                write!(f, "profiles {} x{}", strategy.as_str(), profiles.len())
+            }
             Response::Roster { rows } => {
                 write!(f, "roster [")?;
                 for (i, r) in rows.iter().enumerate() {

@@ -190,6 +190,27 @@ pub enum Event {
     /// A member served here is being stopped (its pane closed), and why: by its own lead, or
     /// by a STOP naming the lead and host that asked.
     Stopping { gid: SessionId, why: String },
+    /// A quiet lead with work outstanding was reminded (CB-551).
+    Heartbeat {
+        lead: SessionId,
+        msg: MsgId,
+        open: usize,
+        waiting: usize,
+    },
+    /// A member's backend refused on a usage limit: its credential is skipped by placement
+    /// until then (Unix ms).
+    Quarantined {
+        credential: String,
+        profile: String,
+        until_unix_ms: u64,
+    },
+    /// A member's health changed (a log line for operators, never an audit record).
+    HealthChanged {
+        target: SessionId,
+        from: Option<crate::health::Health>,
+        to: crate::health::Health,
+        reason: String,
+    },
     /// Another host's gateway announced a later start: it restarted and lost its soft state.
     PeerRestarted { host: HostId },
     /// A report to another host could not be published (broker down, no inbox any more).
@@ -240,6 +261,9 @@ impl Event {
             Event::RosterExpired { .. } => "roster_expired",
             Event::RosterLeft { .. } => "roster_left",
             Event::Stopping { .. } => "stopping",
+            Event::HealthChanged { .. } => "health_changed",
+            Event::Quarantined { .. } => "quarantined",
+            Event::Heartbeat { .. } => "heartbeat",
             Event::PeerRestarted { .. } => "peer_restarted",
             Event::Undelivered { .. } => "undelivered",
             Event::BrokerDropped { .. } => "broker_dropped",
@@ -324,6 +348,32 @@ impl fmt::Display for Event {
             Event::RosterExpired { gid } => write!(f, "roster_expired {gid}"),
             Event::RosterLeft { gid } => write!(f, "roster_left {gid}"),
             Event::Stopping { gid, why } => write!(f, "stopping {gid} ({why})"),
+            Event::Heartbeat {
+                lead,
+                msg,
+                open,
+                waiting,
+            } => write!(
+                f,
+                "heartbeat {lead} msg={msg}: {open} open, {waiting} waiting"
+            ),
+            Event::Quarantined {
+                credential,
+                profile,
+                until_unix_ms,
+            } => write!(
+                f,
+                "quarantined credential {credential} (profile {profile}) until {until_unix_ms}"
+            ),
+            Event::HealthChanged {
+                target,
+                from,
+                to,
+                reason,
+            } => match from {
+                Some(from) => write!(f, "health {target} {from} -> {to} ({reason})"),
+                None => write!(f, "health {target} {to} ({reason})"),
+            },
             Event::PeerRestarted { host } => write!(f, "peer_restarted {host}"),
             Event::Undelivered { kind, to, why } => write!(f, "undelivered {kind} to {to}: {why}"),
             Event::ReplayRecordRestored { entries, expired } => {

@@ -80,6 +80,9 @@ pub enum Input {
     Shutdown,
     /// `poll_timeout` was reached.
     Tick,
+    /// The answer to `Output::ProbeHealth`: each member herdr answered for, with the end of its
+    /// screen attached whenever it could be read (a member it did not answer for is left out).
+    HealthProbed { probes: Vec<(SessionId, Sampled)> },
     /// The replay record kept from before this process started (`Output::Remember`): fed
     /// once, before the broker comes up, so no brief admitted before a restart is admitted
     /// again within its expiry.
@@ -112,6 +115,7 @@ impl Input {
             Input::Shutdown => "shutdown",
             Input::Tick => "tick",
             Input::ReplayRecord { .. } => "replay_record",
+            Input::HealthProbed { .. } => "health_probed",
         }
     }
 }
@@ -137,6 +141,9 @@ pub enum Sampled {
     },
     /// No pane carries its label any more (as `PaneGone`).
     Gone,
+    /// Its program ended, and why (its exit status and last screen lines): its pane is gone
+    /// or going. Only the health probe says this; a spawn still in its gate fails with it.
+    Ended { why: String },
 }
 
 /// Why herdr could not do what an output asked of a pane. The core acts on the difference:
@@ -223,6 +230,10 @@ pub enum Output {
     },
     /// Close a member's pane (a spawn that never became ready is reaped).
     ClosePane { gid: SessionId },
+    /// The health round: sample every one of `targets` (one listing of herdr's panes) and
+    /// read the end of each one's screen (bounded); answer with `Input::HealthProbed`.
+    /// Nothing here is judged by the injector: it keeps its own samples.
+    ProbeHealth { targets: Vec<SessionId> },
 }
 
 impl fmt::Display for Output {
@@ -262,6 +273,9 @@ impl fmt::Display for Output {
                 }
             }
             Output::ClosePane { gid } => write!(f, "close_pane {gid}"),
+            Output::ProbeHealth { targets } => {
+                write!(f, "probe_health {} member(s)", targets.len())
+            }
         }
     }
 }

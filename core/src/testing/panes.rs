@@ -117,6 +117,21 @@ impl ScriptedPanes {
                     .map(|p| p.screen.clone())
                     .ok_or(PaneError::NotFound),
             }),
+            Output::ProbeHealth { targets } => Some(Input::HealthProbed {
+                probes: targets
+                    .iter()
+                    .map(|t| {
+                        let sampled = match self.panes.get(t) {
+                            Some(p) => Sampled::Status {
+                                status: p.status,
+                                screen: Some(p.screen.clone()),
+                            },
+                            None => Sampled::Gone,
+                        };
+                        (t.clone(), sampled)
+                    })
+                    .collect(),
+            }),
             Output::ClosePane { gid } => {
                 self.panes.remove(gid);
                 Some(Input::PaneGone {

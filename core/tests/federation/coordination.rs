@@ -91,6 +91,9 @@ fn coordination_goes_to_leads_only() {
     let c = f.call(0, lead, coordinate(&nobody, "hello?"));
     assert_eq!(
         f.response(0, c),
-        Some(&Response::Error(CallError::NotFound { target: nobody }))
+        Some(&Response::Error(CallError::NotFound {
+            target: nobody,
+            departed: None
+        }))
     );
 }

@@ -219,7 +219,10 @@ fn fleet_status_reads_the_roster_for_any_host_and_refuses_an_unknown_gid() {
     );
     assert_eq!(
         f.response(0, c),
-        Some(&Response::Error(CallError::NotFound { target: nobody }))
+        Some(&Response::Error(CallError::NotFound {
+            target: nobody,
+            departed: None
+        }))
     );
 }
 
@@ -245,4 +248,49 @@ fn a_burst_of_changes_is_one_signed_batch() {
             Some(AgentStatus::Blocked)
         );
     }
+}
+
+/// `host: "any"` places a spawn on the live host with the fewest members in the roster that
+/// offers the profile (ties by host name); with no profile, that host's placement chooses one.
+#[test]
+fn a_spawn_on_any_host_lands_where_the_roster_shows_the_fewest_members() {
+    let mut f = Fleet::new(3);
+    let lead = f.lead(0, LEAD);
+    f.member(0, "m-a1");
+    f.member(0, "m-a2");
+    f.member(1, "m-b1");
+    f.advance(Duration::from_secs(6));
+    let any = |profile: &str| Request::Spawn {
+        host: Some(fleet_core::HostId::new("any")),
+        spec: fleet_core::SpawnSpec {
+            profile: profile.into(),
+            ..Default::default()
+        },
+    };
+    let c = f.call(0, lead.clone(), any(""));
+    f.settle();
+    let (gid, host) = spawned(f.response(0, c)).expect("spawned");
+    assert_eq!(host, host_name(2).to_string(), "the empty host");
+    let r = row(&f, 0, &gid).expect("listed");
+    assert_eq!(
+        r.card.profile.as_deref(),
+        Some("claude"),
+        "its placement chose"
+    );
+    f.advance(Duration::from_secs(6));
+    // b and c now hold one each: the tie goes to b.
+    let c = f.call(0, lead.clone(), any("claude"));
+    f.settle();
+    assert_eq!(
+        spawned(f.response(0, c)).map(|(_, h)| h),
+        Some(host_name(1).to_string())
+    );
+    let c = f.call(0, lead, any("gpt"));
+    f.settle();
+    assert!(
+        matches!(f.response(0, c), Some(Response::Error(CallError::SpawnFailed { reason }))
+            if reason.contains("no live host offers profile \"gpt\"")),
+        "{:?}",
+        f.response(0, c)
+    );
 }

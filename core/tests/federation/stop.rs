@@ -181,7 +181,10 @@ fn stopping_what_no_host_serves_is_not_found() {
     let s = f.call(0, lead.clone(), stop(&nobody));
     assert_eq!(
         f.response(0, s),
-        Some(&Response::Error(CallError::NotFound { target: nobody }))
+        Some(&Response::Error(CallError::NotFound {
+            target: nobody,
+            departed: None
+        }))
     );
     assert_eq!(published(&f, 0, Kind::Stop), 0, "nobody was asked");
 

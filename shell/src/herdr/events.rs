@@ -252,6 +252,9 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
                                 Err(_) => continue,
                                 Ok(_) => {}
                             }
+                            if !ended_first(&client, &handle, gid).await {
+                                return;
+                            }
                             client.forget(gid);
                             (pane_id.clone(), Input::PaneGone { target: gid.clone() })
                         }
@@ -266,14 +269,8 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
                     // saying how (a claude-code or opencode member's gate is its first call,
                     // which will never come); one past its gate is found gone by the poll.
                     for (gid, _) in &members {
-                        if let Some(why) = client.exited(gid).await {
-                            let failed = Input::Spawned {
-                                gid: gid.clone(),
-                                result: Err(format!("the member ended before it was ready: {why}")),
-                            };
-                            if handle.tell(failed).await.is_err() {
-                                return;
-                            }
+                        if !ended_first(&client, &handle, gid).await {
+                            return;
                         }
                     }
                     match client.member_panes().await {
@@ -284,6 +281,9 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
                             for (gid, _) in &members {
                                 if now.iter().any(|(g, _)| g == gid) {
                                     continue;
+                                }
+                                if !ended_first(&client, &handle, gid).await {
+                                    return;
                                 }
                                 client.forget(gid);
                                 let gone = Input::PaneGone { target: gid.clone() };
@@ -301,4 +301,18 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
             }
         }
     }
+}
+
+/// Before a member is reported gone: if its program ended (whichever path read its record
+/// first), its spawn — still in its readiness gate, or the core ignores it — fails saying
+/// how. False when the driver is gone.
+async fn ended_first(client: &HerdrClient, handle: &Handle, gid: &SessionId) -> bool {
+    let Some(why) = client.exited(gid).await else {
+        return true;
+    };
+    let failed = Input::Spawned {
+        gid: gid.clone(),
+        result: Err(format!("the member ended before it was ready: {why}")),
+    };
+    handle.tell(failed).await.is_ok()
 }

@@ -6,6 +6,7 @@
 pub mod api;
 pub mod events;
 pub mod launch;
+pub mod lead_launch;
 pub mod member_socket;
 pub mod rebuild;
 pub mod rpc;
@@ -112,7 +113,14 @@ pub struct HerdrClient {
     receipts: Rc<RefCell<BTreeMap<SessionId, CharterReceipt>>>,
     /// Each member's filtered herdr socket, served while its pane lives.
     sockets: Rc<RefCell<BTreeMap<SessionId, member_socket::Served>>>,
+    /// Why each member whose program ended did (taken from its launch script's record, which
+    /// can be read once): whichever path finds it first — a poll, the health probe, the
+    /// events watcher — the others still learn why, until its pane is forgotten.
+    ended: Rc<RefCell<BTreeMap<SessionId, String>>>,
 }
+
+/// Exit reports kept for members whose panes were not forgotten yet.
+const ENDED_KEPT: usize = 1_024;
 
 fn port_error(e: RpcError) -> HerdrError {
     match e.code() {
@@ -134,6 +142,7 @@ impl HerdrClient {
             cfg: Rc::new(cfg),
             panes: Rc::default(),
             receipts: Rc::default(),
+            ended: Rc::default(),
             sockets: Rc::default(),
         }
     }
@@ -175,6 +184,9 @@ impl HerdrClient {
     /// Whether member `gid`'s program has ended, and how; logged once (the record is taken,
     /// so its pane closes).
     pub async fn exited(&self, gid: &SessionId) -> Option<String> {
+        if let Some(why) = self.ended.borrow().get(gid) {
+            return Some(why.clone());
+        }
         let recorded = self
             .cfg
             .launch
@@ -188,13 +200,41 @@ impl HerdrClient {
             .await
             .unwrap_or_else(|| "its program exited".into());
         tracing::warn!(%gid, "a member's program ended: {why}");
+        let mut ended = self.ended.borrow_mut();
+        // Bounded: an entry is dropped when its pane is forgotten; a herdr that never says
+        // so cannot grow this past a fleet's worth.
+        if ended.len() >= ENDED_KEPT {
+            ended.pop_first();
+        }
+        ended.insert(gid.clone(), why.clone());
         Some(why)
+    }
+
+    /// A configured lead's pane carries `pane.label`, or is started now from `pane` on the
+    /// leads' herdr: `Some(pane id)` when it was started.
+    pub async fn ensure_lead(&self, pane: &NewPane) -> Result<Option<String>, RpcError> {
+        let listed = self.leads.pane_list().await?;
+        if listed
+            .iter()
+            .any(|p| p.label.as_deref() == Some(pane.label.as_str()))
+        {
+            return Ok(None);
+        }
+        let mut placed = self.leads.layout_apply(pane).await;
+        if matches!(&placed, Err(e) if e.code() == Some("workspace_not_found")) {
+            placed = match self.leads.workspace_create("leads").await {
+                Ok(_) => self.leads.layout_apply(pane).await,
+                Err(e) => Err(e),
+            };
+        }
+        placed.map(Some)
     }
 
     pub fn forget(&self, gid: &SessionId) {
         self.panes.borrow_mut().remove(gid);
         self.receipts.borrow_mut().remove(gid);
         self.sockets.borrow_mut().remove(gid);
+        self.ended.borrow_mut().remove(gid);
         forget_files(&self.cfg.launch, gid);
     }
 
@@ -504,6 +544,12 @@ impl HerdrPort for HerdrClient {
             }
             Ok(out)
         })
+    }
+
+    fn ended(&self, target: &SessionId) -> PortFuture<Option<String>> {
+        // Looked up when awaited: the sample that finds the pane gone records why first.
+        let (ended, gid) = (self.ended.clone(), target.clone());
+        Box::pin(async move { ended.borrow().get(&gid).cloned() })
     }
 
     fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>> {

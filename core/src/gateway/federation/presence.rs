@@ -200,6 +200,7 @@ impl Gateway {
                         status: l.status,
                         busy: l.busy,
                         card: l.card,
+                        health: l.health,
                     };
                     self.publish_delta(&l.gid, Some(e));
                 }
@@ -248,6 +249,11 @@ impl Gateway {
             return;
         };
         served.status = Some(status);
+        self.announce_change(gid);
+    }
+
+    /// A member's health changed: its presence says so soon.
+    pub(in crate::gateway) fn health_changed(&mut self, gid: &SessionId) {
         self.announce_change(gid);
     }
 
