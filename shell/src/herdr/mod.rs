@@ -6,6 +6,7 @@
 pub mod api;
 pub mod events;
 pub mod launch;
+#[cfg(feature = "daemon")]
 pub mod lead_launch;
 pub mod member_socket;
 pub mod rebuild;
