@@ -50,6 +50,20 @@ impl Panes {
         }
     }
 
+    /// The double, whatever `HERDR_BIN` says: for scenarios whose members are played from
+    /// outside (`play_members`). A real herdr weighs a state reported from outside against
+    /// what it sees of the pane's own program, and may call a pane idle the player just
+    /// called working — seen here as a 6 s brief ending after 0.3 s, in 1 run of 6 without
+    /// the health probe and more often with it. The real herdr's own scenarios use members
+    /// that report themselves (the README quickstart, `contained`, `failed_start`).
+    pub async fn start_double(dir: &Path) -> Panes {
+        Panes::Double(Arc::new(
+            HerdrDouble::start(dir)
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+        ))
+    }
+
     pub fn is_real(&self) -> bool {
         matches!(self, Panes::Real(_))
     }

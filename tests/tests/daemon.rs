@@ -31,7 +31,8 @@ fn member_key(dir: &Dir, seed: u8) -> [u8; 32] {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
     let dir = Dir::new("single");
-    let herdr = Panes::start(&dir.0).await;
+    // Its members are played from outside: the double, always (`Panes::start_double`).
+    let herdr = Panes::start_double(&dir.0).await;
     let port = free_port();
     let mkey = member_key(&dir, 3);
     let lead_pane = herdr.add_lead_pane("lead").await;
