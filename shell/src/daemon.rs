@@ -483,17 +483,25 @@ pub async fn run(
     let hc = herdr_config(&cfg, &state, mkey)?;
     let client = HerdrClient::new(hc.clone());
     match client.api().ping().await {
-        Ok(p) if p.protocol != herdr::PROTOCOL => {
-            return Err(DaemonError::Herdr(format!(
-                "herdr at {} speaks protocol {} (herdr {}); fleetd speaks {}",
-                hc.socket.display(),
-                p.protocol,
-                p.version,
-                herdr::PROTOCOL
-            )))
+        Ok(p) if herdr::api::Support::of(p.protocol) == Some(herdr::api::Support::Newer) => {
+            tracing::warn!(
+                socket = %hc.socket.display(),
+                version = %p.version,
+                protocol = p.protocol,
+                tested = ?herdr::api::PROTOCOLS_TESTED,
+                "herdr speaks a protocol NEWER than fleetd was tested with: fleetd runs, and a method \
+                 herdr no longer knows fails on its own call with a clear error; /healthz says so"
+            )
         }
         Ok(p) => {
             tracing::info!(socket = %hc.socket.display(), version = %p.version, "herdr answers")
+        }
+        Err(e @ herdr::RpcError::Protocol { .. }) => {
+            return Err(DaemonError::Herdr(format!(
+                "{e} (at {}; fleetd is tested with protocols {:?})",
+                hc.socket.display(),
+                herdr::api::PROTOCOLS_TESTED
+            )))
         }
         Err(e) => {
             tracing::warn!(socket = %hc.socket.display(), error = %e, "herdr does not answer yet; panes are retried as calls need them")

@@ -288,7 +288,14 @@ impl App {
                     Ok(p) => (
                         true,
                         Some(p.protocol),
-                        json!({ "socket": path, "ok": true, "version": p.version, "protocol": p.protocol }),
+                        json!({
+                            "socket": path,
+                            "ok": true,
+                            "version": p.version,
+                            "protocol": p.protocol,
+                            "protocolSupport": crate::herdr::api::Support::of(p.protocol)
+                                .map(|s| s.as_str()),
+                        }),
                     ),
                     Err(e) => (
                         false,
@@ -303,8 +310,12 @@ impl App {
         ok &= lok && mok;
         protocols.extend(lproto);
         protocols.extend(mproto);
-        let mismatch =
-            protocols.len() > 1 || protocols.iter().any(|p| *p != crate::herdr::PROTOCOL);
+        // The two herdrs disagree, or one speaks a protocol older than tested (a newer one is
+        // used, and said so per herdr as `protocolSupport`).
+        let mismatch = protocols.len() > 1
+            || protocols
+                .iter()
+                .any(|p| crate::herdr::api::Support::of(*p).is_none());
         ok &= !mismatch;
         (
             ok,
@@ -317,6 +328,10 @@ impl App {
                 "memberHerdr": members,
                 "protocolMismatch": mismatch,
                 "expectedProtocol": crate::herdr::PROTOCOL,
+                "testedProtocols": [
+                    crate::herdr::api::PROTOCOLS_TESTED.start(),
+                    crate::herdr::api::PROTOCOLS_TESTED.end()
+                ],
                 "sandbox": match &h.sandbox {
                     crate::herdr::Availability::Ready => json!({ "members": "sandboxed" }),
                     crate::herdr::Availability::Off => {

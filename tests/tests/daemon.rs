@@ -746,15 +746,19 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
     .await;
 }
 
-/// The README's one-host quickstart, on a real herdr (skipped without `HERDR_BIN`): the config
+/// The README's one-host quickstart, on a real herdr (ignored without `HERDR_BIN`): the config
 /// `fleetd check-config --example` prints, its `echo` member spawned over REST, and a blocking
 /// send that member answers. The double cannot run the member's `sh`; a real herdr does.
+#[cfg_attr(
+    not(herdr_real),
+    ignore = "needs a real herdr: set HERDR_BIN (scripts/herdr/build-herdr.sh)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_quickstart_delegates_to_the_example_member_on_a_real_herdr() {
-    if fleet_tests::herdr_real::bin().is_none() {
-        eprintln!("skipped: HERDR_BIN does not name a herdr binary");
-        return;
-    }
+    assert!(
+        fleet_tests::herdr_real::bin().is_some(),
+        "built for a real herdr (HERDR_BIN was set), but HERDR_BIN is not set now"
+    );
     let dir = Dir::new("quickstart");
     let herdr = Panes::start(&dir.0).await;
     assert!(herdr.is_real());
@@ -827,5 +831,70 @@ async fn a_daemon_started_with_a_members_environment_refuses_to_run() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("ANTHROPIC_BASE_URL"), "{stderr}");
+    herdr.finish().await;
+}
+
+/// A herdr newer than fleetd was tested with is used, loudly: the daemon starts, warns, and
+/// `/healthz` says which herdr is newer; an older one is refused at start, naming both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_herdr_is_used_with_a_warning_and_an_older_one_is_refused() {
+    let dir = Dir::new("herdr-protocols");
+    let herdr = Panes::start_double(&dir.0).await;
+    let Panes::Double(double) = &herdr else {
+        panic!("start_double starts the double")
+    };
+    double.state().protocol = 21;
+    let port = free_port();
+    member_key(&dir, 5);
+    let config = solo_config(
+        &dir,
+        port,
+        &herdr.path(),
+        ("w1:p1", "w1:p2"),
+        (LEAD_TOKEN, ARCHITECT_TOKEN),
+    );
+    let fleetd = Proc::start(&dir.0, "solo", port, &config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (code, health) = Rest::new(&fleetd.url, Some(LEAD_TOKEN))
+        .get("/healthz")
+        .await;
+    assert_eq!(code, 200, "{health}");
+    assert_eq!(
+        (
+            &health["herdr"]["protocol"],
+            &health["herdr"]["protocolSupport"],
+            &health["protocolMismatch"]
+        ),
+        (&json!(21), &json!("newer than tested"), &json!(false)),
+        "{health}"
+    );
+    assert!(
+        fleetd
+            .log_text()
+            .contains("NEWER than fleetd was tested with"),
+        "{}",
+        fleetd.log_text()
+    );
+    drop(fleetd);
+
+    double.state().protocol = 19;
+    let path = dir.0.join("older.toml");
+    std::fs::write(&path, &config).unwrap_or_else(|e| panic!("{e}"));
+    let out = tokio::process::Command::new(fleet_tests::fleetd_proc::fleetd_bin())
+        .arg("run")
+        .arg("--config")
+        .arg(&path)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(20), out)
+        .await
+        .unwrap_or_else(|_| panic!("fleetd did not exit"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("speaks protocol 19; fleetd needs 20 or newer"),
+        "{stderr}"
+    );
     herdr.finish().await;
 }

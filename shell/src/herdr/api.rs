@@ -11,6 +11,37 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The socket protocol this client speaks.
 pub const PROTOCOL: u32 = 20;
+/// The protocols this client is tested against. An older one is refused (its methods may be
+/// missing); a newer one is used with a warning, and a method it no longer knows fails on its
+/// own call (`RpcError::UnknownMethod`).
+pub const PROTOCOLS_TESTED: std::ops::RangeInclusive<u32> = 20..=20;
+
+/// How a herdr's protocol stands against what this client is tested with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Support {
+    Tested,
+    /// Newer than tested: used, with a warning.
+    Newer,
+}
+
+impl Support {
+    pub fn of(protocol: u32) -> Option<Support> {
+        if PROTOCOLS_TESTED.contains(&protocol) {
+            Some(Support::Tested)
+        } else if protocol > *PROTOCOLS_TESTED.end() {
+            Some(Support::Newer)
+        } else {
+            None
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Support::Tested => "tested",
+            Support::Newer => "newer than tested",
+        }
+    }
+}
 
 /// What a program may report of itself (herdr's `PaneAgentState`: no `done`, which herdr
 /// derives from focus).
@@ -117,18 +148,19 @@ impl Api {
         Ok(r)
     }
 
-    /// `ping`; fails unless herdr speaks `PROTOCOL`.
+    /// `ping`; fails for a protocol older than the tested range (a newer one is the caller's
+    /// to warn about: `Support::of`).
     pub async fn ping(&self) -> Result<Pong, RpcError> {
         let r = self.call("ping", json!({}), "pong").await?;
         let pong = Pong {
             version: field(&r, "version", "ping")?,
             protocol: field(&r, "protocol", "ping")?,
         };
-        if pong.protocol != PROTOCOL {
+        if Support::of(pong.protocol).is_none() {
             return Err(RpcError::Protocol {
                 version: pong.version,
                 protocol: pong.protocol,
-                want: PROTOCOL,
+                want: *PROTOCOLS_TESTED.start(),
             });
         }
         Ok(pong)

@@ -25,8 +25,11 @@ pub enum RpcError {
         code: String,
         message: String,
     },
-    /// herdr answers, but speaks another protocol version than this client.
-    #[error("herdr {version} speaks protocol {protocol}; fleetd needs {want}")]
+    /// herdr does not know this method: a newer herdr dropped or renamed it.
+    #[error("herdr does not know {method} ({message}): it speaks a newer protocol than fleetd was tested with, and this call cannot work with it; use a herdr of a tested protocol (`fleetd --version` lists them) or a fleetd that knows this one")]
+    UnknownMethod { method: String, message: String },
+    /// herdr answers, but speaks an older protocol than this client was tested with.
+    #[error("herdr {version} speaks protocol {protocol}; fleetd needs {want} or newer")]
     Protocol {
         version: String,
         protocol: u32,
@@ -151,6 +154,13 @@ pub fn parse_answer(line: &[u8], id: &str, method: &str) -> Result<Value, RpcErr
         .filter(|_| got == Some(id) || got == Some(""))
     {
         let field = |k: &str| err.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        // herdr answers a method it does not know as an invalid request naming the variant.
+        if field("code") == "invalid_request" && field("message").contains("unknown variant") {
+            return Err(RpcError::UnknownMethod {
+                method: method.to_string(),
+                message: field("message"),
+            });
+        }
         return Err(RpcError::Herdr {
             method: method.to_string(),
             code: field("code"),
@@ -199,5 +209,30 @@ mod tests {
             assert!(matches!(e, Err(RpcError::Malformed { .. })), "{e:?}");
         }
         assert!(parse_answer(br#"{"id":"1","result":{"type":"pong"}}"#, "1", "ping").is_ok());
+    }
+
+    #[test]
+    fn a_method_a_newer_herdr_does_not_know_is_named_as_such() {
+        // What herdr answers for a method name it cannot parse (its schema test,
+        // `unknown_method_is_rejected`).
+        let e = parse_answer(
+            br#"{"id":"1","error":{"code":"invalid_request","message":"unknown variant `pane.read`, expected one of `ping`"}}"#,
+            "1",
+            "pane.read",
+        );
+        match e {
+            Err(RpcError::UnknownMethod { method, .. }) => assert_eq!(method, "pane.read"),
+            other => panic!("{other:?}"),
+        }
+        // Any other invalid request stays herdr's own refusal.
+        let e = parse_answer(
+            br#"{"id":"1","error":{"code":"invalid_request","message":"missing field `pane_id`"}}"#,
+            "1",
+            "pane.get",
+        );
+        assert_eq!(
+            e.as_ref().map_err(RpcError::code),
+            Err(Some("invalid_request"))
+        );
     }
 }
