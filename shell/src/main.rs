@@ -39,6 +39,9 @@ enum Command {
         #[arg(long)]
         example: bool,
     },
+    /// Print the OpenAPI 3.1 document of the REST face (what `GET /openapi.json` serves), for
+    /// generating clients without a running gateway.
+    Openapi,
     /// Print the broker objects (exchanges, queues, bindings, consumers) this gateway declares.
     Topology {
         #[arg(long, short)]
@@ -152,6 +155,18 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(code) => code,
+            }
+        }
+        Command::Openapi => {
+            match serde_json::to_string_pretty(&fleetd::rest::document(fleetd::rest::router().1)) {
+                Ok(s) => {
+                    println!("{s}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("fleetd openapi: {e}");
+                    ExitCode::FAILURE
+                }
             }
         }
         Command::Topology { config } => {

@@ -173,7 +173,7 @@ async fn agents(State(app): State<App>, Extension(caller): Extension<Caller>) ->
 
 /// The fleet-wide roster (every host's members, leads and gateways) with live status.
 #[utoipa::path(get, path = "/members", tag = "members",
-    responses((status = 200, description = "roster rows"), (status = 401, body = ErrorBody)))]
+    responses((status = 200, description = "roster rows"), (status = 401, description = "unauthenticated: no or a bad token", body = ErrorBody)))]
 async fn list_members(State(app): State<App>, Extension(caller): Extension<Caller>) -> Reply {
     call(&app, &caller, Ok(Request::List)).await
 }
@@ -181,8 +181,8 @@ async fn list_members(State(app): State<App>, Extension(caller): Extension<Calle
 /// Spawn a member (`fleet_spawn`): on this host, or on `host` over the control plane. The
 /// spawn is a JSON body, or the query (`?role=&profile=&cwd=&worktree=&ticket=`), not both.
 #[utoipa::path(post, path = "/members", tag = "members", request_body = SpawnArgs, params(SpawnQuery),
-    responses((status = 200, description = "spawned and ready"), (status = 400, body = ErrorBody),
-              (status = 403, body = ErrorBody), (status = 502, description = "the spawn failed", body = ErrorBody)))]
+    responses((status = 200, description = "spawned and ready"), (status = 400, description = "invalid_argument: a malformed or refused argument", body = ErrorBody),
+              (status = 403, description = "denied: the caller may not do this", body = ErrorBody), (status = 502, description = "the spawn failed", body = ErrorBody)))]
 async fn spawn_member(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
@@ -324,7 +324,7 @@ fn own(caller: &Caller, id: &str) -> Result<(), CallError> {
 #[utoipa::path(post, path = "/sessions/{id}/reply", tag = "delegation", request_body = ReplyBody,
     params(("id" = String, Path, description = "the caller's own session id")),
     responses((status = 200, description = "accepted (reached its waiter, or held for the lead)"),
-              (status = 403, body = ErrorBody), (status = 429, description = "the lead's inbox is full", body = ErrorBody)))]
+              (status = 403, description = "denied: the caller may not do this", body = ErrorBody), (status = 429, description = "the lead's inbox is full", body = ErrorBody)))]
 async fn reply(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
@@ -337,6 +337,7 @@ async fn reply(
 
 #[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct RepliesQuery {
     /// `true`: show the held replies without removing them.
     #[serde(default)]
@@ -348,8 +349,8 @@ pub struct RepliesQuery {
 /// it drains with POST.
 #[utoipa::path(get, path = "/sessions/{id}/replies", tag = "delegation",
     params(("id" = String, Path, description = "the member whose replies to collect"), RepliesQuery),
-    responses((status = 200, description = "the replies (removed unless peek)"), (status = 403, body = ErrorBody),
-        (status = 400, body = ErrorBody),
+    responses((status = 200, description = "the replies (removed unless peek)"), (status = 403, description = "denied: the caller may not do this", body = ErrorBody),
+        (status = 400, description = "invalid_argument: a malformed or refused argument", body = ErrorBody),
         (status = 405, description = "a draining GET from a browser: drain with POST", body = ErrorBody)))]
 async fn replies(
     State(app): State<App>,
@@ -384,7 +385,7 @@ async fn replies(
 /// Drain a member's held replies (peek + ack): the form a browser uses.
 #[utoipa::path(post, path = "/sessions/{id}/replies", tag = "delegation",
     params(("id" = String, Path, description = "the member whose replies to collect")),
-    responses((status = 200, description = "the replies, now removed"), (status = 403, body = ErrorBody)))]
+    responses((status = 200, description = "the replies, now removed"), (status = 403, description = "denied: the caller may not do this", body = ErrorBody)))]
 async fn drain_replies(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
@@ -405,7 +406,7 @@ pub struct AskBody {
 /// `fleet_ask`: a member asks the lead waiting on its turn, and blocks for the answer.
 #[utoipa::path(post, path = "/sessions/{id}/ask", tag = "delegation", request_body = AskBody,
     params(("id" = String, Path, description = "the caller's own session id")),
-    responses((status = 200, description = "ANSWERED, NO_WAITER or TIMED_OUT"), (status = 403, body = ErrorBody)))]
+    responses((status = 200, description = "ANSWERED, NO_WAITER or TIMED_OUT"), (status = 403, description = "denied: the caller may not do this", body = ErrorBody)))]
 async fn ask(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
@@ -435,7 +436,7 @@ async fn status(
 /// Poll an async (`wait:false`) send: its phase, the open question while ASKING, the outcome once done.
 #[utoipa::path(get, path = "/tasks/{ticket}", tag = "delegation",
     params(("ticket" = String, Path, description = "the ticket a wait:false send returned")),
-    responses((status = 200, description = "the ticket"), (status = 404, body = ErrorBody)))]
+    responses((status = 200, description = "the ticket"), (status = 404, description = "not_found / unknown_ticket", body = ErrorBody)))]
 async fn task(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
