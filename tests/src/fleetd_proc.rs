@@ -265,6 +265,23 @@ impl Rest {
         )
     }
 
+    /// `/metrics` once `done` holds of it, or as it is after 5 s: gauges are read from the core
+    /// at most once a second, after a step of its loop.
+    pub async fn metrics_until(&self, done: impl Fn(&str) -> bool) -> String {
+        let mut text = String::new();
+        for _ in 0..50 {
+            text = match self.get("/metrics").await.1 {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            if done(&text) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        text
+    }
+
     /// A POST that may fail to connect (a gateway that is down).
     pub async fn try_post(&self, path: &str, body: Value) -> Result<(u16, Value), String> {
         let rb = self.http.post(format!("{}{path}", self.base)).json(&body);

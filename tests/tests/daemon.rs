@@ -251,15 +251,16 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
     assert_eq!(health["broker"]["mode"], "single-host");
     assert_eq!(health["herdr"]["protocol"], 20);
 
-    let metrics = reqwest::Client::new()
-        .get(format!("{}/metrics", fleetd.url))
-        .bearer_auth(LEAD_TOKEN)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .text()
-        .await
-        .unwrap_or_default();
+    // One member, in one of the fourteen states (which one moves with its turns).
+    let health_rows = |metrics: &str| -> (usize, f64) {
+        let rows: Vec<f64> = metrics
+            .lines()
+            .filter(|l| l.starts_with("fleet_member_health{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+            .collect();
+        (rows.len(), rows.iter().sum())
+    };
+    let metrics = rest.metrics_until(|m| health_rows(m) == (14, 1.0)).await;
     assert!(
         metrics.contains("fleet_sends_total{face=\"mcp\"} 1"),
         "{metrics}"
@@ -269,32 +270,6 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
         "{metrics}"
     );
     assert!(metrics.contains("fleet_replies_total 2"), "{metrics}");
-    // One member, in one of the fourteen states (which one moves with its turns). Gauges
-    // are read from the core at most once a second.
-    let health_rows = |metrics: &str| -> (usize, f64) {
-        let rows: Vec<f64> = metrics
-            .lines()
-            .filter(|l| l.starts_with("fleet_member_health{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
-            .collect();
-        (rows.len(), rows.iter().sum())
-    };
-    let mut metrics = metrics;
-    for _ in 0..30 {
-        if health_rows(&metrics) == (14, 1.0) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        metrics = reqwest::Client::new()
-            .get(format!("{}/metrics", fleetd.url))
-            .bearer_auth(LEAD_TOKEN)
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .text()
-            .await
-            .unwrap_or_default();
-    }
     assert_eq!(health_rows(&metrics), (14, 1.0), "{metrics}");
     assert!(metrics.contains("fleet_mute_turns_total 0"), "{metrics}");
 

@@ -127,26 +127,9 @@ async fn a_member_that_dies_at_start_fails_its_spawn_at_once_saying_why() {
         herdr.labels().await
     );
     // Both are NEVER_READY in the health gauge, for the tombstone's bound.
-    let mut metrics = String::new();
-    for _ in 0..50 {
-        metrics = reqwest::Client::new()
-            .get(format!("{}/metrics", fleetd.url))
-            .bearer_auth(LEAD_TOKEN)
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .text()
-            .await
-            .unwrap_or_default();
-        if metrics.contains("fleet_member_health{state=\"NEVER_READY\"} 2") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(
-        metrics.contains("fleet_member_health{state=\"NEVER_READY\"} 2"),
-        "{metrics}"
-    );
+    let never_ready = "fleet_member_health{state=\"NEVER_READY\"} 2";
+    let metrics = lead.metrics_until(|m| m.contains(never_ready)).await;
+    assert!(metrics.contains(never_ready), "{metrics}");
     let log = fleetd.log_text();
     assert!(
         log.contains("NEVER_READY (the launcher failed"),

@@ -3,7 +3,7 @@
 //! variable, and started again when its pane goes. Needs a real herdr (`HERDR_BIN`): the
 //! double runs no program.
 
-use fleet_tests::fleetd_proc::{free_port, solo_config, write_key, Dir, Proc};
+use fleet_tests::fleetd_proc::{free_port, solo_config, write_key, Dir, Proc, Rest};
 use fleet_tests::panes::Panes;
 use std::time::Duration;
 
@@ -92,15 +92,9 @@ async fn a_configured_lead_is_started_when_none_runs_and_again_when_it_goes() {
     assert!(fleetd
         .log_text()
         .contains("lead launched (none was running)"));
-    let metrics = reqwest::Client::new()
-        .get(format!("http://127.0.0.1:{port}/metrics"))
-        .bearer_auth(LEAD_TOKEN)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
-        .text()
-        .await
-        .unwrap_or_default();
+    let metrics = Rest::new(&format!("http://127.0.0.1:{port}"), Some(LEAD_TOKEN))
+        .metrics_until(|_| true)
+        .await;
     let launched: f64 = metrics
         .lines()
         .find_map(|l| l.strip_prefix("fleet_leads_launched_total{lead=\"launched\"} "))

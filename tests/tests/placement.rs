@@ -7,7 +7,6 @@
 use fleet_tests::fleetd_proc::{echo_argv, free_port, solo_config, write_key, Dir, Proc, Rest};
 use fleet_tests::panes::Panes;
 use serde_json::{json, Value};
-use std::time::Duration;
 
 const LEAD_TOKEN: &str = "lead-token-0123456789abcdef";
 const ARCHITECT_TOKEN: &str = "architect-token-0123456789abcdef";
@@ -120,24 +119,10 @@ async fn a_spent_credential_cools_down_and_the_next_unqualified_spawn_lands_else
     let roster = lead.get("/members").await.1;
     assert_eq!(profile(&other, &roster), Some(json!("echo")), "{roster}");
 
-    let mut metrics = String::new();
-    for _ in 0..30 {
-        metrics = reqwest::Client::new()
-            .get(format!("{}/metrics", fleetd.url))
-            .bearer_auth(LEAD_TOKEN)
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("{e}"))
-            .text()
-            .await
-            .unwrap_or_default();
-        if metrics.contains("fleet_credential_cooling{credential=\"acct-1\"} 1") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let cooling = "fleet_credential_cooling{credential=\"acct-1\"} 1";
+    let metrics = lead.metrics_until(|m| m.contains(cooling)).await;
     assert!(
-        metrics.contains("fleet_credential_cooling{credential=\"acct-1\"} 1")
+        metrics.contains(cooling)
             && metrics.contains("fleet_credential_cooling{credential=\"acct-2\"} 0"),
         "{metrics}"
     );
