@@ -212,6 +212,7 @@ impl FatalPatterns {
 /// [`REASON_LINE_CHARS`] characters.
 pub fn clean_line(line: &str) -> String {
     let mut out = String::new();
+    let mut kept = 0;
     let mut chars = line.chars().peekable();
     while let Some(c) = chars.next() {
         if c == '\u{1b}' {
@@ -230,7 +231,8 @@ pub fn clean_line(line: &str) -> String {
             continue;
         }
         out.push(c);
-        if out.chars().count() >= REASON_LINE_CHARS {
+        kept += 1;
+        if kept >= REASON_LINE_CHARS {
             break;
         }
     }

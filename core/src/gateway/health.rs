@@ -76,12 +76,13 @@ impl Gateway {
                 }
                 Sampled::Status { status, screen } => (status, screen),
             };
+            // Refined as every sample is, so the row and the verdict read the same status.
+            let status = crate::completion::refine(status, screen.as_deref(), &self.compiled);
             // An idle member's row shows this sample too (the injector samples the others
             // itself, and a member being adopted is judged by its own samples).
             if !self.injector.is_active(&gid) && !self.adoption.is_pending(&gid) {
                 self.status_sampled(&gid, status);
             }
-            let status = crate::completion::refine(status, screen.as_deref(), &self.compiled);
             let e = self.evidence(now, &gid, status, screen.as_deref());
             let change = if self.planted_unknown_as_gone(status) {
                 self.health.overrule(
