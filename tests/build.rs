@@ -1,11 +1,33 @@
-//! `cfg(herdr_real)` when `HERDR_BIN` names a herdr at build time: the scenarios that need a
-//! real herdr are then compiled to run, and otherwise marked ignored — so a run without one
-//! says so in its summary instead of passing them.
+//! `cfg(herdr_real)` when `HERDR_BIN` names a herdr at build time, and `cfg(chromium)` when a
+//! headless Chromium is installed (`CHROMIUM`, or `chromium` / `chromium-browser` on `PATH`):
+//! the scenarios that need one are then compiled to run, and otherwise marked ignored — so a
+//! run without it says so in its summary instead of passing them.
+
+use std::path::Path;
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(herdr_real)");
+    println!("cargo::rustc-check-cfg=cfg(chromium)");
     println!("cargo::rerun-if-env-changed=HERDR_BIN");
+    println!("cargo::rerun-if-env-changed=CHROMIUM");
     if std::env::var_os("HERDR_BIN").is_some_and(|v| !v.is_empty()) {
         println!("cargo::rustc-cfg=herdr_real");
     }
+    for dir in ["/usr/bin", "/usr/local/bin"] {
+        println!("cargo::rerun-if-changed={dir}/chromium");
+    }
+    if chromium().is_some() {
+        println!("cargo::rustc-cfg=chromium");
+    }
+}
+
+fn chromium() -> Option<String> {
+    if let Some(c) = std::env::var_os("CHROMIUM").filter(|v| !v.is_empty()) {
+        return Some(c.to_string_lossy().into_owned());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|d| ["chromium", "chromium-browser"].map(|n| d.join(n)))
+        .find(|p| Path::new(p).is_file())
+        .map(|p| p.to_string_lossy().into_owned())
 }

@@ -159,6 +159,11 @@ impl ReplyInbox {
             .map_or(0, |q| q.iter().filter(|r| r.lead.is_none()).count())
     }
 
+    /// Each target's held replies, in target order.
+    pub fn iter(&self) -> impl Iterator<Item = (&SessionId, &VecDeque<HeldReply>)> {
+        self.held.iter()
+    }
+
     /// All held replies: the `fleet_inbox_depth` gauge.
     pub fn total(&self) -> usize {
         self.total

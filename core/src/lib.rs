@@ -44,8 +44,9 @@ pub use config::{ConfigError, CoreConfig};
 pub use gateway::{Federation, Gateway, Stats, TimerKind};
 pub use ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, TurnId};
 pub use io::{
-    CallError, Event, Input, Launched, Output, PaneError, Readiness, RejectCode, Request, Response,
-    RosterEntry, Round, Sampled, Stale, StatusView, TicketView,
+    CallError, DelegationView, Event, FlowPhase, Half, HeldView, HostView, Input, Launched, Link,
+    Output, Overview, PaneError, Readiness, RejectCode, Request, Response, RosterEntry, Round,
+    Sampled, Stale, StatusView, TicketView,
 };
 pub use outcome::{AskOutcome, Outcome, Phase};
 pub use session::SessionState;

@@ -91,6 +91,39 @@ pub struct Presence {
         deserialize_with = "Health::lenient"
     )]
     pub health: Option<Health>,
+    /// 1.2, on a `_gateway` snapshot: the host's counts, for operators (never acted on).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "HostOps::lenient"
+    )]
+    pub ops: Option<HostOps>,
+}
+
+/// A host's counts as its snapshot says them: what an operator watches, nothing any gateway
+/// acts on (a host may say anything here; it can only mislead a dashboard about itself).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostOps {
+    /// Delegations it holds a half of.
+    #[serde(default)]
+    pub delegations: u64,
+    /// Replies it holds for leads to collect.
+    #[serde(default)]
+    pub held: u64,
+    /// Deliveries it rejected to the dead-letter exchange since it started.
+    #[serde(default)]
+    pub dead_letters: u64,
+    /// Messages of its queues the broker dead-lettered itself since it started.
+    #[serde(default)]
+    pub broker_drops: u64,
+}
+
+impl HostOps {
+    /// Counts that do not read (a newer or odd peer) are none, never the whole presence lost.
+    fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<HostOps>, D::Error> {
+        let raw = Option::<serde_json::Value>::deserialize(d)?;
+        Ok(raw.and_then(|v| serde_json::from_value(v).ok()))
+    }
 }
 
 /// Who an entity is, beyond its state: fixed for its life. A member rebuilt after its
@@ -244,6 +277,7 @@ pub enum Announcement {
         at: Order,
         profiles: Vec<String>,
         entities: Vec<(SessionId, Entity)>,
+        ops: Option<HostOps>,
     },
     /// A 1.0 host entry: the host and its profiles, no list.
     Host {
@@ -280,7 +314,14 @@ impl Presence {
             busy: false,
             card: Card::default(),
             health: None,
+            ops: None,
         }
+    }
+
+    /// The snapshot with the host's counts.
+    pub fn with_ops(mut self, ops: HostOps) -> Presence {
+        self.ops = Some(ops);
+        self
     }
 
     /// Several entities' changes at once (`_gateway`): one signature for a burst.
@@ -308,6 +349,7 @@ impl Presence {
             busy: e.busy,
             card: e.card,
             health: e.health,
+            ops: None,
         }
     }
 
@@ -325,6 +367,7 @@ impl Presence {
             busy: false,
             card: Card::default(),
             health: None,
+            ops: None,
         }
     }
 
@@ -354,6 +397,7 @@ impl Announcement {
                     at,
                     profiles: p.profiles,
                     entities: read_listed("snapshot", listed)?,
+                    ops: p.ops,
                 }),
                 (Some(at), None, Some(listed)) => Ok(Announcement::Batch {
                     at,
@@ -412,6 +456,8 @@ pub struct Listing<'a> {
     pub at: Order,
     profiles: &'a str,
     entities: &'a str,
+    /// The host's counts: not part of what makes two snapshots the same, taken from each.
+    ops: Option<HostOps>,
 }
 
 impl<'a> Listing<'a> {
@@ -429,6 +475,8 @@ impl<'a> Listing<'a> {
             entities: Option<&'a RawValue>,
             #[serde(borrow, default)]
             changes: Option<&'a RawValue>,
+            #[serde(borrow, default)]
+            ops: Option<&'a RawValue>,
         }
         let h: Head<'a> = serde_json::from_slice(body).ok()?;
         match (h.kind, h.since, h.seq, h.entities, h.changes) {
@@ -436,6 +484,7 @@ impl<'a> Listing<'a> {
                 at: Order { since, seq },
                 profiles: h.profiles.map_or("", RawValue::get),
                 entities: entities.get(),
+                ops: h.ops.and_then(|o| serde_json::from_str(o.get()).ok()),
             }),
             _ => None,
         }
@@ -510,6 +559,8 @@ struct Entry {
 struct HostEntry {
     profiles: Vec<String>,
     seen_at: Instant,
+    /// Its counts as its latest snapshot said them.
+    ops: Option<HostOps>,
 }
 
 /// What is known of a host's gateway past its entries' expiry (a few numbers per host with
@@ -698,7 +749,8 @@ impl Roster {
                 at,
                 profiles,
                 entities,
-            } => self.snapshot(now, host, at, profiles, entities, &mut seen),
+                ops,
+            } => self.snapshot(now, host, at, (profiles, ops), entities, &mut seen),
             Announcement::Delta { at, gid, change } => {
                 if self.delta(now, host, at, gid, change, &mut seen) == Applied::Stale {
                     seen.stale = true;
@@ -783,7 +835,7 @@ impl Roster {
         now: Instant,
         host: &HostId,
         at: Order,
-        profiles: Vec<String>,
+        (profiles, ops): (Vec<String>, Option<HostOps>),
         entities: Vec<(SessionId, Entity)>,
         seen: &mut Observed,
     ) {
@@ -794,6 +846,7 @@ impl Roster {
         let h = self.host_entry(now, host);
         h.profiles = profiles;
         h.seen_at = now;
+        h.ops = ops;
         if let Some(k) = self.known.get_mut(host) {
             k.snapshot = Some(at);
         }
@@ -915,6 +968,7 @@ impl Roster {
         self.hosts.entry(host.clone()).or_insert(HostEntry {
             profiles: Vec::new(),
             seen_at: now,
+            ops: None,
         })
     }
 
@@ -1049,6 +1103,7 @@ impl Roster {
         }
         if let Some(h) = self.hosts.get_mut(host) {
             h.seen_at = now;
+            h.ops = listing.ops;
         }
         for gid in self.by_host.get(host).into_iter().flatten() {
             if let Some(e) = self.entities.get_mut(gid) {
@@ -1151,6 +1206,19 @@ impl Roster {
                 .then(|| RosterRow::entity(gid.clone(), e.host.clone(), entity, liveness(&e.host)))
         }));
         rows
+    }
+
+    /// Each fresh host but `own`: how long since it was heard, and its counts.
+    pub fn hosts_heard(
+        &self,
+        now: Instant,
+        own: &HostId,
+    ) -> Vec<(HostId, Duration, Option<HostOps>)> {
+        self.hosts
+            .iter()
+            .filter(|(host, h)| *host != own && self.fresh(now, h.seen_at))
+            .map(|(host, h)| (host.clone(), now.saturating_since(h.seen_at), h.ops))
+            .collect()
     }
 
     /// One entity's row, if it is present and fresh.

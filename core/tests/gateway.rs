@@ -4,9 +4,9 @@
 use fleet_core::health::Health;
 use fleet_core::injector::Cause;
 use fleet_core::{
-    AgentStatus, AskOutcome, CallError, CallId, CoreConfig, Duration, Event, Gateway, Input,
-    Instant, MsgId, Outcome, Output, Phase, Principal, Request, Response, Round, Sampled,
-    SessionId, Stale, TicketId, TurnId,
+    Action, AgentStatus, AskOutcome, CallError, CallId, CoreConfig, Duration, Event, FlowPhase,
+    Gateway, Half, Input, Instant, Link, MsgId, Outcome, Output, Overview, Phase, Principal,
+    Request, Response, Round, Sampled, SessionId, Stale, TicketId, TurnId,
 };
 
 struct Gw {
@@ -1356,4 +1356,105 @@ fn a_lead_without_a_heartbeat_is_never_reminded() {
     g.deliver(&w1(), "❯ ");
     g.advance(Duration::from_millis(3_600_000));
     assert_eq!(g.heartbeats(), 0);
+}
+
+impl Gw {
+    fn overview(&mut self, caller: Principal) -> Overview {
+        let c = self.call(caller, Request::Overview);
+        match self.response(c) {
+            Some(Response::Overview(o)) => (**o).clone(),
+            other => panic!("expected an overview, got {other:?}"),
+        }
+    }
+}
+
+/// The operators' view follows a delegation through its phases — queued until the member is
+/// ready, typed, asking (the question shown only to a caller that may answer it), done while
+/// its ticket is kept — and shows a late reply held for its lead, with this host's counts.
+#[test]
+fn the_overview_follows_a_delegation_queued_typed_asking_done_and_a_held_reply() {
+    let mut g = Gw::new();
+    let c = g.send("w1", "task", false);
+    let ticket = g.ticket(c);
+    let o = g.overview(lead());
+    assert_eq!(o.hosts.len(), 1);
+    assert_eq!(o.hosts[0].link, Link::None);
+    assert_eq!(o.hosts[0].ops.map(|ops| ops.delegations), Some(1));
+    assert_eq!(
+        o.may,
+        [Action::Spawn, Action::Stop, Action::Send, Action::Drain]
+    );
+    let d = &o.delegations[0];
+    assert_eq!(
+        (d.ticket, d.phase, d.half),
+        (ticket, FlowPhase::Queued, Half::Local)
+    );
+    assert_eq!(d.lead, Some(SessionId::new("lead-pane")));
+    assert!(d.ends_in_ms.is_some_and(|ms| ms <= 60_000));
+
+    g.deliver(&w1(), "❯ ");
+    assert_eq!(g.overview(lead()).delegations[0].phase, FlowPhase::Typed);
+
+    g.ask(&w1(), "which branch?");
+    let asking = g.overview(lead()).delegations[0].clone();
+    assert_eq!(asking.phase, FlowPhase::Asking);
+    assert_eq!(asking.question.as_deref(), Some("which branch?"));
+    assert!(asking.turn_id.is_some());
+    // A member may read the fleet, not another's question, and is offered no action.
+    let seen_by_member = g.overview(Principal::worker(SessionId::new("w2")));
+    assert_eq!(seen_by_member.delegations[0].phase, FlowPhase::Asking);
+    assert_eq!(seen_by_member.delegations[0].question, None);
+    assert!(seen_by_member.may.is_empty());
+    // Nobody without a token reads it at all.
+    let c = g.call(Principal::anonymous(), Request::Overview);
+    assert!(matches!(
+        g.response(c),
+        Some(Response::Error(CallError::Denied { .. }))
+    ));
+
+    let turn_id = asking.turn_id.expect("asking names its turn");
+    g.call(
+        lead(),
+        Request::Answer {
+            turn_id,
+            content: "main".into(),
+            wait: false,
+            timeout_ms: None,
+            asked_by: None,
+        },
+    );
+    g.reply(&w1(), "done on main");
+    let done = g.overview(lead());
+    assert_eq!(done.delegations.len(), 1);
+    let d = &done.delegations[0];
+    assert_eq!(
+        (d.phase, d.outcome),
+        (FlowPhase::Done, Some(Outcome::Replied))
+    );
+    assert_eq!((d.msg, d.ends_in_ms), (None, None));
+    // Shown as long as its ticket is kept (ten minutes from its ending), polled or not.
+    g.poll(ticket);
+    assert_eq!(g.overview(lead()).delegations.len(), 1);
+    g.advance(Duration::from_secs(601));
+    assert!(g.overview(lead()).delegations.is_empty());
+
+    // A reply after its delegation timed out is held for the lead, and shown as held.
+    let w2 = SessionId::new("w2");
+    let c = g.send("w2", "again", true);
+    g.deliver(&w2, "❯ ");
+    g.advance(Duration::from_secs(61));
+    assert_eq!(g.outcome(c), Some((Outcome::TimedOutWorking, None)));
+    g.reply(&w2, "late result");
+    g.advance(Duration::from_secs(2));
+    let o = g.overview(lead());
+    assert!(o.delegations.is_empty());
+    assert_eq!(o.held.len(), 1);
+    let h = &o.held[0];
+    assert_eq!((&h.target, h.count, h.bytes), (&w2, 1, "late result".len()));
+    assert_eq!(h.lead, Some(SessionId::new("lead-pane")));
+    assert_eq!(h.oldest_ms, 2_000);
+    assert_eq!(
+        o.hosts[0].ops.map(|ops| (ops.delegations, ops.held)),
+        Some((0, 1))
+    );
 }

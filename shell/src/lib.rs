@@ -34,6 +34,8 @@ pub mod relay;
 pub mod replay_record;
 #[cfg(feature = "daemon")]
 pub mod rest;
+#[cfg(feature = "daemon")]
+pub mod ui;
 
 #[cfg(feature = "daemon")]
 pub use amqp::{AmqpBroker, AmqpConfig};

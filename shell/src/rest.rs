@@ -94,7 +94,10 @@ pub fn router() -> (axum::Router<App>, utoipa::openapi::OpenApi) {
         .routes(routes!(ask))
         .routes(routes!(status))
         .routes(routes!(task))
+        .routes(routes!(overview))
         .routes(routes!(openapi))
+        .routes(routes!(crate::ui::index))
+        .routes(routes!(crate::ui::asset))
         .split_for_parts()
 }
 
@@ -449,6 +452,16 @@ async fn task(
         StatusCode::ACCEPTED => (StatusCode::OK, r.1),
         _ => r,
     }
+}
+
+/// What this gateway has in flight, beside the roster: every host it can see with its broker
+/// link and counts (delegations, held results, dead letters), the delegations it holds a half
+/// of with their phase, and the results held here for leads. `may` lists the actions the
+/// caller may take.
+#[utoipa::path(get, path = "/overview", tag = "ops",
+    responses((status = 200, description = "the overview"), (status = 401, description = "unauthenticated: no or a bad token", body = ErrorBody)))]
+async fn overview(State(app): State<App>, Extension(caller): Extension<Caller>) -> Reply {
+    call(&app, &caller, Ok(Request::Overview)).await
 }
 
 /// This document: every route above, from the same table that serves them.

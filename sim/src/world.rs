@@ -758,6 +758,7 @@ fn describe(r: &Request) -> String {
         Request::Poll { ticket } => format!("poll ticket={ticket}"),
         Request::List => "list".into(),
         Request::Profiles => "profiles".into(),
+        Request::Overview => "overview".into(),
         Request::Peek { target } => format!("peek {target}"),
         Request::Ack { target, ids } => format!("ack {target} {} id(s)", ids.len()),
         Request::Drain { target } => format!("drain {target}"),

@@ -71,7 +71,8 @@ impl Gateway {
             Request::Spawn { .. }
             | Request::Broadcast { .. }
             | Request::List
-            | Request::Profiles => None,
+            | Request::Profiles
+            | Request::Overview => None,
         };
         let caller = self.as_its_role(caller);
         let action = request.action();
@@ -228,6 +229,10 @@ impl Gateway {
             Request::List => {
                 let rows = self.roster().into_iter().map(Into::into).collect();
                 self.respond(call, Response::Roster { rows });
+            }
+            Request::Overview => {
+                let view = self.overview(now, &caller);
+                self.respond(call, Response::Overview(Box::new(view)));
             }
             Request::Profiles => {
                 let (strategy, default_profile, profiles) = self.placement_view();

@@ -3,7 +3,7 @@
 //! cross-host one, or the worker's half — is one enum; a pause on a question is stored once,
 //! on the delegation, and indexed by its turn inside this module only.
 
-use crate::ids::{CallId, MsgId, SessionId, TicketId, TurnId};
+use crate::ids::{CallId, MsgId, SessionId, TicketId, TraceId, TurnId};
 use crate::io::TicketView;
 use crate::outcome::{Outcome, Phase};
 use crate::revision::Revision;
@@ -80,6 +80,8 @@ pub(crate) struct Delegation {
     pub(crate) lead: Option<SessionId>,
     pub(crate) side: Side,
     pub(crate) deadline: Instant,
+    /// The flow's trace id, for a cross-host delegation (what both hosts' log lines carry).
+    pub(crate) trace: Option<TraceId>,
     /// Set only through `Delegations::pause`, which keeps the turn index with it.
     pause: Option<Pause>,
 }
@@ -98,6 +100,7 @@ impl Delegation {
             lead,
             side,
             deadline,
+            trace: None,
             pause: None,
         }
     }

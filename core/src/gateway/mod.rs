@@ -27,6 +27,7 @@ mod heartbeat;
 #[cfg(any(debug_assertions, feature = "invariants"))]
 mod invariants;
 mod members;
+mod overview;
 mod placement;
 mod rebuild;
 mod sessions;
@@ -54,6 +55,10 @@ pub struct Stats {
     pub spawns_total: u64,
     /// Heartbeat reminders typed into quiet leads' panes (CB-551).
     pub heartbeat_nudges_total: u64,
+    /// Deliveries rejected to the dead-letter exchange.
+    pub dead_letters_total: u64,
+    /// Messages of this host's queues the broker dead-lettered itself.
+    pub broker_drops_total: u64,
 }
 
 /// The single-host delivery core.
@@ -410,6 +415,11 @@ impl Gateway {
     }
 
     fn event(&mut self, e: Event) {
+        match &e {
+            Event::Rejected { .. } => self.stats.dead_letters_total += 1,
+            Event::BrokerDropped { .. } => self.stats.broker_drops_total += 1,
+            _ => {}
+        }
         self.out.push_back(Output::Event(e));
     }
 }

@@ -64,6 +64,9 @@ pub enum Request {
     /// `fleet_profiles`: this host's placement — its strategy, each profile's load and
     /// credential cooldown.
     Profiles,
+    /// `GET /overview`: each host's link and counts, the delegations open here, the results
+    /// held here (the dashboard's and `fleetd ctl`'s view beside the roster).
+    Overview,
     /// `fleet_send{coordId}`: a note for a peer lead, typed into its pane when it is ready —
     /// coordination, never a task: nothing waits on it.
     Coordinate { target: SessionId, content: String },
@@ -96,7 +99,9 @@ impl Request {
             Request::Reply { .. } => Action::Reply,
             Request::Ask { .. } => Action::Ask,
             Request::Peek { .. } | Request::Ack { .. } | Request::Drain { .. } => Action::Drain,
-            Request::Status { .. } | Request::List | Request::Profiles => Action::Read,
+            Request::Status { .. } | Request::List | Request::Profiles | Request::Overview => {
+                Action::Read
+            }
             Request::Spawn { .. } => Action::Spawn,
             Request::Stop { .. } => Action::Stop,
             Request::Broadcast { .. } | Request::Coordinate { .. } => Action::Send,
@@ -153,6 +158,8 @@ pub enum Response {
         default_profile: Option<String>,
         profiles: Vec<crate::placement::ProfileView>,
     },
+    /// What this gateway has in flight.
+    Overview(Box<super::overview::Overview>),
     /// The member's pane is being closed; its open delegations ended.
     Stopped {
         target: SessionId,
@@ -448,6 +455,13 @@ impl fmt::Display for Response {
                 }
                 f.write_str("]")
             }
+            Response::Overview(o) => write!(
+                f,
+                "overview {} host(s), {} delegation(s), {} held",
+                o.hosts.len(),
+                o.delegations.len(),
+                o.held.len()
+            ),
             Response::Stopped { target } => write!(f, "stopped {target}"),
             Response::Broadcast { msg, key } => write!(f, "broadcast msg={msg} key={key}"),
             Response::Coordinated { target, msg } => write!(f, "coordinated {target} msg={msg}"),

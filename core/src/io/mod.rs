@@ -10,8 +10,10 @@ use std::fmt;
 
 mod call;
 mod event;
+mod overview;
 pub use call::{CallError, ReplyView, Request, Response, RosterEntry, StatusView, TicketView};
 pub use event::{Event, RejectCode, Stale};
+pub use overview::{DelegationView, FlowPhase, Half, HeldView, HostView, Link, Overview};
 
 /// Something that happened. Fed to `Gateway::handle` with the time it happened.
 #[derive(Clone, Debug, PartialEq, Eq)]

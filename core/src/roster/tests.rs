@@ -18,6 +18,7 @@ fn snapshot(order: Order, gids: &[&str]) -> Announcement {
             .iter()
             .map(|g| (SessionId::new(g), member(AgentStatus::Idle)))
             .collect(),
+        ops: None,
     }
 }
 
@@ -657,4 +658,43 @@ fn the_same_snapshot_from_a_restarted_host_is_read_in_full() {
         Announcement::parse(&gateway, &body).expect("parses"),
     );
     assert!(seen.restarted);
+}
+
+/// A host's counts ride on its snapshot: taken from every one (a refresh too, though they are
+/// not part of what makes two snapshots the same), and counts that do not read are none —
+/// never the presence refused.
+#[test]
+fn a_snapshot_carries_its_hosts_counts_and_odd_counts_read_as_none() {
+    let (mut r, b) = (roster(), HostId::new("b"));
+    let ops = |n: u64| HostOps {
+        delegations: n,
+        held: 1,
+        dead_letters: 2,
+        broker_drops: 0,
+    };
+    let body = |seq: u64, n: u64| {
+        let listed = vec![Listed::new(SessionId::new("m1"), member(AgentStatus::Idle))];
+        Presence::snapshot(at(1, seq), vec!["claude".into()], listed)
+            .with_ops(ops(n))
+            .to_body()
+    };
+    assert!(!apply_body(&mut r, ms(0), &b, &body(1, 3)));
+    let heard = r.hosts_heard(ms(1_000), &HostId::new("a"));
+    assert_eq!(heard, [(b.clone(), Duration::from_secs(1), Some(ops(3)))]);
+    // The same list with other counts is only a refresh, and the counts are the new ones.
+    assert!(apply_body(&mut r, ms(5_000), &b, &body(2, 4)));
+    assert_eq!(
+        r.hosts_heard(ms(5_000), &HostId::new("a"))[0].2,
+        Some(ops(4))
+    );
+    // A host is not listed as its own peer.
+    assert!(r.hosts_heard(ms(5_000), &b).is_empty());
+    // Counts of the wrong shape: the snapshot still applies, with none.
+    let mut odd: serde_json::Value = serde_json::from_slice(&body(3, 5)).expect("json");
+    odd["ops"] = serde_json::json!({"delegations": "many"});
+    odd["entities"][0]["gid"] = serde_json::json!("m2");
+    let odd = serde_json::to_vec(&odd).expect("json");
+    assert!(!apply_body(&mut r, ms(6_000), &b, &odd));
+    assert_eq!(gids(&r, ms(6_000)), ["m2"]);
+    assert_eq!(r.hosts_heard(ms(6_000), &HostId::new("a"))[0].2, None);
 }

@@ -1574,3 +1574,45 @@ fn a_member_whose_pane_closes_before_it_is_ready_fails_its_spawn_at_once() {
         }
     }
 }
+
+/// The operators' view on both hosts of one delegation: the sender's half and the worker's
+/// carry the same msgId and traceId (the flow a dashboard filters on), each host lists the
+/// other as heard with the counts its snapshot carried, and a cut link reads UNKNOWN.
+#[test]
+fn both_halves_of_a_delegation_show_one_flow_and_each_host_sees_the_others_counts() {
+    use fleet_core::{FlowPhase, Half, Link, Overview};
+    let (mut f, lead, worker) = two_hosts();
+    let overview = |f: &mut Fleet, h: usize| -> Overview {
+        let c = f.call(h, harness_lead(), Request::Overview);
+        match f.response(h, c) {
+            Some(Response::Overview(o)) => (**o).clone(),
+            other => panic!("expected an overview, got {other:?}"),
+        }
+    };
+    f.call(0, lead, send(&worker, "write the tests", false));
+    f.advance(Duration::from_secs(1));
+    let (a, b) = (overview(&mut f, 0), overview(&mut f, 1));
+    let (sent, worked) = (&a.delegations[0], &b.delegations[0]);
+    assert_eq!((sent.half, worked.half), (Half::Sender, Half::Worker));
+    assert_eq!(
+        (sent.phase, worked.phase),
+        (FlowPhase::Typed, FlowPhase::Typed)
+    );
+    assert_eq!(sent.msg, worked.msg);
+    assert!(sent.trace.is_some());
+    assert_eq!(sent.trace, worked.trace);
+    assert_eq!(worked.lead, Some(SessionId::new(LEAD)));
+    // Each names the other, heard through presence, with the counts of its last snapshot.
+    f.advance(Duration::from_secs(10));
+    let a = overview(&mut f, 0);
+    assert_eq!(a.hosts[0].host, host_name(0));
+    assert_eq!(a.hosts[0].link, Link::Up);
+    let peer = &a.hosts[1];
+    assert_eq!((&peer.host, peer.link), (&host_name(1), Link::Up));
+    assert!(peer.heard_ms_ago.is_some_and(|ms| ms < 10_000));
+    assert_eq!(peer.ops.map(|o| o.delegations), Some(1));
+    f.cut(0);
+    let a = overview(&mut f, 0);
+    assert_eq!(a.hosts[0].link, Link::Down);
+    assert!(a.hosts[1..].iter().all(|h| h.link == Link::Unknown));
+}

@@ -342,7 +342,9 @@ impl Gateway {
             .collect();
         let gw = SessionId::new(GATEWAY_GID);
         let key = presence_key(f.host(), &gw);
-        let body = Presence::snapshot(at, self.cfg.profiles.clone(), listed).to_body();
+        let body = Presence::snapshot(at, self.cfg.profiles.clone(), listed)
+            .with_ops(self.host_ops())
+            .to_body();
         let ttl = self.cfg.presence_ttl_ms;
         let env = self.seal(Draft::new(Kind::Presence, &gw, key, ttl).body(body));
         self.publish(Exchange::Roster, env);

@@ -40,7 +40,7 @@ impl Gateway {
         let draft = Draft::new(Kind::Send, &from, send.target.to_string(), inject_ms)
             .body(send.content.into_bytes());
         let env = self.seal(draft);
-        let msg = env.msg_id;
+        let (msg, trace) = (env.msg_id, env.trace_id);
         let Some(publish) = self.publish(Exchange::Msg, env) else {
             return self.respond(call, Response::Error(CallError::BrokerUnavailable));
         };
@@ -59,6 +59,9 @@ impl Gateway {
             brief: Some(RemoteBrief::Sent),
         };
         self.open_delegation(now, call, caller, opening);
+        if let Some(d) = self.delegations.get_mut(&ticket) {
+            d.trace = Some(trace);
+        }
         let by = now + Duration::from_millis(inject_ms + self.cfg.clock_skew_ms);
         self.timers.insert((by, TimerKind::InjectBy(ticket)));
     }

@@ -69,7 +69,8 @@ impl Gateway {
             reply_to: env.from.clone(),
             re: env.msg_id,
         };
-        let d = Delegation::new(target.clone(), msg, None, side, deadline);
+        let mut d = Delegation::new(target.clone(), msg, None, side, deadline);
+        d.trace = Some(env.trace_id);
         self.delegations.insert(ticket, d);
         self.timers
             .insert((deadline, TimerKind::SendDeadline(ticket)));

@@ -1,0 +1,240 @@
+//! The operators' dashboard in a real browser: headless Chromium loads `/ui` from a running
+//! fleetd (two gateways on RabbitMQ, members played from outside) and the rendered DOM must
+//! show both hosts with their members' live status, a delegation in flight with its phase,
+//! and a result held for the lead. A screenshot is kept under `target/ui-artifacts/`.
+//! Compiled as ignored where no Chromium is installed (`.ci/run` installs Debian's).
+
+use fleet_tests::fleetd_proc::{eventually, logs, start_host, stop_all, Dir, Host, Mcp, Rest};
+use scraper::{Html, Selector};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The Chromium the build found (`CHROMIUM`, or `chromium` / `chromium-browser` on `PATH`).
+fn chromium() -> PathBuf {
+    if let Some(c) = std::env::var_os("CHROMIUM").filter(|v| !v.is_empty()) {
+        return PathBuf::from(c);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .flat_map(|d| ["chromium", "chromium-browser"].map(|n| d.join(n)))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("built with a Chromium, run without one: apt-get install chromium")
+        })
+}
+
+/// Runs headless Chromium on `url` with `args`, its own profile in `dir`, bounded; its stdout.
+async fn browse(dir: &Path, url: &str, args: &[&str]) -> String {
+    let profile = dir.join(format!("chromium-{}", args.len()));
+    let mut cmd = tokio::process::Command::new(chromium());
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--hide-scrollbars",
+        // Virtual time: the page's polling runs its course, paused while a fetch is out.
+        "--virtual-time-budget=15000",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()))
+    .args(args)
+    .arg(url)
+    .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("chromium did not finish within 90 s on {url}"))
+        .unwrap_or_else(|e| panic!("starting chromium: {e}"));
+    assert!(
+        out.status.success(),
+        "chromium {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The page as the browser rendered it.
+async fn dom(dir: &Path, url: &str) -> Html {
+    Html::parse_document(&browse(dir, url, &["--dump-dom"]).await)
+}
+
+fn select<'a>(doc: &'a Html, css: &str) -> Vec<scraper::ElementRef<'a>> {
+    let s = Selector::parse(css).unwrap_or_else(|e| panic!("{css}: {e}"));
+    doc.select(&s).collect()
+}
+
+fn attr<'a>(e: &scraper::ElementRef<'a>, name: &str) -> &'a str {
+    e.value().attr(name).unwrap_or("")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(chromium),
+    ignore = "needs a headless Chromium: apt-get install chromium (.ci/run does)"
+)]
+async fn the_dashboard_shows_hosts_members_a_delegation_in_flight_and_a_held_result() {
+    let dir = Dir::new("dashboard");
+    let ns = format!("ui{}", std::process::id());
+    let mut hosts: Vec<Host> = Vec::new();
+    for i in 0..2 {
+        hosts.push(start_host(&dir, &ns, i).await);
+    }
+    let scenario = async {
+        let (alpha, beta) = (&hosts[0], &hosts[1]);
+        let lead = Mcp::connect(&alpha.proc.url, Some(&alpha.token))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        eventually("beta's gateway in alpha's roster", 30, || async {
+            let (_, v) = lead.call("fleet_list", json!({})).await;
+            v["rows"].as_array().is_some_and(|rows| {
+                rows.iter()
+                    .any(|r| r["host"] == "beta" && r["kind"] == "gateway")
+            })
+        })
+        .await;
+        let spawn = |host: &'static str| {
+            let lead = &lead;
+            async move {
+                let (ok, v) = lead
+                    .call("fleet_spawn", json!({"profile": "echo", "host": host}))
+                    .await;
+                assert!(ok, "{v}");
+                v["gid"].as_str().unwrap_or_default().to_string()
+            }
+        };
+        let (far, near) = (spawn("beta").await, spawn("alpha").await);
+
+        // In flight: a long brief to beta's member, typed there and still working.
+        let (ok, t) = lead
+            .call(
+                "fleet_send",
+                json!({"sessionId": far, "message": "SLOW 120000: a long build", "wait": false}),
+            )
+            .await;
+        assert!(ok, "{t}");
+        eventually("the brief is typed on beta", 30, || async {
+            beta.herdr.member_typed(&far, "a long build").await == 1
+        })
+        .await;
+        // Held: alpha's own member answers after its delegation timed out.
+        let (_, out) = lead
+            .call(
+                "fleet_send",
+                json!({"sessionId": near, "message": "SLOW 3000: quick check", "timeoutMs": 1500}),
+            )
+            .await;
+        assert_eq!(out["outcome"], "TIMED_OUT_WORKING", "{out}");
+        let rest = Rest::new(&alpha.proc.url, Some(&alpha.token));
+        eventually("the late reply is held on alpha", 30, || async {
+            let (_, o) = rest.get("/overview").await;
+            o["held"].as_array().is_some_and(|h| !h.is_empty())
+        })
+        .await;
+        eventually(
+            "alpha hears beta's snapshot with its counts",
+            30,
+            || async {
+                let (_, o) = rest.get("/overview").await;
+                o["hosts"].as_array().is_some_and(|hs| {
+                    hs.iter()
+                        .any(|h| h["host"] == "beta" && h["ops"]["delegations"] == 1)
+                })
+            },
+        )
+        .await;
+
+        let url = format!("{}/ui#token={}", alpha.proc.url, alpha.token);
+        let doc = dom(&dir.0, &url).await;
+        let state = select(&doc, "#state");
+        assert_eq!(attr(&state[0], "data-state"), "live", "{}", doc.html());
+        // Both hosts, each with its link up, beta's counts as its snapshot said them.
+        let boxes = select(&doc, ".host");
+        let names: Vec<&str> = boxes.iter().map(|b| attr(b, "data-host")).collect();
+        assert_eq!(names, ["alpha", "beta"], "{}", doc.html());
+        assert!(boxes.iter().all(|b| attr(b, "data-link") == "UP"));
+        // Each member under its own host, with its live status.
+        let row = |host: &str, gid: &str| {
+            select(
+                &doc,
+                &format!(".host[data-host=\"{host}\"] tr[data-gid=\"{gid}\"]"),
+            )
+            .first()
+            .map(|r| {
+                (
+                    attr(r, "data-kind").to_string(),
+                    attr(r, "data-status").to_string(),
+                )
+            })
+        };
+        assert_eq!(
+            row("beta", &far),
+            Some(("member".into(), "WORKING".into())),
+            "{}",
+            doc.html()
+        );
+        assert!(row("alpha", &near).is_some(), "{}", doc.html());
+        assert!(row("beta", &near).is_none());
+        // The delegation in flight, typed on beta, named by its flow.
+        let flights = select(&doc, "#delegations tbody tr");
+        let flight = flights
+            .iter()
+            .find(|r| attr(r, "data-target") == far)
+            .unwrap_or_else(|| panic!("no delegation to {far}: {}", doc.html()));
+        assert_eq!(attr(flight, "data-phase"), "TYPED");
+        let flow = attr(flight, "data-flow").to_string();
+        assert!(!flow.is_empty());
+        // The held result, for alpha's lead.
+        let held = select(&doc, "#held tbody tr");
+        assert_eq!(held.len(), 1, "{}", doc.html());
+        assert_eq!(
+            (attr(&held[0], "data-target"), attr(&held[0], "data-count")),
+            (near.as_str(), "1")
+        );
+        // A lead may act: the toggle is there (off: the page starts read-only).
+        assert!(!select(&doc, "#actions-toggle:not([hidden])").is_empty());
+        assert!(select(&doc, "button[data-action]").is_empty());
+
+        // A flow link filters everything to that flow: its delegation and its members only.
+        let filtered = dom(&dir.0, &format!("{url}&flow={flow}")).await;
+        let rows: Vec<String> = select(&filtered, "tr[data-gid]")
+            .iter()
+            .map(|r| attr(r, "data-gid").to_string())
+            .collect();
+        assert!(rows.contains(&far), "{rows:?}");
+        assert!(!rows.contains(&near), "{rows:?}");
+        assert!(select(&filtered, "#held tbody tr").is_empty());
+
+        // Without a token the page asks for one and shows no fleet.
+        let anon = dom(&dir.0, &format!("{}/ui", alpha.proc.url)).await;
+        assert_eq!(attr(&select(&anon, "#state")[0], "data-state"), "login");
+        assert!(select(&anon, "tr[data-gid]").is_empty());
+
+        // The screenshot, for CI's artifacts and for a human.
+        let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/ui-artifacts");
+        std::fs::create_dir_all(&shots).unwrap_or_else(|e| panic!("{e}"));
+        let png = shots.join("dashboard.png");
+        let _ = std::fs::remove_file(&png);
+        browse(
+            &dir.0,
+            &url,
+            &[
+                &format!("--screenshot={}", png.display()),
+                "--window-size=1400,1000",
+            ],
+        )
+        .await;
+        assert!(
+            std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000),
+            "{}",
+            png.display()
+        );
+        lead.close().await;
+    };
+    let timed = tokio::time::timeout(Duration::from_secs(240), scenario).await;
+    if timed.is_err() {
+        panic!("the dashboard scenario did not finish\n{}", logs(&hosts));
+    }
+    stop_all(&mut hosts).await;
+}
