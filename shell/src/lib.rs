@@ -15,6 +15,8 @@ pub mod config;
 #[cfg(feature = "daemon")]
 pub mod conn_limit;
 #[cfg(feature = "daemon")]
+pub mod ctl;
+#[cfg(feature = "daemon")]
 pub mod daemon;
 pub mod driver;
 #[cfg(feature = "daemon")]

@@ -42,6 +42,13 @@ enum Command {
     /// Print the OpenAPI 3.1 document of the REST face (what `GET /openapi.json` serves), for
     /// generating clients without a running gateway.
     Openapi,
+    /// Talk to a running gateway: the roster, a member's status, send/poll/spawn/stop, the
+    /// profiles, what is in flight, and a live tail. The token comes from $FLEETD_TOKEN.
+    ///
+    /// Exit status: 0 done (a send replied), 1 refused, 2 usage, 3 gateway unreachable,
+    /// 4 denied (401/403), 5 not found, 6 a send ended without a reply, 7 the member asked a
+    /// question (answer with `send <gid> <answer> --turn-id <turnId>`).
+    Ctl(fleetd::ctl::Ctl),
     /// Print the broker objects (exchanges, queues, bindings, consumers) this gateway declares.
     Topology {
         #[arg(long, short)]
@@ -157,6 +164,7 @@ fn main() -> ExitCode {
                 Err(code) => code,
             }
         }
+        Command::Ctl(ctl) => fleetd::ctl::main(ctl),
         Command::Openapi => {
             match serde_json::to_string_pretty(&fleetd::rest::document(fleetd::rest::router().1)) {
                 Ok(s) => {

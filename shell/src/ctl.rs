@@ -1,0 +1,881 @@
+//! `fleetd ctl`: a client of a running gateway's REST face, for operators and scripts. Human
+//! tables by default, the gateway's own JSON with `--json`, a progress line on stderr while it
+//! waits, and exit codes a script can branch on (`Exit`).
+
+mod table;
+
+use crate::ports::Clock;
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+use table::Table;
+
+/// What a script can tell apart by the exit status alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Done: a send REPLIED or COMPLETED_UNREPLIED, a `--no-wait` send accepted, a read shown.
+    Ok = 0,
+    /// The gateway refused the request for another reason (a bad argument, a full inbox …).
+    Refused = 1,
+    /// A usage error (clap's own, or a missing token).
+    Usage = 2,
+    /// The gateway did not answer, or not with what a gateway answers.
+    Unreachable = 3,
+    /// The token was refused (401) or may not do this (403).
+    Denied = 4,
+    /// No such member, ticket or host (404).
+    NotFound = 5,
+    /// A send ended without a reply: BUSY, STALE_TURN, TIMED_OUT_*, WORKER_FAILED,
+    /// BACKEND_EXHAUSTED.
+    NoReply = 6,
+    /// The member asked a question: answer with `send <gid> <answer> --turn-id <turnId>`.
+    Question = 7,
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(e as u8)
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct Ctl {
+    /// The gateway's base URL.
+    #[arg(long, env = "FLEETD_URL", default_value = "http://127.0.0.1:8765")]
+    url: String,
+    /// The environment variable holding the bearer token (a lead's, or a member's to read).
+    /// The token itself is never an argument: arguments show in `ps`.
+    #[arg(long, default_value = "FLEETD_TOKEN", value_name = "VAR")]
+    token_env: String,
+    /// Print the gateway's JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Bound on each request that does not wait for a member (ms).
+    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    request_timeout_ms: u64,
+    #[command(subcommand)]
+    command: CtlCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum CtlCommand {
+    /// The fleet-wide roster: every host's gateway, leads and members with status and health.
+    List,
+    /// One session's row on any host, with what this gateway queues for it.
+    Status { gid: String },
+    /// Delegate TEXT to member GID and wait for its outcome (exit 0 on a reply, 6 without one,
+    /// 7 on a question); or answer an open question with --turn-id.
+    Send {
+        gid: String,
+        text: String,
+        /// Wait for the outcome (the default), showing the phase on stderr.
+        #[arg(long, conflicts_with = "no_wait")]
+        wait: bool,
+        /// Return at once with a ticket to `poll`.
+        #[arg(long)]
+        no_wait: bool,
+        /// The delegation's deadline (ms); the gateway's default when absent.
+        #[arg(long, value_name = "MS")]
+        timeout_ms: Option<u64>,
+        /// Answer the question of this turn instead of starting a delegation.
+        #[arg(long, value_name = "TURN")]
+        turn_id: Option<String>,
+    },
+    /// An async send's phase and outcome by its ticket, or (--replies GID) collect the
+    /// replies held for you from member GID.
+    Poll {
+        #[arg(required_unless_present = "replies")]
+        ticket: Option<String>,
+        /// Drain the replies held from this member instead.
+        #[arg(long, value_name = "GID", conflicts_with = "ticket")]
+        replies: Option<String>,
+        /// With --replies: show them without removing them.
+        #[arg(long, requires = "replies")]
+        peek: bool,
+    },
+    /// Start a member (placement chooses the profile when none is named).
+    Spawn {
+        #[arg(long)]
+        profile: Option<String>,
+        /// The host to start it on (`any`: the live host with the fewest members).
+        #[arg(long)]
+        host: Option<String>,
+        /// ARCHITECT, DEV (the default) or REVIEWER.
+        #[arg(long)]
+        role: Option<String>,
+        #[arg(long)]
+        group: Option<String>,
+        #[arg(long)]
+        cwd: Option<String>,
+        #[arg(long)]
+        ticket: Option<String>,
+    },
+    /// Stop a member on any host: its pane closes, its open delegations end ABANDONED.
+    Stop { gid: String },
+    /// The profiles each host offers, with this host's placement and credential cooldowns.
+    Profiles,
+    /// Hosts with their links and counts, delegations in flight, held results.
+    Overview,
+    /// Follow the delegations in flight: one line per change. With --flow, only that flow
+    /// (a traceId, msgId or ticket), ending when it does.
+    Tail {
+        #[arg(long, value_name = "ID")]
+        flow: Option<String>,
+        /// Follow this gateway's audit file (JSON lines) instead; it must be readable here.
+        #[arg(long, value_name = "FILE", conflicts_with = "flow")]
+        audit: Option<std::path::PathBuf>,
+        /// Poll interval (ms).
+        #[arg(long, default_value_t = 1_000, value_name = "MS")]
+        every_ms: u64,
+    },
+}
+
+/// A failed request, with the exit status it maps to.
+#[derive(Debug, thiserror::Error)]
+enum CtlError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("cannot reach the gateway at {url}: {why}")]
+    Unreachable { url: String, why: String },
+    #[error("{status}: {code}: {message}")]
+    Refused {
+        status: u16,
+        code: String,
+        message: String,
+    },
+}
+
+impl CtlError {
+    fn exit(&self) -> Exit {
+        match self {
+            CtlError::Usage(_) => Exit::Usage,
+            CtlError::Unreachable { .. } => Exit::Unreachable,
+            CtlError::Refused { status, .. } => match status {
+                401 | 403 => Exit::Denied,
+                404 => Exit::NotFound,
+                _ => Exit::Refused,
+            },
+        }
+    }
+}
+
+struct Client {
+    base: String,
+    token: String,
+    http: reqwest::Client,
+    bound: Duration,
+}
+
+impl Client {
+    async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+        bound: Duration,
+    ) -> Result<(u16, Value), CtlError> {
+        let url = format!("{}{path}", self.base);
+        let mut req = self
+            .http
+            .request(method, &url)
+            .bearer_auth(&self.token)
+            .timeout(bound);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let unreachable = |why: String| CtlError::Unreachable {
+            url: self.base.clone(),
+            why,
+        };
+        let resp = req.send().await.map_err(|e| unreachable(error_chain(&e)))?;
+        let status = resp.status().as_u16();
+        let text = resp.text().await.map_err(|e| unreachable(e.to_string()))?;
+        let v: Value = serde_json::from_str(&text).map_err(|_| {
+            unreachable(format!(
+                "answered {status} with something that is not JSON: {}",
+                text.chars().take(120).collect::<String>()
+            ))
+        })?;
+        Ok((status, v))
+    }
+
+    /// The answer's body when it is a success; the gateway's `{code, message}` otherwise.
+    async fn ok(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, CtlError> {
+        let (status, v) = self.request(method, path, body, self.bound).await?;
+        if (200..300).contains(&status) {
+            return Ok(v);
+        }
+        Err(refused(status, &v))
+    }
+
+    async fn get(&self, path: &str) -> Result<Value, CtlError> {
+        self.ok(reqwest::Method::GET, path, None).await
+    }
+}
+
+fn refused(status: u16, v: &Value) -> CtlError {
+    CtlError::Refused {
+        status,
+        code: v["code"].as_str().unwrap_or("error").to_string(),
+        message: v["message"].as_str().unwrap_or("").to_string(),
+    }
+}
+
+/// reqwest's error with its causes ("error sending request: … Connection refused").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
+}
+
+/// A path segment: ids are UUIDs or labels, but nothing a user types is pasted raw.
+fn seg(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            // Not `.`: a `..` segment would be resolved away by the URL parser.
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Runs `fleetd ctl …` and returns its exit status.
+pub fn main(ctl: Ctl) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("fleetd ctl: starting the runtime: {e}");
+            return Exit::Unreachable.into();
+        }
+    };
+    match rt.block_on(run(ctl)) {
+        Ok(exit) => exit.into(),
+        Err(e) => {
+            eprintln!("fleetd ctl: {e}");
+            e.exit().into()
+        }
+    }
+}
+
+async fn run(ctl: Ctl) -> Result<Exit, CtlError> {
+    let token = std::env::var(&ctl.token_env)
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .ok_or_else(|| {
+            CtlError::Usage(format!(
+                "no token: set {} to a lead's token (or a member's, to read only)",
+                ctl.token_env
+            ))
+        })?;
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| CtlError::Usage(format!("the HTTP client: {e}")))?;
+    let c = Client {
+        base: ctl.url.trim_end_matches('/').to_string(),
+        token,
+        http,
+        bound: Duration::from_millis(ctl.request_timeout_ms),
+    };
+    let json = ctl.json;
+    let show = |v: &Value, human: &dyn Fn(&Value) -> String| {
+        if json {
+            println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+        } else {
+            print!("{}", human(v));
+        }
+    };
+    match ctl.command {
+        CtlCommand::List => {
+            let v = c.get("/members").await?;
+            show(&v, &|v| roster_table(v, now_ms()));
+            Ok(Exit::Ok)
+        }
+        CtlCommand::Status { gid } => {
+            let v = c.get(&format!("/sessions/{}/status", seg(&gid))).await?;
+            show(&v, &status_text);
+            Ok(Exit::Ok)
+        }
+        CtlCommand::Profiles => {
+            let v = c.get("/profiles").await?;
+            show(&v, &profiles_table);
+            Ok(Exit::Ok)
+        }
+        CtlCommand::Overview => {
+            let v = c.get("/overview").await?;
+            show(&v, &overview_text);
+            Ok(Exit::Ok)
+        }
+        CtlCommand::Stop { gid } => {
+            let v = c
+                .ok(
+                    reqwest::Method::DELETE,
+                    &format!("/members/{}", seg(&gid)),
+                    None,
+                )
+                .await?;
+            show(&v, &|_| format!("stopped {gid}\n"));
+            Ok(Exit::Ok)
+        }
+        CtlCommand::Spawn {
+            profile,
+            host,
+            role,
+            group,
+            cwd,
+            ticket,
+        } => {
+            let mut body = serde_json::Map::new();
+            for (k, v) in [
+                ("profile", profile),
+                ("host", host),
+                ("role", role),
+                ("group", group),
+                ("cwd", cwd),
+                ("ticket", ticket),
+            ] {
+                if let Some(v) = v {
+                    body.insert(k.into(), json!(v));
+                }
+            }
+            progress_line("spawning: waiting for the member to be ready");
+            let (status, v) = c
+                .request(
+                    reqwest::Method::POST,
+                    "/members",
+                    Some(Value::Object(body)),
+                    // A spawn waits for its member's readiness gate.
+                    Duration::from_secs(300),
+                )
+                .await?;
+            progress_done();
+            if !(200..300).contains(&status) {
+                return Err(refused(status, &v));
+            }
+            show(&v, &|v| {
+                format!(
+                    "{}\t{}\n",
+                    v["gid"].as_str().unwrap_or("?"),
+                    v["host"].as_str().unwrap_or("?")
+                )
+            });
+            Ok(Exit::Ok)
+        }
+        CtlCommand::Poll {
+            ticket,
+            replies,
+            peek,
+        } => match (ticket, replies) {
+            (_, Some(gid)) => {
+                let v = if peek {
+                    c.get(&format!("/sessions/{}/replies?peek=true", seg(&gid)))
+                        .await?
+                } else {
+                    c.ok(
+                        reqwest::Method::POST,
+                        &format!("/sessions/{}/replies", seg(&gid)),
+                        None,
+                    )
+                    .await?
+                };
+                show(&v, &replies_text);
+                Ok(Exit::Ok)
+            }
+            (Some(ticket), None) => {
+                let v = c.get(&format!("/tasks/{}", seg(&ticket))).await?;
+                show(&v, &ticket_text);
+                Ok(ticket_exit(&v))
+            }
+            (None, None) => Err(CtlError::Usage("poll needs a ticket or --replies".into())),
+        },
+        CtlCommand::Send {
+            gid,
+            text,
+            wait: _,
+            no_wait,
+            timeout_ms,
+            turn_id,
+        } => {
+            let mut body = json!({ "message": text, "wait": false });
+            if let Some(ms) = timeout_ms {
+                body["timeoutMs"] = json!(ms);
+            }
+            if let Some(t) = &turn_id {
+                body["turnId"] = json!(t);
+            }
+            let path = format!("/sessions/{}/message", seg(&gid));
+            let (status, v) = c
+                .request(reqwest::Method::POST, &path, Some(body), c.bound)
+                .await?;
+            if !(200..300).contains(&status) {
+                return Err(refused(status, &v));
+            }
+            if no_wait || v["type"] != "ticket" {
+                show(&v, &ticket_text);
+                return Ok(if v["type"] == "ticket" {
+                    Exit::Ok
+                } else {
+                    ticket_exit(&v)
+                });
+            }
+            let ticket = v["ticket"].as_str().unwrap_or_default().to_string();
+            let v = wait_for(&c, &gid, &ticket).await?;
+            show(&v, &ticket_text);
+            Ok(ticket_exit(&v))
+        }
+        CtlCommand::Tail {
+            flow,
+            audit,
+            every_ms,
+        } => match audit {
+            Some(path) => tail_audit(&path, json, Duration::from_millis(every_ms)).await,
+            None => tail_flows(&c, flow, json, Duration::from_millis(every_ms.max(100))).await,
+        },
+    }
+}
+
+fn now_ms() -> u64 {
+    crate::clock::TokioClock::new().unix_ms()
+}
+
+/// Polls a ticket until it ends or asks, with its phase on one stderr line.
+async fn wait_for(c: &Client, gid: &str, ticket: &str) -> Result<Value, CtlError> {
+    let path = format!("/tasks/{}", seg(ticket));
+    let started = tokio::time::Instant::now();
+    loop {
+        let v = c.get(&path).await?;
+        let phase = v["phase"].as_str().unwrap_or("?");
+        if phase != "PENDING" {
+            progress_done();
+            return Ok(v);
+        }
+        progress_line(&format!(
+            "waiting on {gid}: {} s (ticket {ticket}, {phase})",
+            started.elapsed().as_secs()
+        ));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The exit status a ticket's state maps to.
+fn ticket_exit(v: &Value) -> Exit {
+    if v["phase"] == "ASKING" || v["outcome"] == "QUESTION" {
+        return Exit::Question;
+    }
+    match v["outcome"].as_str() {
+        None | Some("REPLIED") | Some("COMPLETED_UNREPLIED") => Exit::Ok,
+        Some(_) => Exit::NoReply,
+    }
+}
+
+/// One line on stderr, rewritten in place on a terminal; nothing when stderr is not one
+/// (a script's log gets the result, not a hundred progress lines).
+fn progress_line(s: &str) {
+    let mut e = std::io::stderr();
+    if e.is_terminal() {
+        let _ = write!(e, "\r\x1b[2K{s}");
+        let _ = e.flush();
+    }
+}
+
+fn progress_done() {
+    let mut e = std::io::stderr();
+    if e.is_terminal() {
+        let _ = write!(e, "\r\x1b[2K");
+        let _ = e.flush();
+    }
+}
+
+fn ago(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn roster_table(v: &Value, now: u64) -> String {
+    let mut t = Table::new([
+        "HOST", "GID", "KIND", "STATUS", "HEALTH", "ROLE", "PROFILE", "OWNER", "AGE",
+    ]);
+    for r in v["rows"].as_array().into_iter().flatten() {
+        let age = r["since"]
+            .as_u64()
+            .map(|s| ago(now.saturating_sub(s)))
+            .unwrap_or_default();
+        let mut status = text(&r["status"]);
+        if r["busy"] == true {
+            status.push('*');
+        }
+        if r["liveness"] == "unknown" {
+            status.push('?');
+        }
+        t.row([
+            text(&r["host"]),
+            text(&r["gid"]),
+            text(&r["kind"]),
+            status,
+            text(&r["health"]),
+            text(&r["role"]),
+            text(&r["profile"]),
+            text(&r["owner"]),
+            age,
+        ]);
+    }
+    t.render()
+}
+
+fn status_text(v: &Value) -> String {
+    let view = &v["view"];
+    let mut out = String::new();
+    for k in [
+        "gid",
+        "host",
+        "kind",
+        "status",
+        "busy",
+        "ready",
+        "health",
+        "health_reason",
+        "role",
+        "profile",
+        "owner",
+        "queued",
+        "in_turn",
+    ] {
+        if !view[k].is_null() {
+            out.push_str(&format!("{k:<14}{}\n", text(&view[k])));
+        }
+    }
+    out
+}
+
+fn profiles_table(v: &Value) -> String {
+    let mut t = Table::new([
+        "HOST", "PROFILE", "KIND", "LOAD", "MAX", "WEIGHT", "COOLING",
+    ]);
+    for (host, h) in v["hosts"].as_object().into_iter().flatten() {
+        for p in h["profiles"].as_array().into_iter().flatten() {
+            match p {
+                Value::String(name) => {
+                    t.row([
+                        host.clone(),
+                        name.clone(),
+                        "".into(),
+                        "".into(),
+                        "".into(),
+                        "".into(),
+                        "".into(),
+                    ]);
+                }
+                p => t.row([
+                    host.clone(),
+                    text(&p["name"]),
+                    text(&p["kind"]),
+                    text(&p["load"]),
+                    text(&p["maxLoad"]),
+                    text(&p["weight"]),
+                    text(&p["coolingUntil"]),
+                ]),
+            }
+        }
+    }
+    t.render()
+}
+
+fn overview_text(v: &Value) -> String {
+    let mut out = String::new();
+    let mut hosts = Table::new([
+        "HOST",
+        "LINK",
+        "HEARD",
+        "DELEGATIONS",
+        "HELD",
+        "DEAD LETTERS",
+        "BROKER DROPS",
+    ]);
+    for h in v["hosts"].as_array().into_iter().flatten() {
+        let ops = &h["ops"];
+        hosts.row([
+            text(&h["host"]),
+            text(&h["link"]),
+            h["heard_ms_ago"].as_u64().map(ago).unwrap_or_default(),
+            text(&ops["delegations"]),
+            text(&ops["held"]),
+            text(&ops["dead_letters"]),
+            text(&ops["broker_drops"]),
+        ]);
+    }
+    out.push_str(&hosts.render());
+    out.push('\n');
+    out.push_str(&delegations_table(
+        v["delegations"].as_array().map_or(&[][..], Vec::as_slice),
+    ));
+    out.push('\n');
+    let mut held = Table::new(["HELD FROM", "FOR LEAD", "REPLIES", "BYTES", "OLDEST"]);
+    for h in v["held"].as_array().into_iter().flatten() {
+        held.row([
+            text(&h["target"]),
+            text(&h["lead"]),
+            text(&h["count"]),
+            text(&h["bytes"]),
+            h["oldest_ms"].as_u64().map(ago).unwrap_or_default(),
+        ]);
+    }
+    out.push_str(&held.render());
+    out
+}
+
+fn flow_of(d: &Value) -> String {
+    [&d["trace"], &d["msg"], &d["ticket"]]
+        .into_iter()
+        .find_map(|v| v.as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn delegations_table(ds: &[Value]) -> String {
+    let mut t = Table::new([
+        "FLOW", "TARGET", "LEAD", "HALF", "PHASE", "ENDS IN", "QUESTION",
+    ]);
+    for d in ds {
+        let mut phase = text(&d["phase"]);
+        if let Some(o) = d["outcome"].as_str() {
+            phase = format!("{phase} {o}");
+        }
+        t.row([
+            flow_of(d),
+            text(&d["target"]),
+            text(&d["lead"]),
+            text(&d["half"]),
+            phase,
+            d["ends_in_ms"].as_u64().map(ago).unwrap_or_default(),
+            text(&d["question"]),
+        ]);
+    }
+    t.render()
+}
+
+fn ticket_text(v: &Value) -> String {
+    let mut out = String::new();
+    match (v["phase"].as_str(), v["outcome"].as_str()) {
+        (Some("ASKING"), _) | (_, Some("QUESTION")) => {
+            out.push_str(&format!("QUESTION: {}\n", text(&v["question"])));
+            let turn = [&v["turn_id"], &v["turnId"]]
+                .into_iter()
+                .find_map(|t| t.as_str())
+                .unwrap_or("?");
+            out.push_str(&format!(
+                "answer with: fleetd ctl send <gid> '<answer>' --turn-id {turn}\n"
+            ));
+        }
+        (_, Some(outcome)) => {
+            out.push_str(outcome);
+            out.push('\n');
+            if let Some(body) = v["body"].as_str() {
+                out.push_str(body);
+                out.push('\n');
+            }
+        }
+        (Some(phase), None) => {
+            out.push_str(&format!("{phase} ticket {}\n", text(&v["ticket"])));
+        }
+        (None, None) => out.push_str(&format!("{v}\n")),
+    }
+    out
+}
+
+fn replies_text(v: &Value) -> String {
+    let mut out = String::new();
+    for r in v["replies"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "— from {} —\n{}\n",
+            text(&r["target"]),
+            text(&r["content"])
+        ));
+    }
+    if out.is_empty() {
+        out.push_str("no replies held\n");
+    }
+    out
+}
+
+/// One line per change of a delegation seen in the gateway's overview.
+async fn tail_flows(
+    c: &Client,
+    flow: Option<String>,
+    json: bool,
+    every: Duration,
+) -> Result<Exit, CtlError> {
+    let mut last: std::collections::BTreeMap<String, String> = Default::default();
+    let mut seen_flow = false;
+    loop {
+        let v = c.get("/overview").await?;
+        let mut now: std::collections::BTreeMap<String, String> = Default::default();
+        for d in v["delegations"].as_array().into_iter().flatten() {
+            let id = flow_of(d);
+            let ticket = text(&d["ticket"]);
+            let matches = flow
+                .as_ref()
+                .is_none_or(|f| *f == id || *f == ticket || d["msg"] == f.as_str());
+            if !matches {
+                continue;
+            }
+            seen_flow = true;
+            let state = format!("{} {}", text(&d["phase"]), text(&d["outcome"]));
+            if last.get(&ticket) != Some(&state) {
+                if json {
+                    println!("{}", serde_json::to_string(d).unwrap_or_default());
+                } else {
+                    let q = d["question"]
+                        .as_str()
+                        .map(|q| format!(" — {q}"))
+                        .unwrap_or_default();
+                    println!(
+                        "{} {} → {} {}{q}",
+                        id,
+                        text(&d["lead"]),
+                        text(&d["target"]),
+                        state.trim_end()
+                    );
+                }
+            }
+            now.insert(ticket, state);
+        }
+        for gone in last.keys().filter(|t| !now.contains_key(*t)) {
+            if !json {
+                println!("{gone} ended");
+            }
+        }
+        let _ = std::io::stdout().flush();
+        if let Some(f) = &flow {
+            let done = now.values().all(|s| s.starts_with("DONE"));
+            if seen_flow && (now.is_empty() || done) {
+                return Ok(Exit::Ok);
+            }
+            if !seen_flow {
+                return Err(CtlError::Refused {
+                    status: 404,
+                    code: "not_found".into(),
+                    message: format!("no delegation of flow {f} on this gateway"),
+                });
+            }
+        }
+        last = now;
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Follows an audit file from its end, one decision per line.
+async fn tail_audit(path: &std::path::Path, json: bool, every: Duration) -> Result<Exit, CtlError> {
+    use tokio::io::{AsyncBufReadExt, AsyncSeekExt};
+    let file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| CtlError::Usage(format!("{}: {e}", path.display())))?;
+    let mut reader = tokio::io::BufReader::new(file);
+    reader
+        .seek(std::io::SeekFrom::End(0))
+        .await
+        .map_err(|e| CtlError::Usage(format!("{}: {e}", path.display())))?;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_line(&mut line)
+            .await
+            .map_err(|e| CtlError::Usage(format!("{}: {e}", path.display())))?;
+        if n == 0 {
+            tokio::time::sleep(every).await;
+            continue;
+        }
+        if json {
+            print!("{line}");
+        } else {
+            match serde_json::from_str::<Value>(&line) {
+                Ok(a) => println!(
+                    "{} {} {} {}{}",
+                    if a["allowed"] == true {
+                        "allow"
+                    } else {
+                        "DENY "
+                    },
+                    text(&a["role"]),
+                    text(&a["caller"]),
+                    text(&a["action"]),
+                    a["target"]
+                        .as_str()
+                        .map(|t| format!(" {t}"))
+                        .unwrap_or_default()
+                ),
+                Err(_) => print!("{line}"),
+            }
+        }
+        let _ = std::io::stdout().flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_map_to_the_exit_codes_scripts_branch_on() {
+        let t = |phase: &str, outcome: Option<&str>| {
+            ticket_exit(&json!({ "phase": phase, "outcome": outcome }))
+        };
+        assert_eq!(t("DONE", Some("REPLIED")), Exit::Ok);
+        assert_eq!(t("DONE", Some("COMPLETED_UNREPLIED")), Exit::Ok);
+        assert_eq!(t("PENDING", None), Exit::Ok);
+        assert_eq!(t("ASKING", None), Exit::Question);
+        assert_eq!(t("FAILED", Some("TIMED_OUT_WORKING")), Exit::NoReply);
+        assert_eq!(t("FAILED", Some("BUSY")), Exit::NoReply);
+        let http = |status| {
+            CtlError::Refused {
+                status,
+                code: String::new(),
+                message: String::new(),
+            }
+            .exit()
+        };
+        assert_eq!(
+            [http(400), http(401), http(403), http(404), http(503)],
+            [
+                Exit::Refused,
+                Exit::Denied,
+                Exit::Denied,
+                Exit::NotFound,
+                Exit::Refused
+            ]
+        );
+    }
+
+    #[test]
+    fn a_path_segment_is_escaped() {
+        assert_eq!(seg("lead-1_a~"), "lead-1_a~");
+        assert_eq!(seg("../x y"), "%2E%2E%2Fx%20y");
+    }
+}

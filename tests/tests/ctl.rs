@@ -1,0 +1,213 @@
+//! `fleetd ctl` against a running single-host gateway (members played on the herdr double):
+//! each command's exit status and `--json` shape, as a script would use them.
+
+use fleet_tests::fleetd_proc::{
+    fleetd_bin, free_port, play_members, solo_config, write_key, Dir, Proc,
+};
+use fleet_tests::panes::Panes;
+use serde_json::Value;
+use std::time::Duration;
+
+const LEAD_TOKEN: &str = "lead-token-0123456789abcdef";
+const ARCHITECT_TOKEN: &str = "architect-token-0123456789abcdef";
+
+/// What one `fleetd ctl` run did.
+struct Ran {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
+    }
+}
+
+/// `fleetd ctl --url <url> ARGS` with `token` in FLEETD_TOKEN (none: unset), bounded.
+async fn ctl(url: &str, token: Option<&str>, args: &[&str]) -> Ran {
+    let mut cmd = tokio::process::Command::new(fleetd_bin());
+    cmd.arg("ctl")
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .kill_on_drop(true);
+    cmd.env_remove("FLEETD_TOKEN").env_remove("FLEETD_URL");
+    if let Some(t) = token {
+        cmd.env("FLEETD_TOKEN", t);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("fleetd ctl {args:?} did not finish in 120 s"))
+        .unwrap_or_else(|e| panic!("fleetd ctl: {e}"));
+    Ran {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_drives_a_gateway_with_exit_codes_a_script_can_use() {
+    let dir = Dir::new("ctl");
+    let herdr = Panes::start_double(&dir.0).await;
+    let port = free_port();
+    let state = dir.0.join("state");
+    std::fs::create_dir_all(&state).unwrap_or_else(|e| panic!("{e}"));
+    let mkey = fleetd::daemon::member_key(&write_key(&state.join("gateway.key"), 5));
+    let lead_pane = herdr.add_lead_pane("lead").await;
+    let architect_pane = herdr.add_lead_pane("archie").await;
+    let config = solo_config(
+        &dir,
+        port,
+        &herdr.path(),
+        (&lead_pane, &architect_pane),
+        (LEAD_TOKEN, ARCHITECT_TOKEN),
+    );
+    let mut fleetd = Proc::start(&dir.0, "solo", port, &config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _members = play_members(herdr.clone(), &fleetd.url, mkey, &state);
+    let url = fleetd.url.clone();
+    let lead = Some(LEAD_TOKEN);
+
+    // Usage and credentials first: no token 2, a wrong one 4, nothing listening 3.
+    assert_eq!(ctl(&url, None, &["list"]).await.code, 2);
+    let wrong = ctl(&url, Some("not-a-token-of-this-gateway"), &["list"]).await;
+    assert_eq!(wrong.code, 4, "{}", wrong.stderr);
+    assert!(wrong.stderr.contains("unauthenticated"), "{}", wrong.stderr);
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    assert_eq!(ctl(&dead, lead, &["list"]).await.code, 3);
+
+    // spawn → list (table and JSON) → status.
+    let spawned = ctl(&url, lead, &["--json", "spawn", "--profile", "echo"]).await;
+    assert_eq!(spawned.code, 0, "{}\n{}", spawned.stderr, fleetd.log_text());
+    let gid = spawned.json()["gid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!gid.is_empty());
+    let listed = ctl(&url, lead, &["--json", "list"]).await;
+    assert_eq!(listed.code, 0);
+    let rows = listed.json()["rows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(rows
+        .iter()
+        .any(|r| r["gid"] == gid.as_str() && r["profile"] == "echo"));
+    let table = ctl(&url, lead, &["list"]).await;
+    let head = table.stdout.lines().next().unwrap_or_default();
+    assert!(
+        head.starts_with("HOST") && head.contains("HEALTH"),
+        "{}",
+        table.stdout
+    );
+    assert!(table
+        .stdout
+        .lines()
+        .any(|l| l.contains(&gid) && l.contains("echo")));
+    let status = ctl(&url, lead, &["--json", "status", &gid]).await;
+    assert_eq!(
+        (status.code, &status.json()["view"]["gid"]),
+        (0, &Value::from(gid.as_str()))
+    );
+    assert_eq!(ctl(&url, lead, &["status", "no-such-member"]).await.code, 5);
+
+    // A blocking send: the reply on stdout, exit 0.
+    let sent = ctl(&url, lead, &["send", &gid, "hello there"]).await;
+    assert_eq!(sent.code, 0, "{}\n{}", sent.stderr, fleetd.log_text());
+    assert_eq!(sent.stdout, "REPLIED\ndone: hello there\n");
+    // --no-wait: a ticket at once; poll it to its end.
+    let queued = ctl(&url, lead, &["--json", "send", &gid, "later", "--no-wait"]).await;
+    assert_eq!(queued.code, 0, "{}", queued.stderr);
+    let ticket = queued.json()["ticket"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let mut polled = Value::Null;
+    for _ in 0..100 {
+        let p = ctl(&url, lead, &["--json", "poll", &ticket]).await;
+        assert_eq!(p.code, 0, "{}", p.stderr);
+        polled = p.json();
+        if polled["phase"] == "DONE" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        (&polled["outcome"], &polled["body"]),
+        (&Value::from("REPLIED"), &Value::from("done: later"))
+    );
+    // `tail --flow` follows that ticket to its end and exits 0.
+    let tail = ctl(&url, lead, &["--json", "tail", "--flow", &ticket]).await;
+    assert_eq!(tail.code, 0, "{}", tail.stderr);
+    let line: Value =
+        serde_json::from_str(tail.stdout.lines().next().unwrap_or("null")).unwrap_or(Value::Null);
+    assert_eq!(
+        (&line["phase"], &line["outcome"]),
+        (&Value::from("DONE"), &Value::from("REPLIED"))
+    );
+
+    // A question: exit 7 with the turn to answer; the answer continues the turn: exit 0.
+    let asked = ctl(
+        &url,
+        lead,
+        &["--json", "send", &gid, "ASK 20000: which branch?"],
+    )
+    .await;
+    assert_eq!(asked.code, 7, "{}\n{}", asked.stdout, asked.stderr);
+    let q = asked.json();
+    assert_eq!(q["question"], "which branch?");
+    let turn = q["turn_id"].as_str().unwrap_or_default().to_string();
+    let answered = ctl(&url, lead, &["send", &gid, "main", "--turn-id", &turn]).await;
+    assert_eq!(answered.code, 0, "{}\n{}", answered.stdout, answered.stderr);
+    assert!(
+        answered.stdout.contains("answered: main"),
+        "{}",
+        answered.stdout
+    );
+
+    // No reply in time: exit 6; the late reply is then held, and `poll --replies` collects it.
+    let late = ctl(
+        &url,
+        lead,
+        &["send", &gid, "SLOW 2000: slow one", "--timeout-ms", "800"],
+    )
+    .await;
+    assert_eq!(late.code, 6, "{}\n{}", late.stdout, late.stderr);
+    assert!(late.stdout.starts_with("TIMED_OUT_"), "{}", late.stdout);
+    let mut held = 0;
+    for _ in 0..60 {
+        let o = ctl(&url, lead, &["--json", "overview"]).await.json();
+        held = o["held"].as_array().map_or(0, Vec::len);
+        if held > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(held, 1);
+    let drained = ctl(&url, lead, &["--json", "poll", "--replies", &gid]).await;
+    assert_eq!(drained.code, 0, "{}", drained.stderr);
+    assert_eq!(
+        drained.json()["replies"][0]["content"],
+        "done: SLOW 2000: slow one"
+    );
+
+    // profiles, and the architect may read but not stop; the lead stops: exit 0, then 5.
+    let profiles = ctl(&url, lead, &["--json", "profiles"]).await.json();
+    assert_eq!(profiles["hosts"]["solo"]["profiles"][0]["name"], "echo");
+    assert_eq!(
+        ctl(&url, Some(ARCHITECT_TOKEN), &["stop", &gid]).await.code,
+        4
+    );
+    let stopped = ctl(&url, lead, &["stop", &gid]).await;
+    assert_eq!(stopped.code, 0, "{}", stopped.stderr);
+    let gone = ctl(&url, lead, &["status", &gid]).await;
+    assert_eq!(gone.code, 5, "{}\n{}", gone.stdout, gone.stderr);
+    assert!(gone.stderr.contains("not_found"), "{}", gone.stderr);
+
+    let s = fleetd.term(Duration::from_secs(20)).await;
+    assert!(s.is_ok_and(|s| s.success()), "{}", fleetd.log_text());
+}
