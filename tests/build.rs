@@ -1,6 +1,6 @@
-//! `cfg(herdr_real)` when `HERDR_BIN` names a herdr at build time, and `cfg(chromium)` when a
-//! headless Chromium is installed (`CHROMIUM`, or `chromium` / `chromium-browser` on `PATH`):
-//! the scenarios that need one are then compiled to run, and otherwise marked ignored — so a
+//! `cfg(herdr_real)` when `HERDR_BIN` names a herdr at build time, `cfg(chromium)` when a
+//! headless Chromium is installed (`CHROMIUM`, or `chromium` / `chromium-browser` on `PATH`),
+//! `cfg(schemathesis)` when schemathesis is on `PATH`: the scenarios that need one are then compiled to run, and otherwise marked ignored — so a
 //! run without it says so in its summary instead of passing them.
 
 use std::path::Path;
@@ -8,6 +8,7 @@ use std::path::Path;
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(herdr_real)");
     println!("cargo::rustc-check-cfg=cfg(chromium)");
+    println!("cargo::rustc-check-cfg=cfg(schemathesis)");
     println!("cargo::rerun-if-env-changed=HERDR_BIN");
     println!("cargo::rerun-if-env-changed=CHROMIUM");
     if std::env::var_os("HERDR_BIN").is_some_and(|v| !v.is_empty()) {
@@ -19,6 +20,14 @@ fn main() {
     if chromium().is_some() {
         println!("cargo::rustc-cfg=chromium");
     }
+    if on_path("schemathesis") {
+        println!("cargo::rustc-cfg=schemathesis");
+    }
+}
+
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
 }
 
 fn chromium() -> Option<String> {

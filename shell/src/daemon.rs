@@ -606,24 +606,29 @@ pub async fn run(
             metrics.clone(),
         ))
     };
-    let app = App::new(
-        handle.clone(),
-        identity(&cfg, mkey, hc.launch.tokens.clone()),
-        metrics.clone(),
+    let app = App::new(crate::faces::Inner {
+        handle: handle.clone(),
+        identity: identity(&cfg, mkey, hc.launch.tokens.clone()),
+        metrics: metrics.clone(),
         audit,
-        cfg.host(),
-        cfg.profiles
+        host: cfg.host(),
+        profiles: cfg
+            .profiles
             .iter()
             .map(|(n, p)| (n.clone(), kind_name(p.kind).to_string()))
             .collect(),
-        Health {
+        health: Health {
             broker: broker_status.clone(),
             herdr: Some(hc.socket.clone()),
             member_herdr: hc.member_socket.clone(),
             herdr_timeout: hc.timeout,
             sandbox: hc.sandbox.availability.clone(),
         },
-    );
+        limits: crate::faces::Limits {
+            timeout_max_ms: cfg.core.send_timeout_max_ms,
+            max_body_bytes: cfg.core.max_body_bytes,
+        },
+    });
     let cancel = tokio_util::sync::CancellationToken::new();
     // A sandboxed member's relay reaches the faces over a Unix socket: no browser can, so any
     // `Host` its member sends is fine, and no caller there is ever "on loopback".

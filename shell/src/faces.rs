@@ -35,6 +35,51 @@ pub struct Inner {
     /// Profile name → kind, as this host offers them.
     pub profiles: BTreeMap<String, String>,
     pub health: Health,
+    /// The bounds the document states, as this gateway's config sets them.
+    pub limits: Limits,
+}
+
+/// What `/openapi.json` says of the arguments' bounds: the configured ones, so the document
+/// never calls valid what this gateway refuses.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// `core.send_timeout_max_ms`: the largest `timeoutMs`.
+    pub timeout_max_ms: u64,
+    /// `core.max_body_bytes`: the largest message, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        let c = fleet_core::CoreConfig::default();
+        Limits {
+            timeout_max_ms: c.send_timeout_max_ms,
+            max_body_bytes: c.max_body_bytes,
+        }
+    }
+}
+
+/// A millisecond count as JSON Schema's `integer` allows it: `794` or `794.0` (a client that
+/// writes every number as a float still means a whole one); a fraction, a sign or a string is
+/// refused.
+pub fn whole_ms<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    use serde::de::Error;
+    match Option::<serde_json::Number>::deserialize(d)? {
+        None => Ok(None),
+        Some(n) => {
+            if let Some(u) = n.as_u64() {
+                return Ok(Some(u));
+            }
+            match n.as_f64() {
+                Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 => {
+                    Ok(Some(f as u64))
+                }
+                _ => Err(D::Error::custom(format!(
+                    "a whole number of milliseconds, not {n}"
+                ))),
+            }
+        }
+    }
 }
 
 /// What `/healthz` looks at.
@@ -56,24 +101,8 @@ impl std::ops::Deref for App {
 }
 
 impl App {
-    pub fn new(
-        handle: Handle,
-        identity: Identity,
-        metrics: Arc<Metrics>,
-        audit: AuditSink,
-        host: HostId,
-        profiles: BTreeMap<String, String>,
-        health: Health,
-    ) -> App {
-        App(Arc::new(Inner {
-            handle,
-            identity,
-            metrics,
-            audit,
-            host,
-            profiles,
-            health,
-        }))
+    pub fn new(inner: Inner) -> App {
+        App(Arc::new(inner))
     }
 
     /// Resolves the caller of a request. Every authenticated member request is its
@@ -351,9 +380,13 @@ impl App {
 #[serde(deny_unknown_fields)]
 pub struct WorktreeArgs {
     /// A repository path on the target host, or (for another host) a network URL.
+    #[schema(min_length = 1)]
+    #[schemars(length(min = 1))]
     pub repo: String,
     /// The exact commit (40 hex digits); required when the spawn crosses hosts.
     #[serde(default)]
+    #[schema(pattern = r"^[0-9a-fA-F]{40}$")]
+    #[schemars(regex(pattern = r"^[0-9a-fA-F]{40}$"))]
     pub commit: Option<String>,
 }
 
@@ -366,6 +399,12 @@ pub struct SendArgs {
     pub session_id: Option<String>,
     /// Answer a member's open question instead: the turnId its QUESTION outcome carried.
     #[serde(default)]
+    #[schema(
+        pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    )]
+    #[schemars(regex(
+        pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    ))]
     pub turn_id: Option<String>,
     /// Coordinate with a peer lead instead: its coordId (fleet_whoami on its side, or a lead
     /// row of fleet_list). A note typed into its pane when it is ready — never a task: answered
@@ -375,13 +414,17 @@ pub struct SendArgs {
     /// Send the same text to every member ("all") or to one group, fleet-wide.
     #[serde(default)]
     pub broadcast: Option<String>,
-    /// The task brief, answer or announcement, typed into the recipient's pane.
+    /// The task brief, answer or announcement, typed into the recipient's pane; not blank.
+    #[schema(min_length = 1, pattern = r"\S")]
+    #[schemars(length(min = 1), regex(pattern = r"\S"))]
     pub message: String,
     /// false: return a ticket at once and collect the outcome with fleet_poll{ticket}.
     #[serde(default)]
     pub wait: Option<bool>,
     /// How long a blocking send waits for the outcome (default: the gateway's).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole_ms")]
+    #[schema(minimum = 1)]
+    #[schemars(range(min = 1))]
     pub timeout_ms: Option<u64>,
 }
 
@@ -391,9 +434,12 @@ fn bad(reason: impl Into<String>) -> CallError {
     }
 }
 
+/// An id as the documents describe it: 1 to 256 characters, none a control character.
 fn session(s: &str, what: &str) -> Result<SessionId, CallError> {
-    if s.is_empty() || s.len() > 256 || s.chars().any(char::is_control) {
-        return Err(bad(format!("{what} must be a non-empty id")));
+    if s.is_empty() || s.chars().count() > 256 || s.chars().any(char::is_control) {
+        return Err(bad(format!(
+            "{what} must be an id: 1 to 256 characters, none a control character"
+        )));
     }
     Ok(SessionId::new(s))
 }
@@ -484,25 +530,43 @@ pub struct SpawnArgs {
     /// placement chooses one (`[placement]`: its default profile, or weighted round-robin
     /// skipping full profiles and credentials cooling down after a usage limit).
     #[serde(default)]
+    #[schema(min_length = 1, pattern = r"\S")]
+    #[schemars(length(min = 1), regex(pattern = r"\S"))]
     pub profile: Option<String>,
     /// The host to start it on; this gateway's host when absent; `any`: the live host with
     /// the fewest members that offers the profile.
     #[serde(default)]
     pub host: Option<String>,
-    /// A broadcast group the member joins.
+    /// A broadcast group the member joins: one word of ASCII letters, digits, `-` and `_`.
     #[serde(default)]
+    #[schema(pattern = r"^[A-Za-z0-9_-]{1,64}$")]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_-]{1,64}$"))]
     pub group: Option<String>,
     /// What the member is for: ARCHITECT, DEV (the default) or REVIEWER. Shown in the roster.
     #[serde(default)]
     pub role: Option<RoleArg>,
     #[serde(default)]
     pub worktree: Option<WorktreeArgs>,
-    /// The directory the member starts in on its host (an absolute path); not with a
-    /// worktree.
+    /// The directory the member starts in on its host (an absolute path, at most 4096
+    /// bytes, that exists there); not with a worktree.
     #[serde(default)]
+    #[schema(max_length = 1024, pattern = r"^/[^\u0000-\u001F\u007F-\u009F]*$")]
+    #[schemars(
+        length(max = 1024),
+        regex(pattern = r"^/[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub cwd: Option<String>,
-    /// The work item the member is for (an issue key), shown in the roster.
+    /// The work item the member is for (an issue key), shown in the roster: one line, not
+    /// blank, at most 128 bytes.
     #[serde(default)]
+    #[schema(
+        max_length = 32,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]*\S[^\u0000-\u001F\u007F-\u009F]*$"
+    )]
+    #[schemars(
+        length(max = 32),
+        regex(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*\S[^\u0000-\u001F\u007F-\u009F]*$")
+    )]
     pub ticket: Option<String>,
 }
 

@@ -166,7 +166,10 @@ fn main() -> ExitCode {
         }
         Command::Ctl(ctl) => fleetd::ctl::main(ctl),
         Command::Openapi => {
-            match serde_json::to_string_pretty(&fleetd::rest::document(fleetd::rest::router().1)) {
+            match serde_json::to_string_pretty(&fleetd::rest::document(
+                fleetd::rest::router().1,
+                fleetd::faces::Limits::default(),
+            )) {
                 Ok(s) => {
                     println!("{s}");
                     ExitCode::SUCCESS

@@ -47,12 +47,18 @@ impl<S: Send + Sync, T: serde::de::DeserializeOwned> axum::extract::FromRequest<
     type Rejection = Reply;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Reply> {
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(Body(v)),
-            Err(rejection) => Err(error(&CallError::InvalidArgument {
-                reason: rejection.body_text(),
-            })),
+        let refused = |reason: String| error(&CallError::InvalidArgument { reason });
+        let value = match Json::<Value>::from_request(req, state).await {
+            Ok(Json(v)) => v,
+            Err(rejection) => return Err(refused(rejection.body_text())),
+        };
+        // serde would read a struct from an array too; every body here is an object.
+        if !value.is_object() {
+            return Err(refused("the body must be a JSON object".into()));
         }
+        serde_json::from_value(value)
+            .map(Body)
+            .map_err(|e| refused(format!("the body: {e}")))
     }
 }
 
@@ -182,10 +188,14 @@ async fn list_members(State(app): State<App>, Extension(caller): Extension<Calle
 }
 
 /// Spawn a member (`fleet_spawn`): on this host, or on `host` over the control plane. The
-/// spawn is a JSON body, or the query (`?role=&profile=&cwd=&worktree=&ticket=`), not both.
-#[utoipa::path(post, path = "/members", tag = "members", request_body = SpawnArgs, params(SpawnQuery),
+/// spawn is this JSON body. (ch. 9's query form, `?role=&profile=&cwd=&worktree=&ticket=`
+/// with no body, is still served for its clients; it is not described here, as a request may
+/// not carry both.)
+#[utoipa::path(post, path = "/members", tag = "members", request_body = SpawnArgs,
     responses((status = 200, description = "spawned and ready"), (status = 400, description = "invalid_argument: a malformed or refused argument", body = ErrorBody),
-              (status = 403, description = "denied: the caller may not do this", body = ErrorBody), (status = 502, description = "the spawn failed", body = ErrorBody)))]
+              (status = 403, description = "denied: the caller may not do this", body = ErrorBody),
+              (status = 404, description = "no_such_host: no gateway for that host is listening", body = ErrorBody),
+              (status = 502, description = "the spawn failed", body = ErrorBody)))]
 async fn spawn_member(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
@@ -241,7 +251,7 @@ async fn profiles(State(app): State<App>, Extension(caller): Extension<Caller>) 
 /// delegations end ABANDONED. A member on another host is stopped through a STOP to its
 /// gateway, answered once that host announces it left.
 #[utoipa::path(delete, path = "/members/{id}", tag = "members",
-    params(("id" = String, Path, description = "the member's gid")),
+    params(("id" = String, Path, description = "the member's gid", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")),
     responses((status = 200, description = "stopped"), (status = 400, description = "a lead, not a member", body = ErrorBody),
               (status = 403, description = "denied, or not_allowed by the member's host", body = ErrorBody),
               (status = 404, description = "not_found: no host serves it", body = ErrorBody),
@@ -260,13 +270,19 @@ async fn stop_member(
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MessageBody {
+    /// The brief, or the answer; not blank.
+    #[schema(min_length = 1, pattern = r"\S")]
     pub message: String,
     #[serde(default)]
     pub wait: Option<bool>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "faces::whole_ms")]
+    #[schema(minimum = 1)]
     pub timeout_ms: Option<u64>,
     /// Answer the open question of this turn instead of starting a new delegation.
     #[serde(default)]
+    #[schema(
+        pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+    )]
     pub turn_id: Option<String>,
 }
 
@@ -291,7 +307,7 @@ pub fn message_request(id: String, b: MessageBody) -> Result<Request, CallError>
 
 /// `fleet_send`: blocking (the outcome), `wait:false` (202 and a ticket), or an answer via `turnId`.
 #[utoipa::path(post, path = "/sessions/{id}/message", tag = "delegation", request_body = MessageBody,
-    params(("id" = String, Path, description = "the recipient's id")),
+    params(("id" = String, Path, description = "the recipient's id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")),
     responses((status = 200, description = "REPLIED, COMPLETED_UNREPLIED or QUESTION"),
               (status = 202, description = "a ticket (wait:false)"),
               (status = 409, description = "BUSY or STALE_TURN"), (status = 502, description = "WORKER_FAILED"),
@@ -325,7 +341,7 @@ fn own(caller: &Caller, id: &str) -> Result<(), CallError> {
 
 /// `fleet_reply` (a member, for its own session only).
 #[utoipa::path(post, path = "/sessions/{id}/reply", tag = "delegation", request_body = ReplyBody,
-    params(("id" = String, Path, description = "the caller's own session id")),
+    params(("id" = String, Path, description = "the caller's own session id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")),
     responses((status = 200, description = "accepted (reached its waiter, or held for the lead)"),
               (status = 403, description = "denied: the caller may not do this", body = ErrorBody), (status = 429, description = "the lead's inbox is full", body = ErrorBody)))]
 async fn reply(
@@ -351,7 +367,7 @@ pub struct RepliesQuery {
 /// page may only peek here (a GET must not change anything it can be tricked into loading):
 /// it drains with POST.
 #[utoipa::path(get, path = "/sessions/{id}/replies", tag = "delegation",
-    params(("id" = String, Path, description = "the member whose replies to collect"), RepliesQuery),
+    params(("id" = String, Path, description = "the member whose replies to collect", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"), RepliesQuery),
     responses((status = 200, description = "the replies (removed unless peek)"), (status = 403, description = "denied: the caller may not do this", body = ErrorBody),
         (status = 400, description = "invalid_argument: a malformed or refused argument", body = ErrorBody),
         (status = 405, description = "a draining GET from a browser: drain with POST", body = ErrorBody)))]
@@ -387,7 +403,7 @@ async fn replies(
 
 /// Drain a member's held replies (peek + ack): the form a browser uses.
 #[utoipa::path(post, path = "/sessions/{id}/replies", tag = "delegation",
-    params(("id" = String, Path, description = "the member whose replies to collect")),
+    params(("id" = String, Path, description = "the member whose replies to collect", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")),
     responses((status = 200, description = "the replies, now removed"), (status = 403, description = "denied: the caller may not do this", body = ErrorBody)))]
 async fn drain_replies(
     State(app): State<App>,
@@ -402,13 +418,14 @@ async fn drain_replies(
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AskBody {
     pub question: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "faces::whole_ms")]
+    #[schema(minimum = 1)]
     pub timeout_ms: Option<u64>,
 }
 
 /// `fleet_ask`: a member asks the lead waiting on its turn, and blocks for the answer.
 #[utoipa::path(post, path = "/sessions/{id}/ask", tag = "delegation", request_body = AskBody,
-    params(("id" = String, Path, description = "the caller's own session id")),
+    params(("id" = String, Path, description = "the caller's own session id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")),
     responses((status = 200, description = "ANSWERED, NO_WAITER or TIMED_OUT"), (status = 403, description = "denied: the caller may not do this", body = ErrorBody)))]
 async fn ask(
     State(app): State<App>,
@@ -425,8 +442,9 @@ async fn ask(
 
 /// `fleet_status`, with `ready` (the readiness gate) and the queue.
 #[utoipa::path(get, path = "/sessions/{id}/status", tag = "delegation",
-    params(("id" = String, Path, description = "a session id")),
-    responses((status = 200, description = "status")))]
+    params(("id" = String, Path, description = "a session id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")),
+    responses((status = 200, description = "status"),
+              (status = 404, description = "not_found: no host serves it now (with `departed` for a member that went from this host lately)", body = ErrorBody)))]
 async fn status(
     State(app): State<App>,
     Extension(caller): Extension<Caller>,
@@ -438,7 +456,7 @@ async fn status(
 
 /// Poll an async (`wait:false`) send: its phase, the open question while ASKING, the outcome once done.
 #[utoipa::path(get, path = "/tasks/{ticket}", tag = "delegation",
-    params(("ticket" = String, Path, description = "the ticket a wait:false send returned")),
+    params(("ticket" = String, Path, description = "the ticket a wait:false send returned (a UUID)", pattern = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")),
     responses((status = 200, description = "the ticket"), (status = 404, description = "not_found / unknown_ticket", body = ErrorBody)))]
 async fn task(
     State(app): State<App>,
@@ -466,12 +484,12 @@ async fn overview(State(app): State<App>, Extension(caller): Extension<Caller>) 
 
 /// This document: every route above, from the same table that serves them.
 #[utoipa::path(get, path = "/openapi.json", tag = "ops", responses((status = 200, description = "OpenAPI 3.1")))]
-async fn openapi() -> Json<Value> {
-    Json(document(router().1))
+async fn openapi(State(app): State<App>) -> Json<Value> {
+    Json(document(router().1, app.limits))
 }
 
 /// The OpenAPI document, with `/mcp` (served by rmcp, not by this table) described too.
-pub fn document(mut doc: utoipa::openapi::OpenApi) -> Value {
+pub fn document(mut doc: utoipa::openapi::OpenApi, limits: faces::Limits) -> Value {
     doc.info.version = env!("CARGO_PKG_VERSION").into();
     let mut v = serde_json::to_value(&doc).unwrap_or(Value::Null);
     v["paths"]["/mcp"] = json!({
@@ -479,9 +497,94 @@ pub fn document(mut doc: utoipa::openapi::OpenApi) -> Value {
             "tags": ["mcp"],
             "summary": "MCP over Streamable HTTP (JSON-RPC 2.0): the eleven fleet_* tools",
             "description": "Served statelessly with JSON answers; the caller is resolved from \
-                            each request's Authorization header.",
-            "responses": { "200": { "description": "a JSON-RPC response" } }
+                            each request's Authorization header. The client must accept both \
+                            application/json and text/event-stream.",
+            "responses": {
+                "200": { "description": "a JSON-RPC response" },
+                "202": { "description": "a JSON-RPC notification or response, accepted" },
+                "400": { "description": "not a JSON-RPC request" },
+                "406": { "description": "the client does not accept application/json and text/event-stream" },
+                "415": { "description": "the body is not application/json" }
+            }
         }
     });
+    common_responses(&mut v);
+    bound(&mut v["components"]["schemas"], limits);
     v
+}
+
+/// The configured bounds on every schema's `timeoutMs` and message text.
+fn bound(schemas: &mut Value, limits: faces::Limits) {
+    let Some(schemas) = schemas.as_object_mut() else {
+        return;
+    };
+    // A string of this many characters is within the byte limit whatever they are.
+    let chars = limits.max_body_bytes / 4;
+    for schema in schemas.values_mut() {
+        let Some(props) = schema["properties"].as_object_mut() else {
+            continue;
+        };
+        if let Some(t) = props.get_mut("timeoutMs") {
+            t["minimum"] = json!(1);
+            t["maximum"] = json!(limits.timeout_max_ms);
+        }
+        for text in ["message", "question"] {
+            if let Some(m) = props.get_mut(text) {
+                m["maxLength"] = json!(chars);
+            }
+        }
+    }
+}
+
+/// What every route may also answer, added where its own list does not say it: a token that
+/// is not this gateway's (401), a request for another host name or from another site's page
+/// (403), a malformed id or body (400), a body over the size limit (413), and the gateway
+/// stopping (503) — so a generated client is never surprised by a status.
+fn common_responses(doc: &mut Value) {
+    let error =
+        json!({ "application/json": { "schema": { "$ref": "#/components/schemas/ErrorBody" } } });
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for (path, item) in paths.iter_mut() {
+        let Some(ops) = item.as_object_mut() else {
+            continue;
+        };
+        let static_page = path.starts_with("/ui") || path == "/openapi.json";
+        for op in ops.values_mut() {
+            let takes_input = op.get("requestBody").is_some()
+                || op["parameters"].as_array().is_some_and(|p| !p.is_empty());
+            let body = op.get("requestBody").is_some();
+            let Some(responses) = op["responses"].as_object_mut() else {
+                continue;
+            };
+            let mut add = |code: &str, description: &str| {
+                if !responses.contains_key(code) {
+                    responses.insert(
+                        code.into(),
+                        json!({ "description": description, "content": error.clone() }),
+                    );
+                }
+            };
+            add(
+                "401",
+                "unauthenticated: the bearer token is none of this gateway's (or, where a \
+                 token is needed, there is none)",
+            );
+            add(
+                "403",
+                "host_not_allowed, cross_origin (a request for another host name or from \
+                 another site's page), or denied: the caller may not do this",
+            );
+            if takes_input {
+                add("400", "invalid_argument: a malformed id, query or body");
+            }
+            if body {
+                add("413", "the body is larger than the gateway takes");
+            }
+            if !static_page {
+                add("503", "shutting_down: the gateway is stopping");
+            }
+        }
+    }
 }

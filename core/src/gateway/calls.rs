@@ -383,6 +383,10 @@ impl Gateway {
     }
 
     fn on_answer(&mut self, now: Instant, call: CallId, caller: &Principal, a: Answering) {
+        if a.content.trim().is_empty() {
+            // Refused before the ask is touched: the question stays open for a real answer.
+            return self.invalid(call, "an answer must not be empty");
+        }
         if self.is_remote_ask(a.turn) {
             return self.answer_remote(now, call, caller, a);
         }
