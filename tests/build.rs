@@ -1,6 +1,7 @@
 //! `cfg(herdr_real)` when `HERDR_BIN` names a herdr at build time, `cfg(chromium)` when a
 //! headless Chromium is installed (`CHROMIUM`, or `chromium` / `chromium-browser` on `PATH`),
-//! `cfg(schemathesis)` when schemathesis is on `PATH`: the scenarios that need one are then compiled to run, and otherwise marked ignored — so a
+//! `cfg(chromedriver)` when chromedriver is on `PATH` too, `cfg(schemathesis)` when schemathesis
+//! is on `PATH`: the scenarios that need one are then compiled to run, and otherwise marked ignored — so a
 //! run without it says so in its summary instead of passing them.
 
 use std::path::Path;
@@ -9,6 +10,7 @@ fn main() {
     println!("cargo::rustc-check-cfg=cfg(herdr_real)");
     println!("cargo::rustc-check-cfg=cfg(chromium)");
     println!("cargo::rustc-check-cfg=cfg(schemathesis)");
+    println!("cargo::rustc-check-cfg=cfg(chromedriver)");
     println!("cargo::rerun-if-env-changed=HERDR_BIN");
     println!("cargo::rerun-if-env-changed=CHROMIUM");
     if std::env::var_os("HERDR_BIN").is_some_and(|v| !v.is_empty()) {
@@ -19,6 +21,9 @@ fn main() {
     }
     if chromium().is_some() {
         println!("cargo::rustc-cfg=chromium");
+    }
+    if chromium().is_some() && on_path("chromedriver") {
+        println!("cargo::rustc-cfg=chromedriver");
     }
     if on_path("schemathesis") {
         println!("cargo::rustc-cfg=schemathesis");

@@ -25,6 +25,8 @@ pub mod herdr;
 #[cfg(feature = "daemon")]
 pub mod identity;
 #[cfg(feature = "daemon")]
+pub mod latency;
+#[cfg(feature = "daemon")]
 pub mod mcp;
 #[cfg(feature = "daemon")]
 pub mod metrics;

@@ -60,6 +60,8 @@ pub struct DaemonObserver {
     traces: BTreeMap<MsgId, String>,
     order: VecDeque<MsgId>,
     gauges_at: Option<Instant>,
+    latencies: crate::latency::Latencies,
+    samples: Vec<crate::latency::Sample>,
 }
 
 impl DaemonObserver {
@@ -70,6 +72,8 @@ impl DaemonObserver {
             traces: BTreeMap::new(),
             order: VecDeque::new(),
             gauges_at: None,
+            latencies: crate::latency::Latencies::default(),
+            samples: Vec::new(),
         }
     }
 
@@ -153,8 +157,20 @@ fn text(h: &Headers, k: &str) -> String {
     }
 }
 
+impl DaemonObserver {
+    /// The latencies the last input or output completed, into their histograms.
+    fn record_latencies(&mut self) {
+        for s in self.samples.drain(..) {
+            self.metrics
+                .observe(s.series, &[(s.label.0, &s.label.1)], s.seconds);
+        }
+    }
+}
+
 impl Observer for DaemonObserver {
-    fn output(&mut self, _now: Instant, output: &Output) {
+    fn output(&mut self, now: Instant, output: &Output) {
+        self.latencies.output(now, output, &mut self.samples);
+        self.record_latencies();
         let herdr = |m: &Metrics, op: &str| m.inc("fleet_herdr_calls_total", &[("op", op)]);
         match output {
             Output::Event(e) => self.event(e),
@@ -199,7 +215,9 @@ impl Observer for DaemonObserver {
         }
     }
 
-    fn input(&mut self, _now: Instant, input: &Input) {
+    fn input(&mut self, now: Instant, input: &Input) {
+        self.latencies.input(now, input, &mut self.samples);
+        self.record_latencies();
         if let Input::Broker(BrokerEvent::Delivery {
             headers,
             queue,

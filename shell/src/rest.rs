@@ -115,16 +115,16 @@ async fn healthz(State(app): State<App>) -> Reply {
     answer(if ok { 200 } else { 503 }, v)
 }
 
-/// Prometheus text exposition.
+/// Prometheus metrics as OpenMetrics text: counters, gauges and latency histograms.
 #[utoipa::path(get, path = "/metrics", tag = "ops",
-    responses((status = 200, description = "text/plain; version=0.0.4", content_type = "text/plain")))]
+    responses((status = 200, description = "OpenMetrics text (application/openmetrics-text; version=1.0.0)", content_type = "application/openmetrics-text")))]
 async fn metrics(State(app): State<App>, Extension(caller): Extension<Caller>) -> HttpResponse {
     if let Err(e) = app.authorize(&caller, Action::Metrics) {
         return error(&e).into_response();
     }
     app.sample_broker();
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)],
         app.metrics.render(),
     )
         .into_response()

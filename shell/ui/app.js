@@ -14,6 +14,8 @@ let delay = POLL_MS;
 let lastOk = 0;
 let timer = null;
 let data = null;
+// Answers being typed, by turn: a refresh redraws the rows, never what an operator is typing.
+const drafts = new Map();
 
 const $ = (id) => document.getElementById(id);
 
@@ -119,6 +121,17 @@ function flowLink(id) {
 }
 
 function render() {
+  // The answer field being typed in keeps its focus across the redraw.
+  const focused = document.activeElement && document.activeElement.dataset
+    ? document.activeElement.dataset.turn : undefined;
+  draw();
+  if (focused) {
+    const again = document.querySelector('input[data-turn="' + CSS.escape(focused) + '"]');
+    if (again) again.focus();
+  }
+}
+
+function draw() {
   const o = data.overview;
   const may = new Set(o.may || []);
   const acting = $("actions").checked && may.size > 0;
@@ -203,10 +216,14 @@ function render() {
     tr.append(el("td", d.ends_in_ms !== undefined ? ago(d.ends_in_ms) : ""));
     const cell = el("td");
     if (acting && may.has("SEND") && d.phase === "ASKING" && d.turn_id && d.question) {
-      const input = el("input", null, { placeholder: "answer", "data-action": "answer-text" });
+      const input = el("input", null, { placeholder: "answer", "data-action": "answer-text", "data-turn": d.turn_id });
+      input.value = drafts.get(d.turn_id) || "";
+      input.oninput = () => drafts.set(d.turn_id, input.value);
       const b = el("button", "answer", { class: "act", "data-action": "answer" });
       b.onclick = () => {
-        if (input.value.trim()) act("POST", "/sessions/" + encodeURIComponent(d.target) + "/message", { message: input.value, turnId: d.turn_id, wait: false });
+        if (!input.value.trim()) return;
+        drafts.delete(d.turn_id);
+        act("POST", "/sessions/" + encodeURIComponent(d.target) + "/message", { message: input.value, turnId: d.turn_id, wait: false });
       };
       cell.append(input, b);
     }

@@ -7,6 +7,7 @@ pub mod herdr_double;
 pub mod herdr_real;
 pub mod panes;
 pub mod schema;
+pub mod webdriver;
 
 use regex::Regex;
 use std::collections::BTreeMap;

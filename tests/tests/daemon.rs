@@ -272,6 +272,15 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
     assert!(metrics.contains("fleet_replies_total 2"), "{metrics}");
     assert_eq!(health_rows(&metrics), (14, 1.0), "{metrics}");
     assert!(metrics.contains("fleet_mute_turns_total 0"), "{metrics}");
+    // The latencies of what just happened: the delegation, its brief's wait, its herdr calls.
+    for series in [
+        "fleet_delegation_seconds_count{outcome=\"REPLIED\"} ",
+        "fleet_inject_wait_seconds_count{result=\"typed\"} ",
+        "fleet_herdr_call_seconds_count{op=\"inject\"} ",
+        "fleet_herdr_call_seconds_count{op=\"spawn\"} 1\n",
+    ] {
+        assert!(metrics.contains(series), "{series}\n{metrics}");
+    }
 
     // U6/U7: an architect delegates but may not spawn; each lead is nudged in its own pane
     // about its own items, and a reply that outlives the primary's send is held for it.
@@ -498,6 +507,15 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
             "{out}"
         );
         assert_eq!(typed(&hosts[1], &gid_b, "brief b1").await, 1);
+        // The cross-host round trip and the broker's confirms are in alpha's histograms.
+        let alpha = Rest::new(&hosts[0].proc.url, Some(&hosts[0].token));
+        let m = alpha
+            .metrics_until(|m| m.contains("fleet_delegation_seconds_count{outcome=\"REPLIED\"} "))
+            .await;
+        assert!(
+            m.contains("fleet_broker_confirm_seconds_count{result=\"routed\"} "),
+            "{m}"
+        );
         // One traceId tells the delegation's story on both hosts.
         let alpha_log = hosts[0].proc.log_text();
         let trace = alpha_log

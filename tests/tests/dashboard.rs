@@ -238,3 +238,118 @@ async fn the_dashboard_shows_hosts_members_a_delegation_in_flight_and_a_held_res
     }
     stop_all(&mut hosts).await;
 }
+
+const LEAD_TOKEN: &str = "lead-token-0123456789abcdef";
+const ARCHITECT_TOKEN: &str = "architect-token-0123456789abcdef";
+
+/// Actions, clicked in a real browser: the page starts read-only; a lead who turns actions on
+/// answers a member's open question (the answer being typed survives the page's refreshes) and
+/// stops a member (after a confirmation); an architect, who may answer but not stop, is
+/// offered no stop button.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(chromedriver),
+    ignore = "needs Chromium and chromedriver: apt-get install chromium chromium-driver (.ci/run does)"
+)]
+async fn a_lead_answers_and_stops_from_the_dashboard_and_an_architect_is_offered_no_stop() {
+    use fleet_tests::fleetd_proc::{free_port, play_members, solo_config, write_key, Proc};
+    use fleet_tests::panes::Panes;
+    use fleet_tests::webdriver::Browser;
+    let dir = Dir::new("dashboard-actions");
+    let herdr = Panes::start_double(&dir.0).await;
+    let port = free_port();
+    let state = dir.0.join("state");
+    std::fs::create_dir_all(&state).unwrap_or_else(|e| panic!("{e}"));
+    let mkey = fleetd::daemon::member_key(&write_key(&state.join("gateway.key"), 7));
+    let lead_pane = herdr.add_lead_pane("lead").await;
+    let architect_pane = herdr.add_lead_pane("archie").await;
+    let config = solo_config(
+        &dir,
+        port,
+        &herdr.path(),
+        (&lead_pane, &architect_pane),
+        (LEAD_TOKEN, ARCHITECT_TOKEN),
+    );
+    let mut fleetd = Proc::start(&dir.0, "solo", port, &config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let _members = play_members(herdr.clone(), &fleetd.url, mkey, &state);
+    let rest = Rest::new(&fleetd.url, Some(LEAD_TOKEN));
+    let spawn = || async {
+        let (code, v) = rest.post("/members", json!({"profile": "echo"})).await;
+        assert_eq!(code, 200, "{v}");
+        v["gid"].as_str().unwrap_or_default().to_string()
+    };
+    let (asker, other) = (spawn().await, spawn().await);
+    let (code, t) = rest
+        .post(
+            &format!("/sessions/{asker}/message"),
+            json!({"message": "ASK 60000: which branch?", "wait": false}),
+        )
+        .await;
+    assert_eq!(code, 202, "{t}");
+    let ticket = t["ticket"].as_str().unwrap_or_default().to_string();
+    eventually("the member asks", 30, || async {
+        rest.get(&format!("/tasks/{ticket}")).await.1["phase"] == "ASKING"
+    })
+    .await;
+
+    let browser = Browser::start(&chromium(), &dir.0.join("webdriver-profile")).await;
+    browser
+        .goto(&format!("{}/ui#token={LEAD_TOKEN}", fleetd.url))
+        .await;
+    browser.find("tr[data-phase=\"ASKING\"]", 20).await;
+    assert_eq!(
+        browser.count("button[data-action]").await,
+        0,
+        "read-only by default"
+    );
+    browser.click_on("#actions", 5).await;
+    let input = browser.find("input[data-action=\"answer-text\"]", 10).await;
+    browser.type_into(&input, "main").await;
+    // Two refreshes later the draft is still there, in the redrawn field.
+    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    let input = browser.find("input[data-action=\"answer-text\"]", 5).await;
+    assert_eq!(browser.value(&input).await, "main");
+    browser.click_on("button[data-action=\"answer\"]", 5).await;
+    eventually(
+        "the answer reaches the member and its reply ends the ticket",
+        30,
+        || async {
+            let v = rest.get(&format!("/tasks/{ticket}")).await.1;
+            v["outcome"] == "REPLIED"
+                && v["body"]
+                    .as_str()
+                    .is_some_and(|b| b.contains("answered: main"))
+        },
+    )
+    .await;
+
+    browser
+        .click_on(
+            &format!("tr[data-gid=\"{other}\"] button[data-action=\"stop\"]"),
+            10,
+        )
+        .await;
+    let asked = browser.accept_dialog().await;
+    assert!(asked.contains(&other), "{asked}");
+    eventually("the member is stopped", 30, || async {
+        rest.get(&format!("/sessions/{other}/status")).await.0 == 404
+    })
+    .await;
+
+    // An architect may answer, not stop: the switch is there, and with it on no stop button.
+    browser
+        .goto(&format!(
+            "{}/ui?as=architect#token={ARCHITECT_TOKEN}",
+            fleetd.url
+        ))
+        .await;
+    browser.find(&format!("tr[data-gid=\"{asker}\"]"), 20).await;
+    browser.click_on("#actions", 5).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(browser.count("button[data-action=\"stop\"]").await, 0);
+    browser.quit().await;
+    let s = fleetd.term(Duration::from_secs(20)).await;
+    assert!(s.is_ok_and(|s| s.success()), "{}", fleetd.log_text());
+}

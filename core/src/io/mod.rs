@@ -123,7 +123,7 @@ impl Input {
 }
 
 /// Which round a batch of samples was asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Round {
     /// A presence round's idle members. A member given work since the round asked is not
     /// judged by it: its sample may predate the brief typed into it (a real herdr lists slowly
