@@ -54,14 +54,14 @@ pub const MAX_CWD_LEN: usize = 4096;
 pub const MAX_TICKET_LEN: usize = 128;
 
 /// Why `ticket` cannot label a member: it is shown in every roster, so one line of printable
-/// text, at most `MAX_TICKET_LEN` bytes.
+/// text, at most `MAX_TICKET_LEN` characters.
 pub fn invalid_ticket(ticket: &str) -> Option<String> {
     let ok = !ticket.trim().is_empty()
-        && ticket.len() <= MAX_TICKET_LEN
+        && ticket.chars().count() <= MAX_TICKET_LEN
         && !ticket.chars().any(char::is_control);
     (!ok).then(|| {
         format!(
-            "ticket {ticket:?} must be one line of printable text (at most {MAX_TICKET_LEN} bytes)"
+            "ticket {ticket:?} must be one line of printable text (at most {MAX_TICKET_LEN} characters)"
         )
     })
 }

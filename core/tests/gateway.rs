@@ -1400,6 +1400,19 @@ fn the_overview_follows_a_delegation_queued_typed_asking_done_and_a_held_reply()
     assert_eq!(asking.phase, FlowPhase::Asking);
     assert_eq!(asking.question.as_deref(), Some("which branch?"));
     assert!(asking.turn_id.is_some());
+    // Another lead reads that a question is open, not the question nor the turn to answer.
+    let seen_by_other_lead = g.overview(Principal::primary(
+        "lead2",
+        Some(SessionId::new("lead2-pane")),
+    ));
+    assert_eq!(seen_by_other_lead.delegations[0].phase, FlowPhase::Asking);
+    assert_eq!(
+        (
+            &seen_by_other_lead.delegations[0].question,
+            seen_by_other_lead.delegations[0].turn_id
+        ),
+        (&None, None)
+    );
     // A member may read the fleet, not another's question, and is offered no action.
     let seen_by_member = g.overview(Principal::worker(SessionId::new("w2")));
     assert_eq!(seen_by_member.delegations[0].phase, FlowPhase::Asking);

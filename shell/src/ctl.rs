@@ -240,15 +240,26 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// A path segment: ids are UUIDs or labels, but nothing a user types is pasted raw.
+/// A path segment: ids are UUIDs or labels, but nothing a user types is pasted raw. (`.`
+/// and `..`, escaped or not, would be resolved away by the URL parser: `id` refuses them.)
 fn seg(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            // Not `.`: a `..` segment would be resolved away by the URL parser.
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'~' | b'.' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// A user-given id as a path segment; `.`, `..` and empty ones are no id (the URL parser
+/// would resolve them away, escaped or not, and the request would go to another route).
+fn id(s: &str) -> Result<String, CtlError> {
+    if matches!(s, "" | "." | "..") {
+        return Err(CtlError::Usage(format!("{s:?} is not an id")));
+    }
+    Ok(seg(s))
 }
 
 /// Runs `fleetd ctl …` and returns its exit status.
@@ -307,7 +318,7 @@ async fn run(ctl: Ctl) -> Result<Exit, CtlError> {
             Ok(Exit::Ok)
         }
         CtlCommand::Status { gid } => {
-            let v = c.get(&format!("/sessions/{}/status", seg(&gid))).await?;
+            let v = c.get(&format!("/sessions/{}/status", id(&gid)?)).await?;
             show(&v, &status_text);
             Ok(Exit::Ok)
         }
@@ -325,7 +336,7 @@ async fn run(ctl: Ctl) -> Result<Exit, CtlError> {
             let v = c
                 .ok(
                     reqwest::Method::DELETE,
-                    &format!("/members/{}", seg(&gid)),
+                    &format!("/members/{}", id(&gid)?),
                     None,
                 )
                 .await?;
@@ -383,12 +394,12 @@ async fn run(ctl: Ctl) -> Result<Exit, CtlError> {
         } => match (ticket, replies) {
             (_, Some(gid)) => {
                 let v = if peek {
-                    c.get(&format!("/sessions/{}/replies?peek=true", seg(&gid)))
+                    c.get(&format!("/sessions/{}/replies?peek=true", id(&gid)?))
                         .await?
                 } else {
                     c.ok(
                         reqwest::Method::POST,
-                        &format!("/sessions/{}/replies", seg(&gid)),
+                        &format!("/sessions/{}/replies", id(&gid)?),
                         None,
                     )
                     .await?
@@ -397,7 +408,7 @@ async fn run(ctl: Ctl) -> Result<Exit, CtlError> {
                 Ok(Exit::Ok)
             }
             (Some(ticket), None) => {
-                let v = c.get(&format!("/tasks/{}", seg(&ticket))).await?;
+                let v = c.get(&format!("/tasks/{}", id(&ticket)?)).await?;
                 show(&v, &ticket_text);
                 Ok(ticket_exit(&v))
             }
@@ -418,10 +429,15 @@ async fn run(ctl: Ctl) -> Result<Exit, CtlError> {
             if let Some(t) = &turn_id {
                 body["turnId"] = json!(t);
             }
-            let path = format!("/sessions/{}/message", seg(&gid));
+            let path = format!("/sessions/{}/message", id(&gid)?);
             let (status, v) = c
                 .request(reqwest::Method::POST, &path, Some(body), c.bound)
                 .await?;
+            if v["type"] == "outcome" {
+                // Ended at once (BUSY, STALE_TURN, …): an outcome, whatever its status.
+                show(&v, &ticket_text);
+                return Ok(ticket_exit(&v));
+            }
             if !(200..300).contains(&status) {
                 return Err(refused(status, &v));
             }
@@ -739,9 +755,12 @@ async fn tail_flows(
         for d in v["delegations"].as_array().into_iter().flatten() {
             let id = flow_of(d);
             let ticket = text(&d["ticket"]);
-            let matches = flow
-                .as_ref()
-                .is_none_or(|f| *f == id || *f == ticket || d["msg"] == f.as_str());
+            // A flow is followed by its tickets once found: an ended ticket no longer shows
+            // the trace or msg it was found by, and an answer's continuation has a new msg.
+            let matches = last.contains_key(&ticket)
+                || flow
+                    .as_ref()
+                    .is_none_or(|f| *f == id || *f == ticket || d["msg"] == f.as_str());
             if !matches {
                 continue;
             }
@@ -875,7 +894,10 @@ mod tests {
 
     #[test]
     fn a_path_segment_is_escaped() {
-        assert_eq!(seg("lead-1_a~"), "lead-1_a~");
-        assert_eq!(seg("../x y"), "%2E%2E%2Fx%20y");
+        assert_eq!(seg("lead-1_a.b~"), "lead-1_a.b~");
+        assert_eq!(seg("../x y"), "..%2Fx%20y");
+        for dots in ["", ".", ".."] {
+            assert_eq!(id(dots).map_err(|e| e.exit()).err(), Some(Exit::Usage));
+        }
     }
 }

@@ -557,14 +557,14 @@ pub struct SpawnArgs {
     )]
     pub cwd: Option<String>,
     /// The work item the member is for (an issue key), shown in the roster: one line, not
-    /// blank, at most 128 bytes.
+    /// blank, at most 128 characters.
     #[serde(default)]
     #[schema(
-        max_length = 32,
+        max_length = 128,
         pattern = r"^[^\u0000-\u001F\u007F-\u009F]*\S[^\u0000-\u001F\u007F-\u009F]*$"
     )]
     #[schemars(
-        length(max = 32),
+        length(max = 128),
         regex(pattern = r"^[^\u0000-\u001F\u007F-\u009F]*\S[^\u0000-\u001F\u007F-\u009F]*$")
     )]
     pub ticket: Option<String>,

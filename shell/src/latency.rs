@@ -2,7 +2,8 @@
 //! loop's own clock: a herdr operation (its output → its answering input), a broker publish
 //! (→ its confirm), a brief's wait for its member (queued → typed), and a delegation as its
 //! lead sees it (the call → its outcome). Nothing is wrapped or timed inside a port: each pair
-//! is matched by its key here, and what never comes back is forgotten, oldest first.
+//! is matched by its key here; what never comes back is replaced by the next start under its
+//! key, and at most `PENDING_CAP` of each kind wait.
 
 use fleet_core::broker::{BrokerEvent, BrokerOp, PublishId, PublishResult};
 use fleet_core::{
@@ -37,12 +38,15 @@ impl<K: Ord> Default for Pending<K> {
 }
 
 impl<K: Ord + Clone> Pending<K> {
+    /// A start under a key already waiting replaces it: the earlier one was never answered
+    /// (herdr unavailable answers nothing), and must not be measured from.
     fn start(&mut self, key: K, now: Instant, what: &'static str) {
-        if self.started.len() >= PENDING_CAP {
-            // Never answered (a lost connection, a dropped call): the smallest key goes.
+        if self.started.len() >= PENDING_CAP && !self.started.contains_key(&key) {
+            // Never answered (a lost connection, a dropped call): one goes — the smallest
+            // key, which for random ids is any one.
             self.started.pop_first();
         }
-        self.started.entry(key).or_insert((now, what));
+        self.started.insert(key, (now, what));
     }
 
     fn end(&mut self, key: &K, now: Instant) -> Option<(f64, &'static str)> {
@@ -116,7 +120,9 @@ impl Latencies {
     /// An input: what it answers.
     pub fn input(&mut self, now: Instant, i: &Input, out: &mut Vec<Sample>) {
         let herdr_key = match i {
-            Input::StatusSampled { target, .. } => Some(HerdrKey::Sample(target.clone())),
+            Input::StatusSampled { target, .. } | Input::PaneGone { target } => {
+                Some(HerdrKey::Sample(target.clone()))
+            }
             Input::StatusesSampled { round, .. } => Some(HerdrKey::SampleAll(*round)),
             Input::Injected { target, msg, .. } => Some(HerdrKey::Inject(target.clone(), *msg)),
             Input::PaneRead { target, msg, .. } => Some(HerdrKey::Read(target.clone(), *msg)),

@@ -150,6 +150,24 @@ async fn ctl_drives_a_gateway_with_exit_codes_a_script_can_use() {
         (&Value::from("DONE"), &Value::from("REPLIED"))
     );
 
+    // A member with a delegation open answers BUSY at once (HTTP 409): exit 6, not 1.
+    let slow = ctl(
+        &url,
+        lead,
+        &["--json", "send", &gid, "SLOW 1500: busy", "--no-wait"],
+    )
+    .await;
+    let slow_ticket = slow.json()["ticket"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let busy = ctl(&url, lead, &["send", &gid, "meanwhile"]).await;
+    assert_eq!(busy.code, 6, "{}\n{}", busy.stdout, busy.stderr);
+    assert!(busy.stdout.starts_with("BUSY"), "{}", busy.stdout);
+    let waited = ctl(&url, lead, &["tail", "--flow", &slow_ticket]).await;
+    assert_eq!(waited.code, 0, "{}", waited.stderr);
+    assert!(waited.stdout.contains("DONE REPLIED"), "{}", waited.stdout);
+
     // A question: exit 7 with the turn to answer; the answer continues the turn: exit 0.
     let asked = ctl(
         &url,

@@ -158,7 +158,15 @@ impl Gateway {
                     .ask(turn_id)
                     .and_then(|a| a.owner.clone())
                     .or_else(|| self.remote_ask_lead(turn_id));
-                if asked_of.is_some() && asked_of != caller.session {
+                // A question a member here asks of a lead on another host is that lead's: a
+                // local answer would close the turn and leave this call with no one to
+                // answer it.
+                let remote_lead = self
+                    .delegations
+                    .paused_on(turn_id)
+                    .and_then(|t| self.delegations.get(&t))
+                    .is_some_and(|d| d.side.is_worker());
+                if remote_lead || (asked_of.is_some() && asked_of != caller.session) {
                     return self.respond(
                         call,
                         Response::Outcome {

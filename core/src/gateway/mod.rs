@@ -9,7 +9,7 @@ use crate::config::{Compiled, ConfigError, CoreConfig};
 use crate::ids::{CallId, HostId, IdMint, MsgId, SessionId};
 use crate::inbox::ReplyInbox;
 use crate::injector::{Bounds, Injector};
-use crate::io::{CallError, Event, Input, Output, Response, Round, Sampled};
+use crate::io::{CallError, Event, Input, Output, RejectCode, Response, Round, Sampled};
 use crate::push::Push;
 use crate::rendezvous::Rendezvous;
 use crate::session::{SessionState, Sessions};
@@ -416,7 +416,10 @@ impl Gateway {
 
     fn event(&mut self, e: Event) {
         match &e {
-            Event::Rejected { .. } => self.stats.dead_letters_total += 1,
+            // A claimed gid is refused by name, its presence acked: not a dead letter.
+            Event::Rejected { code, .. } if *code != RejectCode::GidClaimed => {
+                self.stats.dead_letters_total += 1
+            }
             Event::BrokerDropped { .. } => self.stats.broker_drops_total += 1,
             _ => {}
         }

@@ -78,9 +78,16 @@ impl Gateway {
                     outcome: None,
                     ends_in_ms: Some(d.deadline.saturating_since(now).as_millis() as u64),
                 };
+                // The question, and the turn id that answers it, only for the caller who may
+                // answer: its delegation's own lead (or any lead for one that has none); a
+                // question asked of a lead on another host is that lead's alone.
                 if let Some(p) = d.paused() {
-                    v.turn_id = Some(p.turn);
-                    v.question = answers.then(|| p.question.clone());
+                    let theirs =
+                        !d.side.is_worker() && (d.lead.is_none() || d.lead == caller.session);
+                    if answers && theirs {
+                        v.turn_id = Some(p.turn);
+                        v.question = Some(p.question.clone());
+                    }
                 }
                 v
             })

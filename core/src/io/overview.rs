@@ -93,7 +93,9 @@ pub struct DelegationView {
     /// lines carry on every host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceId>,
-    /// While ASKING: the question, shown only to a caller that may answer it.
+    /// While ASKING: the question and the turn that answers it, shown only to the caller
+    /// who may answer — the delegation's own lead (any lead, for one opened without a lead
+    /// session); never for a question a member here asks of a lead on another host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

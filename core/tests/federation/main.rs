@@ -1611,6 +1611,48 @@ fn both_halves_of_a_delegation_show_one_flow_and_each_host_sees_the_others_count
     assert_eq!((&peer.host, peer.link), (&host_name(1), Link::Up));
     assert!(peer.heard_ms_ago.is_some_and(|ms| ms < 10_000));
     assert_eq!(peer.ops.map(|o| o.delegations), Some(1));
+    // The member asks: its question is the sender's lead's. The worker's host shows it asking
+    // without the question or the turn, and a lead there cannot answer it (STALE_TURN, the
+    // question still open for its own lead).
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Ask {
+            question: "which branch?".into(),
+            timeout_ms: None,
+        },
+    );
+    f.advance(Duration::from_millis(500));
+    let (a, b) = (overview(&mut f, 0), overview(&mut f, 1));
+    assert_eq!(a.delegations[0].question.as_deref(), Some("which branch?"));
+    let turn = a.delegations[0]
+        .turn_id
+        .expect("the lead sees the turn to answer");
+    assert_eq!(b.delegations[0].phase, FlowPhase::Asking);
+    assert_eq!(
+        (&b.delegations[0].question, b.delegations[0].turn_id),
+        (&None, None)
+    );
+    let b_lead = f.lead(1, B_LEAD);
+    let c = f.call(
+        1,
+        b_lead,
+        Request::Answer {
+            turn_id: turn,
+            content: "not mine to say".into(),
+            wait: true,
+            timeout_ms: None,
+            asked_by: None,
+        },
+    );
+    assert!(matches!(
+        f.response(1, c),
+        Some(Response::Outcome {
+            outcome: Outcome::StaleTurn,
+            ..
+        })
+    ));
+    assert_eq!(overview(&mut f, 1).delegations[0].phase, FlowPhase::Asking);
     f.cut(0);
     let a = overview(&mut f, 0);
     assert_eq!(a.hosts[0].link, Link::Down);
