@@ -509,7 +509,9 @@ pub fn document(mut doc: utoipa::openapi::OpenApi, limits: faces::Limits) -> Val
         }
     });
     common_responses(&mut v);
-    bound(&mut v["components"]["schemas"], limits);
+    if let Some(schemas) = v.get_mut("components").and_then(|c| c.get_mut("schemas")) {
+        bound(schemas, limits);
+    }
     v
 }
 
@@ -521,7 +523,8 @@ fn bound(schemas: &mut Value, limits: faces::Limits) {
     // A string of this many characters is within the byte limit whatever they are.
     let chars = limits.max_body_bytes / 4;
     for schema in schemas.values_mut() {
-        let Some(props) = schema["properties"].as_object_mut() else {
+        // `get_mut`, not `[]`: indexing would add `"properties": null` to a schema without.
+        let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) else {
             continue;
         };
         if let Some(t) = props.get_mut("timeoutMs") {
@@ -543,7 +546,7 @@ fn bound(schemas: &mut Value, limits: faces::Limits) {
 fn common_responses(doc: &mut Value) {
     let error =
         json!({ "application/json": { "schema": { "$ref": "#/components/schemas/ErrorBody" } } });
-    let Some(paths) = doc["paths"].as_object_mut() else {
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
         return;
     };
     for (path, item) in paths.iter_mut() {
@@ -555,7 +558,7 @@ fn common_responses(doc: &mut Value) {
             let takes_input = op.get("requestBody").is_some()
                 || op["parameters"].as_array().is_some_and(|p| !p.is_empty());
             let body = op.get("requestBody").is_some();
-            let Some(responses) = op["responses"].as_object_mut() else {
+            let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else {
                 continue;
             };
             let mut add = |code: &str, description: &str| {
