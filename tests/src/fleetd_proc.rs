@@ -742,3 +742,45 @@ pub async fn collect(lead: &Mcp, gid: &str, needle: &str, secs: u64) -> serde_js
         seen.last()
     );
 }
+
+/// The solo gateway's two lead tokens (`solo_config`'s primary and architect).
+pub const SOLO_LEAD_TOKEN: &str = "lead-token-0123456789abcdef";
+pub const SOLO_ARCHITECT_TOKEN: &str = "architect-token-0123456789abcdef";
+
+/// One running single-host gateway on the herdr double, its members played from outside.
+pub struct Solo {
+    pub dir: Dir,
+    pub herdr: Panes,
+    pub fleetd: Proc,
+    pub members: Played,
+}
+
+/// Starts `solo_config` (tokens `SOLO_*_TOKEN`) in a fresh `Dir::new(tag)`, with a gateway key
+/// from `seed`, and plays its members.
+pub async fn start_solo(tag: &str, seed: u8) -> Solo {
+    let dir = Dir::new(tag);
+    let herdr = Panes::start_double(&dir.0).await;
+    let port = free_port();
+    let state = dir.0.join("state");
+    std::fs::create_dir_all(&state).unwrap_or_else(|e| panic!("{e}"));
+    let mkey = fleetd::daemon::member_key(&write_key(&state.join("gateway.key"), seed));
+    let lead_pane = herdr.add_lead_pane("lead").await;
+    let architect_pane = herdr.add_lead_pane("archie").await;
+    let config = solo_config(
+        &dir,
+        port,
+        &herdr.path(),
+        (&lead_pane, &architect_pane),
+        (SOLO_LEAD_TOKEN, SOLO_ARCHITECT_TOKEN),
+    );
+    let fleetd = Proc::start(&dir.0, "solo", port, &config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let members = play_members(herdr.clone(), &fleetd.url, mkey, &state);
+    Solo {
+        dir,
+        herdr,
+        fleetd,
+        members,
+    }
+}

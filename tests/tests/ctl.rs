@@ -2,14 +2,10 @@
 //! each command's exit status and `--json` shape, as a script would use them.
 
 use fleet_tests::fleetd_proc::{
-    fleetd_bin, free_port, play_members, solo_config, write_key, Dir, Proc,
+    fleetd_bin, free_port, start_solo, Solo, SOLO_ARCHITECT_TOKEN, SOLO_LEAD_TOKEN,
 };
-use fleet_tests::panes::Panes;
 use serde_json::Value;
 use std::time::Duration;
-
-const LEAD_TOKEN: &str = "lead-token-0123456789abcdef";
-const ARCHITECT_TOKEN: &str = "architect-token-0123456789abcdef";
 
 /// What one `fleetd ctl` run did.
 struct Ran {
@@ -50,27 +46,14 @@ async fn ctl(url: &str, token: Option<&str>, args: &[&str]) -> Ran {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctl_drives_a_gateway_with_exit_codes_a_script_can_use() {
-    let dir = Dir::new("ctl");
-    let herdr = Panes::start_double(&dir.0).await;
-    let port = free_port();
-    let state = dir.0.join("state");
-    std::fs::create_dir_all(&state).unwrap_or_else(|e| panic!("{e}"));
-    let mkey = fleetd::daemon::member_key(&write_key(&state.join("gateway.key"), 5));
-    let lead_pane = herdr.add_lead_pane("lead").await;
-    let architect_pane = herdr.add_lead_pane("archie").await;
-    let config = solo_config(
-        &dir,
-        port,
-        &herdr.path(),
-        (&lead_pane, &architect_pane),
-        (LEAD_TOKEN, ARCHITECT_TOKEN),
-    );
-    let mut fleetd = Proc::start(&dir.0, "solo", port, &config)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let _members = play_members(herdr.clone(), &fleetd.url, mkey, &state);
+    let Solo {
+        dir: _dir,
+        herdr: _herdr,
+        mut fleetd,
+        members: _members,
+    } = start_solo("ctl", 5).await;
     let url = fleetd.url.clone();
-    let lead = Some(LEAD_TOKEN);
+    let lead = Some(SOLO_LEAD_TOKEN);
 
     // Usage and credentials first: no token 2, a wrong one 4, nothing listening 3.
     assert_eq!(ctl(&url, None, &["list"]).await.code, 2);
@@ -217,7 +200,9 @@ async fn ctl_drives_a_gateway_with_exit_codes_a_script_can_use() {
     let profiles = ctl(&url, lead, &["--json", "profiles"]).await.json();
     assert_eq!(profiles["hosts"]["solo"]["profiles"][0]["name"], "echo");
     assert_eq!(
-        ctl(&url, Some(ARCHITECT_TOKEN), &["stop", &gid]).await.code,
+        ctl(&url, Some(SOLO_ARCHITECT_TOKEN), &["stop", &gid])
+            .await
+            .code,
         4
     );
     let stopped = ctl(&url, lead, &["stop", &gid]).await;

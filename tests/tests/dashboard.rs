@@ -239,9 +239,6 @@ async fn the_dashboard_shows_hosts_members_a_delegation_in_flight_and_a_held_res
     stop_all(&mut hosts).await;
 }
 
-const LEAD_TOKEN: &str = "lead-token-0123456789abcdef";
-const ARCHITECT_TOKEN: &str = "architect-token-0123456789abcdef";
-
 /// Actions, clicked in a real browser: the page starts read-only; a lead who turns actions on
 /// answers a member's open question (the answer being typed survives the page's refreshes) and
 /// stops a member (after a confirmation); an architect, who may answer but not stop, is
@@ -252,29 +249,15 @@ const ARCHITECT_TOKEN: &str = "architect-token-0123456789abcdef";
     ignore = "needs Chromium and chromedriver: apt-get install chromium chromium-driver (.ci/run does)"
 )]
 async fn a_lead_answers_and_stops_from_the_dashboard_and_an_architect_is_offered_no_stop() {
-    use fleet_tests::fleetd_proc::{free_port, play_members, solo_config, write_key, Proc};
-    use fleet_tests::panes::Panes;
+    use fleet_tests::fleetd_proc::{start_solo, Solo, SOLO_ARCHITECT_TOKEN, SOLO_LEAD_TOKEN};
     use fleet_tests::webdriver::Browser;
-    let dir = Dir::new("dashboard-actions");
-    let herdr = Panes::start_double(&dir.0).await;
-    let port = free_port();
-    let state = dir.0.join("state");
-    std::fs::create_dir_all(&state).unwrap_or_else(|e| panic!("{e}"));
-    let mkey = fleetd::daemon::member_key(&write_key(&state.join("gateway.key"), 7));
-    let lead_pane = herdr.add_lead_pane("lead").await;
-    let architect_pane = herdr.add_lead_pane("archie").await;
-    let config = solo_config(
-        &dir,
-        port,
-        &herdr.path(),
-        (&lead_pane, &architect_pane),
-        (LEAD_TOKEN, ARCHITECT_TOKEN),
-    );
-    let mut fleetd = Proc::start(&dir.0, "solo", port, &config)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let _members = play_members(herdr.clone(), &fleetd.url, mkey, &state);
-    let rest = Rest::new(&fleetd.url, Some(LEAD_TOKEN));
+    let Solo {
+        dir,
+        herdr: _herdr,
+        mut fleetd,
+        members: _members,
+    } = start_solo("dashboard-actions", 7).await;
+    let rest = Rest::new(&fleetd.url, Some(SOLO_LEAD_TOKEN));
     let spawn = || async {
         let (code, v) = rest.post("/members", json!({"profile": "echo"})).await;
         assert_eq!(code, 200, "{v}");
@@ -296,7 +279,7 @@ async fn a_lead_answers_and_stops_from_the_dashboard_and_an_architect_is_offered
 
     let browser = Browser::start(&chromium(), &dir.0.join("webdriver-profile")).await;
     browser
-        .goto(&format!("{}/ui#token={LEAD_TOKEN}", fleetd.url))
+        .goto(&format!("{}/ui#token={SOLO_LEAD_TOKEN}", fleetd.url))
         .await;
     browser.find("tr[data-phase=\"ASKING\"]", 20).await;
     assert_eq!(
@@ -341,7 +324,7 @@ async fn a_lead_answers_and_stops_from_the_dashboard_and_an_architect_is_offered
     // An architect may answer, not stop: the switch is there, and with it on no stop button.
     browser
         .goto(&format!(
-            "{}/ui?as=architect#token={ARCHITECT_TOKEN}",
+            "{}/ui?as=architect#token={SOLO_ARCHITECT_TOKEN}",
             fleetd.url
         ))
         .await;

@@ -11,12 +11,8 @@
 //! exist ends so —, BACKEND_EXHAUSTED 503, TIMED_OUT_* 504) that every operation documents.
 //! Compiled as ignored where `schemathesis` is not installed (`.ci/run` installs it).
 
-use fleet_tests::fleetd_proc::{free_port, play_members, solo_config, write_key, Dir, Proc};
-use fleet_tests::panes::Panes;
+use fleet_tests::fleetd_proc::{start_solo, Solo, SOLO_LEAD_TOKEN};
 use std::time::Duration;
-
-const LEAD_TOKEN: &str = "lead-token-0123456789abcdef";
-const ARCHITECT_TOKEN: &str = "architect-token-0123456789abcdef";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
@@ -24,25 +20,12 @@ const ARCHITECT_TOKEN: &str = "architect-token-0123456789abcdef";
     ignore = "needs schemathesis: pip install schemathesis (.ci/run does)"
 )]
 async fn generated_requests_find_no_undocumented_status_and_no_refused_valid_request() {
-    let dir = Dir::new("schema-truth");
-    let herdr = Panes::start_double(&dir.0).await;
-    let port = free_port();
-    let state = dir.0.join("state");
-    std::fs::create_dir_all(&state).unwrap_or_else(|e| panic!("{e}"));
-    let mkey = fleetd::daemon::member_key(&write_key(&state.join("gateway.key"), 6));
-    let lead_pane = herdr.add_lead_pane("lead").await;
-    let architect_pane = herdr.add_lead_pane("archie").await;
-    let config = solo_config(
-        &dir,
-        port,
-        &herdr.path(),
-        (&lead_pane, &architect_pane),
-        (LEAD_TOKEN, ARCHITECT_TOKEN),
-    );
-    let mut fleetd = Proc::start(&dir.0, "solo", port, &config)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let _members = play_members(herdr.clone(), &fleetd.url, mkey, &state);
+    let Solo {
+        dir,
+        herdr: _herdr,
+        mut fleetd,
+        members: _members,
+    } = start_solo("schema-truth", 6).await;
 
     let budget = std::env::var("SCHEMATHESIS_SECONDS").unwrap_or_else(|_| "60".into());
     let mut cmd = tokio::process::Command::new("schemathesis");
@@ -52,7 +35,10 @@ async fn generated_requests_find_no_undocumented_status_and_no_refused_valid_req
             "/data/schemathesis.toml"
         ))
         .args(["run", &format!("{}/openapi.json", fleetd.url)])
-        .args(["--header", &format!("Authorization: Bearer {LEAD_TOKEN}")])
+        .args([
+            "--header",
+            &format!("Authorization: Bearer {SOLO_LEAD_TOKEN}"),
+        ])
         .args(["--checks", "all"])
         .args(["--exclude-checks", "not_a_server_error"])
         .args(["--exclude-path", "/mcp"])
