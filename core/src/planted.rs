@@ -60,10 +60,13 @@ pub enum PlantedBug {
     /// The health classifier takes an UNKNOWN sample for a pane that is gone: a wedged
     /// member, alive in its pane, is reported GONE to operators (I13).
     HealthUnknownAsGone,
+    /// A member's `fleet_reply` is taken as the end of its turn, and what waits for the pane
+    /// is typed at once — while the agent is still finishing the turn it replied from (I1).
+    ReplyEndsTurn,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 15] = [
+    pub const ALL: [PlantedBug; 16] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -79,6 +82,7 @@ impl PlantedBug {
         PlantedBug::SnapshotDropsCards,
         PlantedBug::StopWithoutAllowlist,
         PlantedBug::HealthUnknownAsGone,
+        PlantedBug::ReplyEndsTurn,
     ];
 
     pub fn name(self) -> &'static str {
@@ -98,6 +102,7 @@ impl PlantedBug {
             PlantedBug::SnapshotDropsCards => "snapshot-drops-cards",
             PlantedBug::StopWithoutAllowlist => "stop-without-allowlist",
             PlantedBug::HealthUnknownAsGone => "health-unknown-as-gone",
+            PlantedBug::ReplyEndsTurn => "reply-ends-turn",
         }
     }
 
@@ -118,7 +123,7 @@ impl PlantedBug {
             | PlantedBug::DeltaAppliedOutOfOrder => INTERNAL,
             PlantedBug::ReplyWithoutCounterpart | PlantedBug::DlqTrustsBrokerHeaders => "I8",
             PlantedBug::ResultsHeldInInbox => "I11",
-            PlantedBug::ReplayRecordForgotten => "I1",
+            PlantedBug::ReplayRecordForgotten | PlantedBug::ReplyEndsTurn => "I1",
             PlantedBug::StopWithoutAllowlist => "I12",
             PlantedBug::HealthUnknownAsGone => "I13",
         }

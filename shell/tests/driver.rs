@@ -18,6 +18,8 @@ struct Pane {
     status: AgentStatus,
     screen: String,
     typed: Vec<String>,
+    /// When each text landed, on the (virtual) clock.
+    typed_at: Vec<tokio::time::Instant>,
 }
 
 #[derive(Clone, Default)]
@@ -36,6 +38,7 @@ impl ScriptedHerdr {
                 status: AgentStatus::Idle,
                 screen: "❯ ".into(),
                 typed: Vec::new(),
+                typed_at: Vec::new(),
             },
         );
         id
@@ -44,6 +47,21 @@ impl ScriptedHerdr {
     fn set(&self, id: &SessionId, status: AgentStatus) {
         if let Some(p) = self.panes.borrow_mut().get_mut(id) {
             p.status = status;
+        }
+    }
+
+    fn typed_at(&self, id: &SessionId) -> Vec<tokio::time::Instant> {
+        self.panes
+            .borrow()
+            .get(id)
+            .map(|p| p.typed_at.clone())
+            .unwrap_or_default()
+    }
+
+    /// Waits (in steps of a millisecond) until `id` has been typed into `n` times.
+    async fn typed_count(&self, id: &SessionId, n: usize) {
+        while self.typed(id).len() < n {
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 
@@ -79,6 +97,7 @@ impl HerdrPort for ScriptedHerdr {
             let baseline = p.screen.clone();
             p.screen.push_str(&format!("\n❯ {text}"));
             p.typed.push(text);
+            p.typed_at.push(tokio::time::Instant::now());
             Ok(baseline)
         })
     }
@@ -303,4 +322,183 @@ async fn shutdown_answers_waiting_calls() {
         other => panic!("expected WORKER_FAILED on shutdown, got {other:?}"),
     }
     assert!(herdr.typed(&w1).is_empty(), "never typed into a busy pane");
+}
+
+/// A brief for an idle member is typed as soon as it arrives — the arrival asks for a fresh
+/// sample at once — not at the next poll round (500 ms here).
+#[tokio::test(start_paused = true)]
+async fn a_brief_for_an_idle_member_is_typed_at_once() {
+    let herdr = ScriptedHerdr::default();
+    let w1 = herdr.add("w1");
+    let driver = Driver::new(
+        gateway(CoreConfig::default()),
+        herdr.clone(),
+        NoBroker,
+        TokioClock::new(),
+        fleetd::Quiet,
+    );
+    let (handle, calls) = Driver::<ScriptedHerdr, NoBroker, TokioClock>::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let started = tokio::time::Instant::now();
+    let scenario = async {
+        let sent = handle
+            .call(
+                lead(),
+                Request::Send {
+                    target: w1.clone(),
+                    content: "task".into(),
+                    wait: false,
+                    timeout_ms: Some(60_000),
+                },
+            )
+            .await;
+        herdr.typed_count(&w1, 1).await;
+        let _ = stop.send(());
+        sent
+    };
+    let (_, sent) = tokio::join!(driver.run(calls, stopped), scenario);
+    assert!(matches!(sent, Ok(Response::Ticket(_))), "{sent:?}");
+    let at = herdr.typed_at(&w1)[0] - started;
+    // One sample and one inject, 5 ms each.
+    assert!(at <= Duration::from_millis(15), "typed after {at:?}");
+}
+
+/// A member that replies the moment its brief is typed and goes idle — too fast for any
+/// sample to see it WORKING — takes its lead's next brief within milliseconds: its reply
+/// proves the pickup and herdr's hint that it went idle ends the turn. Before, each turn
+/// waited out the pickup bound (8 idle samples, 4 s at the default poll).
+#[tokio::test(start_paused = true)]
+async fn back_to_back_fast_turns_wait_for_no_poll() {
+    let herdr = ScriptedHerdr::default();
+    let w1 = herdr.add("w1");
+    let driver = Driver::new(
+        gateway(CoreConfig::default()),
+        herdr.clone(),
+        NoBroker,
+        TokioClock::new(),
+        fleetd::Quiet,
+    );
+    let (handle, calls) = Driver::<ScriptedHerdr, NoBroker, TokioClock>::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    const TURNS: usize = 3;
+    let started = tokio::time::Instant::now();
+    let scenario = async {
+        let agent = async {
+            for n in 1..=TURNS {
+                herdr.typed_count(&w1, n).await;
+                let reply = Request::Reply {
+                    content: format!("done {n}"),
+                };
+                let r = handle.call(Principal::worker(w1.clone()), reply).await;
+                assert_eq!(r, Ok(Response::ReplyAccepted { held: None }));
+                // herdr's `pane.agent_status_changed` for the idle pane.
+                herdr.set(&w1, AgentStatus::Idle);
+                let hint = fleet_core::Input::StatusHint { target: w1.clone() };
+                assert!(handle.tell(hint).await.is_ok());
+            }
+        };
+        let lead = async {
+            let mut outcomes = Vec::new();
+            for n in 1..=TURNS {
+                let send = Request::Send {
+                    target: w1.clone(),
+                    content: format!("brief {n}"),
+                    wait: true,
+                    timeout_ms: Some(60_000),
+                };
+                match handle.call(lead(), send).await {
+                    Ok(Response::Outcome { outcome, body, .. }) => outcomes.push((outcome, body)),
+                    other => panic!("{other:?}"),
+                }
+            }
+            outcomes
+        };
+        let (outcomes, ()) = tokio::join!(lead, agent);
+        let _ = stop.send(());
+        outcomes
+    };
+    let (_, outcomes) = tokio::join!(driver.run(calls, stopped), scenario);
+    let expected: Vec<_> = (1..=TURNS)
+        .map(|n| (Outcome::Replied, Some(format!("done {n}"))))
+        .collect();
+    assert_eq!(outcomes, expected);
+    assert_eq!(herdr.typed(&w1), vec!["brief 1", "brief 2", "brief 3"]);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(100),
+        "three turns took {took:?} of virtual time"
+    );
+}
+
+/// A member still finishing its turn after `fleet_reply` is never typed into, whatever hints
+/// arrive: the next brief waits for an injectable sample, and is typed within milliseconds of
+/// the member going idle.
+#[tokio::test(start_paused = true)]
+async fn a_busy_member_is_never_typed_into() {
+    let herdr = ScriptedHerdr::default();
+    let w1 = herdr.add("w1");
+    let driver = Driver::new(
+        gateway(CoreConfig::default()),
+        herdr.clone(),
+        NoBroker,
+        TokioClock::new(),
+        fleetd::Quiet,
+    );
+    let (handle, calls) = Driver::<ScriptedHerdr, NoBroker, TokioClock>::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let hint = || fleet_core::Input::StatusHint { target: w1.clone() };
+    let scenario = async {
+        let agent = async {
+            herdr.typed_count(&w1, 1).await;
+            herdr.set(&w1, AgentStatus::Working);
+            let reply = Request::Reply {
+                content: "done".into(),
+            };
+            let r = handle.call(Principal::worker(w1.clone()), reply).await;
+            assert_eq!(r, Ok(Response::ReplyAccepted { held: None }));
+            // Still writing its summary for two seconds; herdr hints all the while.
+            for _ in 0..20 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                assert!(handle.tell(hint()).await.is_ok());
+            }
+            assert_eq!(herdr.typed(&w1).len(), 1, "typed into a busy pane");
+            herdr.set(&w1, AgentStatus::Idle);
+            let idle_at = tokio::time::Instant::now();
+            assert!(handle.tell(hint()).await.is_ok());
+            idle_at
+        };
+        let lead = async {
+            for n in 1..=2 {
+                let send = Request::Send {
+                    target: w1.clone(),
+                    content: format!("brief {n}"),
+                    wait: n == 1,
+                    timeout_ms: Some(60_000),
+                };
+                let r = handle.call(lead(), send).await;
+                assert!(
+                    matches!(
+                        r,
+                        Ok(Response::Outcome {
+                            outcome: Outcome::Replied,
+                            ..
+                        }) | Ok(Response::Ticket(_))
+                    ),
+                    "{r:?}"
+                );
+            }
+            herdr.typed_count(&w1, 2).await;
+        };
+        let (idle_at, ()) = tokio::join!(agent, lead);
+        let _ = stop.send(());
+        idle_at
+    };
+    let (_, idle_at) = tokio::join!(driver.run(calls, stopped), scenario);
+    let second = herdr.typed_at(&w1)[1];
+    assert!(second >= idle_at, "typed before the member went idle");
+    assert!(
+        second - idle_at <= Duration::from_millis(25),
+        "typed {:?} after the member went idle",
+        second - idle_at
+    );
 }

@@ -84,6 +84,9 @@ pub struct PaneLog {
     pub closed: Vec<(SessionId, u64)>,
     /// (pane, state, whether its pane lived then, sim ms) for every health change reported.
     pub health: Vec<(SessionId, fleet_core::health::Health, bool, u64)>,
+    /// (pane, text, what the pane was doing, sim ms) for every inject into a pane whose agent
+    /// was busy or had not finished the task typed before (one message per turn).
+    pub mid_turn: Vec<(SessionId, String, String, u64)>,
 }
 
 const HERDR_LATENCY: Duration = Duration::from_millis(3);
@@ -188,6 +191,16 @@ impl HerdrPort for SimHerdr {
                 .filter(|p| p.alive)
                 .ok_or(HerdrError::PaneNotFound)?;
             let baseline = p.read();
+            let busy = match &p.task {
+                Some(t) => Some(format!("still on {:?}", t.text)),
+                None => (!p.status.injectable()).then(|| p.status.to_string()),
+            };
+            if let Some(busy) = busy {
+                let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
+                log.borrow_mut()
+                    .mid_turn
+                    .push((target.clone(), text.clone(), busy, at));
+            }
             if p.screen.last().is_some_and(|l| l.trim_end() == "❯") {
                 p.screen.pop();
             }
@@ -273,9 +286,12 @@ const REPLY_RETRY: Duration = Duration::from_millis(500);
 /// The agents of one host: each takes the task typed into its pane, works on it, and ends the
 /// turn as its behaviour says — through the gateway, as a member does.
 pub async fn agents(herdr: SimHerdr, gateway: Handle) {
-    let mut busy: BTreeSet<SessionId> = BTreeSet::new();
+    // Agents at work: each job takes itself out when its turn ends (a wedged one never does).
+    let busy: Rc<RefCell<BTreeSet<SessionId>>> = Rc::default();
     loop {
         tokio::time::sleep(Duration::from_millis(200)).await;
+        busy.borrow_mut()
+            .retain(|g| herdr.panes.borrow().contains_key(g));
         // Spawned agents that finished booting connect: their readiness gate opens.
         let now = sim_now();
         let up: Vec<SessionId> = herdr
@@ -296,7 +312,7 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
             panes
                 .iter()
                 .filter(|(g, p)| {
-                    p.task.is_some() && !booting.contains_key(*g) && !busy.contains(*g)
+                    p.task.is_some() && !booting.contains_key(*g) && !busy.borrow().contains(*g)
                 })
                 .map(|(g, _)| g.clone())
                 .collect()
@@ -317,8 +333,9 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
             let Some((behaviour, Some(task))) = job else {
                 continue;
             };
-            busy.insert(gid.clone());
+            busy.borrow_mut().insert(gid.clone());
             let (panes_of, gateway, gid2) = (herdr.clone(), gateway.clone(), gid.clone());
+            let busy = busy.clone();
             tokio::task::spawn_local(async move {
                 tokio::time::sleep(Duration::from_secs(2)).await;
                 match behaviour {
@@ -333,6 +350,7 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
                     // The process exits mid-turn and its pane closes.
                     Behaviour::Dies => {
                         panes_of.panes.borrow_mut().remove(&gid2);
+                        busy.borrow_mut().remove(&gid2);
                         return;
                     }
                     // Refuses the turn with a usage-limit notice and goes idle, no reply.
@@ -343,6 +361,7 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
                             p.task = None;
                             p.status = AgentStatus::Idle;
                         }
+                        busy.borrow_mut().remove(&gid2);
                         return;
                     }
                     _ => {}
@@ -388,14 +407,7 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
                     p.task = None;
                     p.status = AgentStatus::Idle;
                 }
-            });
-            // A finished agent is free again once its pane is idle with no task.
-            busy.retain(|g| {
-                herdr
-                    .panes
-                    .borrow()
-                    .get(g)
-                    .is_some_and(|p| p.task.is_some())
+                busy.borrow_mut().remove(&gid2);
             });
         }
     }

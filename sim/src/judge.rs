@@ -91,6 +91,15 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
             violate("I1", format!("{pane} was typed {text:?} {n} times"));
         }
     }
+    // I1: never typed into a busy pane, and one message per turn.
+    for log in f.logs {
+        for (pane, text, busy, at) in &log.mid_turn {
+            violate(
+                "I1",
+                format!("{pane} was typed {text:?} at {at} ms while its agent was {busy}"),
+            );
+        }
+    }
 
     // I8 in the hostile world: an adversary changes no outcome. Whatever the lying gateway
     // writes carries its mark; no answer, reply or question a lead is told may.

@@ -123,6 +123,15 @@ impl Oracle {
                         now,
                         format!("inject into {target} while it is {}", p.status),
                     ),
+                    // One message per turn: the task typed before is not finished.
+                    Some(p) if p.alive && p.task.is_some() => {
+                        let on = p.task.as_ref().map(|t| t.text.clone()).unwrap_or_default();
+                        self.violate(
+                            "I1",
+                            now,
+                            format!("inject into {target} while its agent is still on {on:?}"),
+                        )
+                    }
                     _ => {}
                 }
                 if let Some(order) = self.enqueued.get(target) {

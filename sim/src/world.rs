@@ -108,6 +108,10 @@ pub struct World {
     seq: u64,
     next_call: u64,
     pending: BTreeMap<CallId, Pending>,
+    /// Panes with an inject or a read on its way: no one starts typing into them by hand
+    /// then (a race of milliseconds against fleetd's own keystrokes, which no gateway can
+    /// win; the oracle judges fleetd, not that race).
+    touching: BTreeMap<SessionId, u32>,
     /// Each turnId the lead was asked on, with the task of the turn that asked.
     asked_turns: BTreeMap<TurnId, String>,
     tasks: u64,
@@ -136,6 +140,7 @@ impl World {
             seq: 0,
             next_call: 0,
             pending: BTreeMap::new(),
+            touching: BTreeMap::new(),
             asked_turns: BTreeMap::new(),
             tasks: 0,
             workload: None,
@@ -322,10 +327,12 @@ impl World {
             }
             Output::Inject { target, msg, text } => {
                 let d = self.latency();
+                *self.touching.entry(target.clone()).or_default() += 1;
                 self.schedule(d, Action::Inject { target, msg, text });
             }
             Output::ReadPane { target, msg } => {
                 let d = self.latency();
+                *self.touching.entry(target.clone()).or_default() += 1;
                 self.schedule(d, Action::Read { target, msg });
             }
             Output::ProbeHealth { targets } => {
@@ -346,8 +353,12 @@ impl World {
     fn act(&mut self, action: Action) {
         match action {
             Action::Sample(target) => self.sample(target),
-            Action::Inject { target, msg, text } => self.inject(target, msg, text),
+            Action::Inject { target, msg, text } => {
+                self.untouch(&target);
+                self.inject(target, msg, text)
+            }
             Action::Read { target, msg } => {
+                self.untouch(&target);
                 let result = match self.panes.get(&target) {
                     Some(p) if p.alive => Ok(p.read()),
                     _ => Err(fleet_core::PaneError::NotFound),
@@ -396,8 +407,9 @@ impl World {
                 if self.now >= until {
                     return;
                 }
+                let touched = self.touching.contains_key(&pane);
                 if let Some(p) = self.panes.get_mut(&pane) {
-                    if p.alive && p.task.is_none() && p.status == AgentStatus::Idle {
+                    if p.alive && p.task.is_none() && p.status == AgentStatus::Idle && !touched {
                         p.status = AgentStatus::Working;
                         p.print("(someone is typing…)");
                         let d = self.range(500, 8_000);
@@ -422,6 +434,15 @@ impl World {
     }
 
     // ---- the simulated herdr -----------------------------------------------------------
+
+    fn untouch(&mut self, pane: &SessionId) {
+        if let Some(n) = self.touching.get_mut(pane) {
+            *n -= 1;
+            if *n == 0 {
+                self.touching.remove(pane);
+            }
+        }
+    }
 
     fn sample(&mut self, target: SessionId) {
         let Some(p) = self.panes.get(&target) else {

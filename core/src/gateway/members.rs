@@ -30,10 +30,21 @@ impl Gateway {
     ) {
         self.stats.replies_total += 1;
         self.health.replied(&session);
-        let resolved = self
-            .turns
-            .get(&session)
-            .and_then(|m| self.rendezvous.resolve(&session, *m, Kind::Reply));
+        let turn = self.turns.get(&session).copied();
+        if let Some(m) = turn {
+            // The reply proves the brief was picked up: the turn ends at the next injectable
+            // sample instead of waiting out the pickup bound (a fast member's turn is often
+            // never sampled WORKING).
+            self.injector.replied(&session, m);
+            if self.cfg.planted(crate::planted::PlantedBug::ReplyEndsTurn) {
+                // Trusts the reply as the turn's end and types what waits at once.
+                self.injector
+                    .on_sample(now, &session, crate::AgentStatus::Idle);
+                self.injector
+                    .on_sample(now, &session, crate::AgentStatus::Idle);
+            }
+        }
+        let resolved = turn.and_then(|m| self.rendezvous.resolve(&session, m, Kind::Reply));
         if let Some(r) = resolved {
             let worker = self
                 .delegations

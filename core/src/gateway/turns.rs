@@ -64,6 +64,9 @@ impl Gateway {
                         self.finish(now, r.ticket, Outcome::WorkerFailed, Some(why), None);
                     }
                 }
+                InjectorEvent::WantSample { target } => {
+                    self.out.push_back(Output::PollStatus { target })
+                }
                 InjectorEvent::Dropped { target, msg, cause } => {
                     self.delegator_of.remove(&msg);
                     if let Some(lead) = self.nudges.remove(&msg) {

@@ -1,9 +1,14 @@
 //! `Injector`: per-target FIFO queues, at most one message per turn, serialized per target,
 //! status-gated (ch. 9, Figure 6).
 //!
-//! A turn is judged complete only from a confirmed WORKING → injectable boundary. Three grace
-//! bounds, counted in status samples, close the failure paths: pickup (a missed fast turn),
-//! stall (a wedged turn) and readiness (a member that never connected).
+//! A turn is judged complete only from a confirmed WORKING → injectable boundary, or from a
+//! reply its member sent during the turn followed by an injectable sample (the reply proves
+//! the brief was picked up, as WORKING would). Three grace bounds, counted in status samples,
+//! close the failure paths: pickup (a missed fast turn), stall (a wedged turn) and readiness
+//! (a member that never connected).
+//!
+//! Delivery is event-driven: a target that can take its next message again asks for a fresh
+//! sample at once (`WantSample`) rather than waiting for the next poll round.
 
 use crate::ids::{MsgId, SessionId};
 use crate::status::AgentStatus;
@@ -92,6 +97,9 @@ pub enum InjectorEvent {
         msg: MsgId,
         cause: Cause,
     },
+    /// `target` can take its next queued message: sample it now. Only a fresh injectable
+    /// sample types it, so this asks for one instead of waiting for the next poll round.
+    WantSample { target: SessionId },
 }
 
 #[derive(Clone, Debug)]
@@ -251,6 +259,30 @@ impl Injector {
             self.tracks.insert(target.clone(), t);
         }
         self.forget_if_idle(target);
+    }
+
+    /// The member replied during turn `msg`: the brief was picked up, as a WORKING sample would
+    /// have shown, so the turn no longer waits out the pickup bound — it ends at the next
+    /// injectable sample. Returns false (and changes nothing) unless `msg` is the running turn.
+    ///
+    /// A sample herdr took before the pickup but that reaches the core only after the reply
+    /// would end the turn early; that needs one herdr answer to outlast the member's whole turn
+    /// up to `fleet_reply` (docs/invariants.md, I1).
+    pub fn replied(&mut self, target: &SessionId, msg: MsgId) -> bool {
+        let Some(t) = self.tracks.get_mut(target) else {
+            return false;
+        };
+        match t.turn {
+            Turn::AwaitingPickup { msg: m, .. } if m == msg && !t.asking => {
+                t.turn = Turn::AwaitingCompletion {
+                    msg,
+                    unknown_polls: 0,
+                };
+                true
+            }
+            Turn::AwaitingCompletion { msg: m, .. } => m == msg,
+            _ => false,
+        }
     }
 
     /// The message whose turn is running in `target`, once it is delivered.
@@ -505,6 +537,22 @@ impl Injector {
             msg,
             missed_fast_turn,
         });
+        if ready_at <= now {
+            // The sample that ended the turn does not also type the next message: the gateway
+            // may hold the pane for the turn's scrape first.
+            Self::want_sample(t, events, target);
+        }
+    }
+
+    /// `t` can take its next message (or will, at its next sample): ask for that sample now
+    /// rather than at the next poll round.
+    fn want_sample(t: &Track, events: &mut VecDeque<InjectorEvent>, target: &SessionId) {
+        let free = matches!(t.turn, Turn::Quiescent | Turn::Settling { hold: None, .. });
+        if free && !t.queue.is_empty() && !t.asking {
+            events.push_back(InjectorEvent::WantSample {
+                target: target.clone(),
+            });
+        }
     }
 
     /// The post-turn action of turn `msg` (its completion scrape) must finish before the next
@@ -535,6 +583,7 @@ impl Injector {
         *hold = None;
         if *ready_at <= now {
             t.turn = Turn::Quiescent;
+            Self::want_sample(t, &mut self.events, target);
         }
         self.forget_if_idle(target);
         true
@@ -573,6 +622,7 @@ impl Injector {
                     msg,
                     cause: Cause::InjectFailed(why),
                 });
+                Self::want_sample(t, &mut self.events, target);
             }
         }
         self.forget_if_idle(target);
@@ -606,7 +656,8 @@ impl Injector {
                     });
                 }
                 Turn::Settling { ready_at, hold } if settled(now, ready_at, hold) => {
-                    t.turn = Turn::Quiescent
+                    t.turn = Turn::Quiescent;
+                    Self::want_sample(t, &mut self.events, &target);
                 }
                 _ => {}
             }

@@ -90,14 +90,70 @@ fn one_message_per_turn_in_fifo_order() {
     assert!(f.sample(Working).is_empty());
     assert_eq!(
         f.sample(Idle),
-        vec![InjectorEvent::TurnComplete {
-            target: f.w.clone(),
-            msg: first,
-            missed_fast_turn: false
-        }]
+        vec![
+            InjectorEvent::TurnComplete {
+                target: f.w.clone(),
+                msg: first,
+                missed_fast_turn: false
+            },
+            InjectorEvent::WantSample {
+                target: f.w.clone()
+            },
+        ],
+        "the next message asks for its fresh sample at once"
     );
     let ev = f.sample(Idle);
     assert!(matches!(&ev[..], [InjectorEvent::Inject { msg, .. }] if *msg == second));
+}
+
+/// A member that replied during its turn has picked the brief up, even if no sample ever saw
+/// it WORKING: the turn ends at the next injectable sample, not after the pickup bound — and
+/// a sample that reads it busy still types nothing.
+#[test]
+fn a_reply_proves_pickup() {
+    let mut f = Fixture::new(bounds());
+    let first = f.deliver("one");
+    let second = f.enqueue("two");
+    assert!(f.sample(Idle).is_empty(), "not picked up yet");
+    assert!(
+        !f.inj.replied(&f.w.clone(), second),
+        "a reply names the running turn"
+    );
+    assert!(f.inj.replied(&f.w.clone(), first));
+    assert!(f.events().is_empty(), "a reply ends nothing by itself");
+    assert!(f.sample(Working).is_empty(), "still finishing its turn");
+    assert_eq!(
+        f.sample(Idle),
+        vec![
+            InjectorEvent::TurnComplete {
+                target: f.w.clone(),
+                msg: first,
+                missed_fast_turn: false
+            },
+            InjectorEvent::WantSample {
+                target: f.w.clone()
+            },
+        ]
+    );
+    let ev = f.sample(Idle);
+    assert!(matches!(&ev[..], [InjectorEvent::Inject { msg, .. }] if *msg == second));
+    assert!(
+        !f.inj.replied(&f.w.clone(), first),
+        "the turn it named is over"
+    );
+}
+
+/// A reply while the member is inside `fleet_ask` proves nothing new: the paused turn still
+/// needs a WORKING sample (or the pickup bound) once the ask ends.
+#[test]
+fn a_reply_during_an_ask_does_not_end_the_pause() {
+    let mut f = Fixture::new(bounds());
+    let m = f.deliver("task");
+    f.inj.set_asking(&f.w.clone(), true);
+    assert!(!f.inj.replied(&f.w.clone(), m));
+    for _ in 0..5 {
+        assert!(f.sample(Idle).is_empty());
+    }
 }
 
 /// The agent ran the whole turn between two polls: after the pickup bound of injectable
@@ -236,11 +292,16 @@ fn inject_failures_and_io_timeouts_drop_the_message() {
         .on_injected(&f.w.clone(), a, Err("pane_not_found".into())));
     assert_eq!(
         f.events(),
-        vec![InjectorEvent::Dropped {
-            target: f.w.clone(),
-            msg: a,
-            cause: Cause::InjectFailed("pane_not_found".into())
-        }]
+        vec![
+            InjectorEvent::Dropped {
+                target: f.w.clone(),
+                msg: a,
+                cause: Cause::InjectFailed("pane_not_found".into())
+            },
+            InjectorEvent::WantSample {
+                target: f.w.clone()
+            },
+        ]
     );
     f.sample(Idle);
     f.inj.on_timer(T0 + Duration::from_secs(10));
@@ -262,10 +323,13 @@ fn inject_failures_and_io_timeouts_drop_the_message() {
     assert!(f.sample(Idle).is_empty());
     assert!(matches!(
         &f.sample(Idle)[..],
-        [InjectorEvent::TurnComplete {
-            missed_fast_turn: true,
-            ..
-        }]
+        [
+            InjectorEvent::TurnComplete {
+                missed_fast_turn: true,
+                ..
+            },
+            InjectorEvent::WantSample { .. }
+        ]
     ));
     assert!(matches!(&f.sample(Idle)[..], [InjectorEvent::Inject { msg, .. }] if *msg == c));
 }
@@ -282,7 +346,10 @@ fn the_next_delivery_waits_for_settle_and_release() {
     f.enqueue("two");
     let one = f.inj.current_turn(&f.w.clone()).expect("turn one runs");
     f.sample(Working);
-    f.sample(Idle);
+    assert!(
+        matches!(&f.sample(Idle)[..], [InjectorEvent::TurnComplete { .. }]),
+        "no sample is wanted before the settle"
+    );
     f.inj.hold(T0, &f.w.clone(), one);
     assert!(f.sample(Idle).is_empty(), "settling");
     let later = T0 + Duration::from_secs(3);
@@ -294,8 +361,15 @@ fn the_next_delivery_waits_for_settle_and_release() {
         "another turn's read"
     );
     assert!(f.inj.release(later, &f.w.clone(), one));
+    assert_eq!(
+        f.events(),
+        vec![InjectorEvent::WantSample {
+            target: f.w.clone()
+        }],
+        "released: the next message asks for its sample"
+    );
     f.inj.on_sample(later, &f.w.clone(), Idle);
-    assert_eq!(f.events().len(), 1);
+    assert!(matches!(&f.events()[..], [InjectorEvent::Inject { .. }]));
     assert!(!f.inj.release(later, &f.w.clone(), one), "released once");
 }
 
