@@ -102,16 +102,26 @@ impl Keyring {
         let sig = env.sig.ok_or(SignatureError::BadSignature)?;
         let bytes = env.signing_bytes();
         #[cfg(feature = "verify-memo")]
-        if memo::verified(key, &sig, &bytes) {
+        if memo::on() && memo::verified(key, &sig, &bytes) {
             return Ok(());
         }
         self.checked.set(self.checked.get() + 1);
         key.verify_strict(&bytes, &Signature::from_bytes(&sig))
             .map_err(|_| SignatureError::BadSignature)?;
         #[cfg(feature = "verify-memo")]
-        memo::remember(key, sig, bytes);
+        if memo::on() {
+            memo::remember(key, sig, bytes);
+        }
         Ok(())
     }
+}
+
+/// Switches this thread's verify memo off (feature `verify-memo`, which every crate beside the
+/// simulation's inherits through Cargo's feature unification): every signature is verified,
+/// as in fleetd. For a benchmark that must measure the daemon's cost.
+#[cfg(feature = "verify-memo")]
+pub fn verify_memo_off() {
+    memo::off();
 }
 
 /// The simulation's memo of verified signatures (feature `verify-memo`; fleetd never has it).
@@ -137,6 +147,16 @@ mod memo {
 
     thread_local! {
         static MEMO: RefCell<Memo> = RefCell::default();
+        static ON: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    }
+
+    pub(super) fn on() -> bool {
+        ON.with(|o| o.get())
+    }
+
+    pub(super) fn off() {
+        ON.with(|o| o.set(false));
+        MEMO.with(|m| *m.borrow_mut() = Memo::default());
     }
 
     pub(super) fn verified(key: &VerifyingKey, sig: &[u8; 64], bytes: &[u8]) -> bool {

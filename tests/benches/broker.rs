@@ -1,35 +1,52 @@
-//! The broker benchmark, on the real RabbitMQ (`FLEET_AMQP_URI`, default 127.0.0.1:5672), in
-//! one run:
+//! The broker benchmark, on the real RabbitMQ (`FLEET_AMQP_URI`, default 127.0.0.1:5672): the
+//! whole story in one run, so every ratio compares figures taken minutes apart on one machine.
 //!
-//! 1. **raw**: lapin alone — publish with confirms (a window in flight) → consume → ack, with a
-//!    body and header table the size of a real envelope's: the broker's ceiling here.
-//! 2. **fleetd**: two gateways (driver loop + lapin port); a lead on gw0 keeps one blocking
-//!    delegation open to each of gw1's members, whose herdr double replies the moment a brief
-//!    is typed: delegate → inject → reply → back to the lead, closed loop. Reported as round
-//!    trips/s and as broker deliveries/s, the figure comparable with raw.
-//! 3. **backlog**: 10,000 signed SENDs wait in one inbox before its gateway starts; how fast it
-//!    drains, the most deliveries the core ever held unacked (the prefetch bound), and the
-//!    process's resident memory through the drain.
+//! 1. **raw lapin, one way**: publish with confirms → consume → ack, with a body and header
+//!    table the size of a real envelope's, at 1 and at N messages in flight: the broker's
+//!    ceiling here, with each message's latency from publish to consume.
+//! 2. **raw lapin, two hops**: a request → a reply, each confirmed and acked, the replier on a
+//!    connection of its own: what a delegation's broker traffic costs with nothing else.
+//! 3. **fleetd**: a lead on gw0 delegates to members on gw1, whose herdr double replies the
+//!    moment a brief is typed and reports idle as herdr's events would (delegate → SEND →
+//!    inject → INJECTED + REPLY → the lead). gw1 runs in a child process (this binary again,
+//!    `--role worker`), so CPU is measured per process. At 1 and at N delegations in flight:
+//!    round trips/s, inbox deliveries/s, latency p50/p99/max, CPU per round trip by process,
+//!    signatures made and checked per round trip; then the ratios to raw.
+//! 4. **backlog**: 10,000 signed SENDs wait in one inbox before its gateway starts; how fast it
+//!    drains, the most deliveries the core ever held unacked, and the resident memory.
+//! 5. **end to end on a real herdr** (only when `HERDR_BIN` names one): a `fleetd` process
+//!    with the example config's `echo` member; the time from `fleet_send` to `REPLIED` minus
+//!    the member's own time (which it reports in its reply), p50/p99.
 //!
-//! `cargo bench -p fleet-tests --bench broker [-- --messages N --secs S --workers W --backlog B]`
+//! `cargo bench -p fleet-tests --bench broker [-- --messages N --secs S --workers W
+//! --backlog B --e2e K]`
 
+use fleet_core::broker::BrokerEvent;
 use fleet_core::envelope::{Envelope, HeaderValue, Headers, Kind, VERSION};
-use fleet_core::signing::Keyring;
-use fleet_core::{AgentStatus, MsgId, Outcome, Principal, Request, Response, SessionId, TraceId};
+use fleet_core::signing::{CryptoCounts, Keyring};
+use fleet_core::{
+    AgentStatus, Gateway, Input, MsgId, Outcome, Output, Principal, Request, Response, SessionId,
+    TraceId,
+};
 use fleet_sim::agent::Behaviour;
 use fleet_tests::gateways::{amqp_uri, host, lead, lead_principal, member, test_config, TestFleet};
-use fleetd::{Handle, HerdrError, HerdrPort, PortFuture, Sample};
+use fleetd::{
+    AmqpBroker, AmqpConfig, Driver, Handle, HerdrError, HerdrPort, Observer, PortFuture, Sample,
+    TokioClock,
+};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
     ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::FieldTable;
-use lapin::{BasicProperties, Connection, ConnectionProperties};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 struct Args {
@@ -37,6 +54,12 @@ struct Args {
     secs: u64,
     workers: usize,
     backlog: usize,
+    e2e: usize,
+    /// `worker`: this process is the child that runs gw1 (`--ns` names the fleet).
+    role: Option<String>,
+    /// Run one part only: `raw`, `fleetd`, `backlog` or `e2e` (ratios need the first two).
+    only: Option<String>,
+    ns: Option<String>,
 }
 
 fn args() -> Args {
@@ -45,21 +68,30 @@ fn args() -> Args {
         secs: 10,
         workers: 256,
         backlog: 10_000,
+        e2e: 200,
+        role: None,
+        ns: None,
+        only: None,
     };
     let argv: Vec<String> = std::env::args().collect();
     let mut i = 1;
     while i < argv.len() {
-        let v = argv.get(i + 1).and_then(|s| s.parse::<u64>().ok());
-        match (argv[i].as_str(), v) {
-            ("--messages", Some(v)) => a.messages = v as usize,
-            ("--secs", Some(v)) => a.secs = v,
-            ("--workers", Some(v)) => a.workers = v as usize,
-            ("--backlog", Some(v)) => a.backlog = v as usize,
-            ("--bench", _) => {
+        let text = argv.get(i + 1).cloned();
+        let v = text.as_deref().and_then(|s| s.parse::<u64>().ok());
+        match (argv[i].as_str(), v, text) {
+            ("--messages", Some(v), _) => a.messages = v as usize,
+            ("--secs", Some(v), _) => a.secs = v,
+            ("--workers", Some(v), _) => a.workers = v.max(1) as usize,
+            ("--backlog", Some(v), _) => a.backlog = v as usize,
+            ("--e2e", Some(v), _) => a.e2e = v as usize,
+            ("--role", _, Some(t)) => a.role = Some(t),
+            ("--ns", _, Some(t)) => a.ns = Some(t),
+            ("--only", _, Some(t)) => a.only = Some(t),
+            ("--bench", _, _) => {
                 i += 1;
                 continue;
             }
-            (other, _) => {
+            (other, _, _) => {
                 eprintln!("unknown or incomplete argument {other:?}; see the file's header");
                 std::process::exit(2);
             }
@@ -71,6 +103,10 @@ fn args() -> Args {
 
 fn main() {
     let a = args();
+    // The gateways here must cost what fleetd's release build costs: this crate links the
+    // simulation, whose features (every-step invariant checks, a memo of verified
+    // signatures) Cargo unifies into fleet-core for it. Both are switched off at runtime.
+    fleet_core::signing::verify_memo_off();
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -82,30 +118,150 @@ fn main() {
         }
     };
     let local = tokio::task::LocalSet::new();
-    if let Err(e) = local.block_on(&rt, run(a)) {
+    let result = match a.role.as_deref() {
+        Some("worker") => local.block_on(&rt, worker_role(a)),
+        Some(other) => Err(format!("unknown role {other:?}")),
+        None => local.block_on(&rt, run(a)),
+    };
+    if let Err(e) = result {
         eprintln!("broker bench failed: {e}");
         std::process::exit(1);
     }
 }
 
 async fn run(a: Args) -> Result<(), String> {
+    match a.only.as_deref() {
+        None => {}
+        Some("backlog") => return backlog(a.backlog).await,
+        Some("e2e") => return e2e_herdr(a.e2e).await,
+        Some("fleetd") => {
+            let (f1, fnn) = fleetd_round_trips(a.secs, a.workers).await?;
+            print_trips(a.workers, &f1, &fnn);
+            return Ok(());
+        }
+        Some(other) => {
+            return Err(format!(
+                "--only takes backlog, fleetd or e2e, not {other:?}"
+            ))
+        }
+    }
     let uri = amqp_uri();
-    println!("broker bench against {}", fleetd::amqp::redact(&uri));
-    let raw = raw(&uri, a.messages).await?;
+    let n = a.workers;
     println!(
-        "raw lapin      : {} messages, publish+confirm -> consume -> ack: {raw:.0} msg/s",
-        a.messages
+        "broker bench against {} ({} cores)",
+        fleetd::amqp::redact(&uri),
+        std::thread::available_parallelism().map_or(0, |c| c.get())
     );
-    let (trips, deliveries) = round_trips(a.secs, a.workers).await?;
+    println!("\nraw lapin, one way: publish + confirm -> consume -> ack (persistent, envelope-sized headers, 200-byte body)");
+    let one_1 = raw_one_way(&uri, (a.messages / 10).max(100), 1).await?;
+    println!("  1 in flight    : {}", one_1.line("msg/s"));
+    let one_n = raw_one_way(&uri, a.messages, n).await?;
+    println!("  {n:<3} in flight  : {}", one_n.line("msg/s"));
+    println!("raw lapin, two hops: request -> reply, each confirmed and acked; the replier on its own connection");
+    let two_1 = raw_two_hops(&uri, (a.messages / 10).max(100), 1).await?;
+    println!("  1 in flight    : {}", two_1.line("round trips/s"));
+    let two_n = raw_two_hops(&uri, a.messages / 2, n).await?;
+    println!("  {n:<3} in flight  : {}", two_n.line("round trips/s"));
+
+    println!("fleetd: lead on gw0 -> member on gw1 (a child process) -> reply; 3 inbox deliveries per round trip (SEND, INJECTED, REPLY)");
+    let (f1, fnn) = fleetd_round_trips(a.secs, n).await?;
+    print_trips(n, &f1, &fnn);
+    print_ratios(n, (&one_n, &two_1, &two_n), (&f1, &fnn));
+    backlog(a.backlog).await?;
+    e2e_herdr(a.e2e).await
+}
+
+fn print_trips(n: usize, f1: &Trips, fnn: &Trips) {
+    for (label, f) in [("1 in flight   ", f1), (&format!("{n:<3} in flight "), fnn)] {
+        println!(
+            "  {label} : {} ({:.0} inbox deliveries/s)",
+            f.lat.line("round trips/s"),
+            f.deliveries_per_sec
+        );
+        println!(
+            "                   CPU per round trip: gw0 + lead {:.0} µs, gw1 {:.0} µs, both {:.0} µs; per round trip {:.2} signs, {:.2} verifies",
+            f.cpu_us.0,
+            f.cpu_us.1,
+            f.cpu_us.0 + f.cpu_us.1,
+            f.signs,
+            f.verifies
+        );
+        if f.failed > 0 {
+            println!(
+                "                   ({} round trips did not end REPLIED)",
+                f.failed
+            );
+        }
+    }
+}
+
+fn print_ratios(n: usize, raw: (&Figures, &Figures, &Figures), fleetd: (&Trips, &Trips)) {
+    let ((one_n, two_1, two_n), (f1, fnn)) = (raw, fleetd);
+    println!("ratios (goals of issue 22 in brackets)");
     println!(
-        "fleetd         : {trips:.0} round trips/s (delegate -> inject -> reply -> lead), {deliveries:.0} inbox deliveries/s, {} workers",
-        a.workers
+        "  throughput     : fleetd inbox deliveries/s {:.0} / raw one-way msg/s {:.0} = {:.1}% [>= 50%]; fleetd round trips/s / raw two-hop = {:.1}%",
+        fnn.deliveries_per_sec,
+        one_n.rate,
+        100.0 * fnn.deliveries_per_sec / one_n.rate,
+        100.0 * fnn.lat.rate / two_n.rate
     );
     println!(
-        "ratio          : fleetd inbox deliveries/s = {:.1}% of raw msg/s (goal >= 50%)",
-        100.0 * deliveries / raw
+        "  latency, 1     : fleetd p50 {} p99 {} [<= 5 ms, <= 25 ms]; raw two-hop p50 {} p99 {}; fleetd / raw p50 = {:.1}x",
+        ms(f1.lat.p50),
+        ms(f1.lat.p99),
+        ms(two_1.p50),
+        ms(two_1.p99),
+        f1.lat.p50.as_secs_f64() / two_1.p50.as_secs_f64().max(1e-9)
     );
-    backlog(a.backlog).await
+    println!(
+        "  latency, {n:<3}   : fleetd p50 {} p99 {}; raw two-hop p50 {} p99 {}",
+        ms(fnn.lat.p50),
+        ms(fnn.lat.p99),
+        ms(two_n.p50),
+        ms(two_n.p99)
+    );
+    println!(
+        "  CPU            : both gateways {:.0} µs per round trip at {n} in flight [<= 250 µs]",
+        fnn.cpu_us.0 + fnn.cpu_us.1
+    );
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+/// A rate and the latency distribution behind it.
+struct Figures {
+    rate: f64,
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+}
+
+impl Figures {
+    fn of(count: usize, secs: f64, mut lat: Vec<Duration>) -> Figures {
+        lat.sort_unstable();
+        let at = |q: f64| {
+            let i = ((lat.len() as f64 * q).ceil() as usize).saturating_sub(1);
+            lat.get(i).copied().unwrap_or_default()
+        };
+        Figures {
+            rate: count as f64 / secs.max(1e-9),
+            p50: at(0.50),
+            p99: at(0.99),
+            max: lat.last().copied().unwrap_or_default(),
+        }
+    }
+
+    fn line(&self, unit: &str) -> String {
+        format!(
+            "{:>8.0} {unit}, latency p50 {} p99 {} max {}",
+            self.rate,
+            ms(self.p50),
+            ms(self.p99),
+            ms(self.max)
+        )
+    }
 }
 
 /// A header table the size of a real envelope's.
@@ -126,102 +282,230 @@ fn envelope_sized_headers() -> Headers {
     h
 }
 
-async fn raw(uri: &str, n: usize) -> Result<f64, String> {
-    let e = |what: &'static str| move |err: lapin::Error| format!("raw {what}: {err}");
+fn lapin_err(what: &'static str) -> impl Fn(lapin::Error) -> String {
+    move |err| format!("raw {what}: {err}")
+}
+
+/// A connection with a confirming publish channel and a consume channel.
+async fn raw_connection(uri: &str) -> Result<(Connection, Channel, Channel), String> {
     let conn = Connection::connect(uri, ConnectionProperties::default())
         .await
-        .map_err(e("connect"))?;
-    let publish = conn.create_channel().await.map_err(e("channel"))?;
+        .map_err(lapin_err("connect"))?;
+    let publish = conn.create_channel().await.map_err(lapin_err("channel"))?;
     publish
         .confirm_select(ConfirmSelectOptions::default())
         .await
-        .map_err(e("confirms"))?;
-    let consume = conn.create_channel().await.map_err(e("channel"))?;
-    let queue = format!("bench{}.raw", std::process::id());
+        .map_err(lapin_err("confirms"))?;
+    let consume = conn.create_channel().await.map_err(lapin_err("channel"))?;
+    consume
+        .basic_qos(64, BasicQosOptions::default())
+        .await
+        .map_err(lapin_err("qos"))?;
+    Ok((conn, publish, consume))
+}
+
+async fn raw_queue(ch: &Channel, name: &str) -> Result<lapin::Consumer, String> {
     let durable = QueueDeclareOptions {
         durable: true,
         ..QueueDeclareOptions::default()
     };
-    consume
-        .queue_declare(queue.as_str().into(), durable, FieldTable::default())
+    ch.queue_declare(name.into(), durable, FieldTable::default())
         .await
-        .map_err(e("declare"))?;
-    consume
-        .basic_qos(64, BasicQosOptions::default())
-        .await
-        .map_err(e("qos"))?;
-    let mut consumer = consume
-        .basic_consume(
-            queue.as_str().into(),
-            "raw".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(e("consume"))?;
+        .map_err(lapin_err("declare"))?;
+    ch.basic_consume(
+        name.into(),
+        "raw".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .map_err(lapin_err("consume"))
+}
+
+/// A 200-byte body whose first 8 bytes are `seq`.
+fn numbered_body(seq: usize) -> Vec<u8> {
+    let mut body = vec![b'x'; 200];
+    body[..8].copy_from_slice(&(seq as u64).to_le_bytes());
+    body
+}
+
+fn body_seq(body: &[u8]) -> Option<usize> {
+    let b: [u8; 8] = body.get(..8)?.try_into().ok()?;
+    Some(u64::from_le_bytes(b) as usize)
+}
+
+async fn publish_numbered(
+    ch: &Channel,
+    queue: &str,
+    seq: usize,
+    table: &FieldTable,
+) -> Result<lapin::PublisherConfirm, String> {
+    let props = BasicProperties::default()
+        .with_headers(table.clone())
+        .with_delivery_mode(2);
+    ch.basic_publish(
+        "".into(),
+        queue.into(),
+        BasicPublishOptions::default(),
+        &numbered_body(seq),
+        props,
+    )
+    .await
+    .map_err(lapin_err("publish"))
+}
+
+/// `n` messages, at most `window` published and not yet consumed.
+async fn raw_one_way(uri: &str, n: usize, window: usize) -> Result<Figures, String> {
+    let (conn, publish, consume) = raw_connection(uri).await?;
+    let queue = format!("bench{}.raw1.{window}", std::process::id());
+    let mut consumer = raw_queue(&consume, &queue).await?;
     let table = fleetd::amqp::to_table(&envelope_sized_headers()).map_err(|e| e.to_string())?;
-    let body = vec![b'x'; 200];
+    let sent: Rc<RefCell<Vec<Instant>>> = Rc::new(RefCell::new(Vec::with_capacity(n)));
+    let room = Rc::new(Semaphore::new(window));
     let start = Instant::now();
-    let acker = consume.clone();
+    let (acker, sent2, room2) = (consume.clone(), sent.clone(), room.clone());
     let reader = tokio::task::spawn_local(async move {
-        let mut got = 0;
-        while got < n {
-            match consumer.next().await {
-                Some(Ok(d)) => {
-                    if acker
-                        .basic_ack(d.delivery_tag, BasicAckOptions::default())
-                        .await
-                        .is_err()
-                    {
-                        break;
-                    }
-                    got += 1;
-                }
-                _ => break,
+        let mut lat = Vec::with_capacity(n);
+        while lat.len() < n {
+            let Some(Ok(d)) = consumer.next().await else {
+                break;
+            };
+            let at = body_seq(&d.data).and_then(|s| sent2.borrow().get(s).copied());
+            if let Some(at) = at {
+                lat.push(at.elapsed());
             }
+            if acker
+                .basic_ack(d.delivery_tag, BasicAckOptions::default())
+                .await
+                .is_err()
+            {
+                break;
+            }
+            room2.add_permits(1);
         }
-        got
+        lat
     });
     let mut confirms = FuturesUnordered::new();
-    for _ in 0..n {
-        while confirms.len() >= 256 {
-            confirms.next().await;
-        }
-        let props = BasicProperties::default()
-            .with_headers(table.clone())
-            .with_delivery_mode(2);
-        let c = publish
-            .basic_publish(
-                "".into(),
-                queue.as_str().into(),
-                BasicPublishOptions::default(),
-                &body,
-                props,
-            )
-            .await
-            .map_err(e("publish"))?;
-        confirms.push(c);
+    for seq in 0..n {
+        room.acquire().await.map_err(|e| e.to_string())?.forget();
+        while let Some(Some(_)) = futures_util::FutureExt::now_or_never(confirms.next()) {}
+        sent.borrow_mut().push(Instant::now());
+        confirms.push(publish_numbered(&publish, &queue, seq, &table).await?);
     }
     while confirms.next().await.is_some() {}
-    let got = reader.await.map_err(|e| e.to_string())?;
+    let lat = reader.await.map_err(|e| e.to_string())?;
     let secs = start.elapsed().as_secs_f64();
     let _ = consume
         .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
         .await;
     let _ = conn.close(200, "bench done".into()).await;
-    if got < n {
-        return Err(format!("raw: only {got} of {n} consumed"));
+    if lat.len() < n {
+        return Err(format!("raw one way: only {} of {n} consumed", lat.len()));
     }
-    Ok(n as f64 / secs)
+    Ok(Figures::of(n, secs, lat))
 }
 
-/// A herdr double whose agents reply the moment a brief is typed (the benchmark measures
-/// fleetd and the broker, not an agent's thinking).
+/// `n` requests, at most `window` without their reply; each answered by a replier on its own
+/// connection, which publishes the reply, waits for its confirm, then acks the request.
+async fn raw_two_hops(uri: &str, n: usize, window: usize) -> Result<Figures, String> {
+    let (conn, publish, consume) = raw_connection(uri).await?;
+    let (rconn, rpublish, rconsume) = raw_connection(uri).await?;
+    let base = format!("bench{}.raw2.{window}", std::process::id());
+    let (req, rep) = (format!("{base}.req"), format!("{base}.rep"));
+    let mut requests = raw_queue(&rconsume, &req).await?;
+    let mut replies = raw_queue(&consume, &rep).await?;
+    let table = fleetd::amqp::to_table(&envelope_sized_headers()).map_err(|e| e.to_string())?;
+    let replier = {
+        let (table, rep) = (table.clone(), rep.clone());
+        tokio::task::spawn_local(async move {
+            let mut inflight = FuturesUnordered::new();
+            loop {
+                tokio::select! {
+                    biased;
+                    Some(()) = inflight.next(), if !inflight.is_empty() => {}
+                    d = requests.next() => {
+                        let Some(Ok(d)) = d else { break };
+                        let (ch, ack, table, rep) =
+                            (rpublish.clone(), rconsume.clone(), table.clone(), rep.clone());
+                        inflight.push(async move {
+                            let Some(seq) = body_seq(&d.data) else { return };
+                            if let Ok(c) = publish_numbered(&ch, &rep, seq, &table).await {
+                                let _ = c.await;
+                            }
+                            let _ = ack.basic_ack(d.delivery_tag, BasicAckOptions::default()).await;
+                        });
+                    }
+                }
+            }
+        })
+    };
+    let sent: Rc<RefCell<Vec<Instant>>> = Rc::new(RefCell::new(Vec::with_capacity(n)));
+    let room = Rc::new(Semaphore::new(window));
+    let start = Instant::now();
+    let (acker, sent2, room2) = (consume.clone(), sent.clone(), room.clone());
+    let reader = tokio::task::spawn_local(async move {
+        let mut lat = Vec::with_capacity(n);
+        while lat.len() < n {
+            let Some(Ok(d)) = replies.next().await else {
+                break;
+            };
+            let at = body_seq(&d.data).and_then(|s| sent2.borrow().get(s).copied());
+            if let Some(at) = at {
+                lat.push(at.elapsed());
+            }
+            if acker
+                .basic_ack(d.delivery_tag, BasicAckOptions::default())
+                .await
+                .is_err()
+            {
+                break;
+            }
+            room2.add_permits(1);
+        }
+        lat
+    });
+    let mut confirms = FuturesUnordered::new();
+    for seq in 0..n {
+        room.acquire().await.map_err(|e| e.to_string())?.forget();
+        while let Some(Some(_)) = futures_util::FutureExt::now_or_never(confirms.next()) {}
+        sent.borrow_mut().push(Instant::now());
+        confirms.push(publish_numbered(&publish, &req, seq, &table).await?);
+    }
+    while confirms.next().await.is_some() {}
+    let lat = reader.await.map_err(|e| e.to_string())?;
+    let secs = start.elapsed().as_secs_f64();
+    for q in [&req, &rep] {
+        let _ = consume
+            .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+            .await;
+    }
+    let _ = rconn.close(200, "bench done".into()).await;
+    replier.abort();
+    let _ = conn.close(200, "bench done".into()).await;
+    if lat.len() < n {
+        return Err(format!("raw two hops: only {} of {n} answered", lat.len()));
+    }
+    Ok(Figures::of(n, secs, lat))
+}
+
+/// A herdr double whose agents reply the moment a brief is typed and then report idle, as a
+/// member reporting itself to a real herdr does (herdr then emits `pane.agent_status_changed`,
+/// which fleetd hears as a hint). The benchmark measures fleetd and the broker, not an agent.
 #[derive(Clone, Default)]
 struct EchoHerdr {
     panes: Rc<RefCell<BTreeMap<SessionId, AgentStatus>>>,
     gateway: Rc<RefCell<Option<Handle>>>,
     typed: Rc<Cell<u64>>,
+}
+
+impl EchoHerdr {
+    fn with_idle(gids: &[SessionId]) -> EchoHerdr {
+        let echo = EchoHerdr::default();
+        for g in gids {
+            echo.panes.borrow_mut().insert(g.clone(), AgentStatus::Idle);
+        }
+        echo
+    }
 }
 
 impl HerdrPort for EchoHerdr {
@@ -236,7 +520,7 @@ impl HerdrPort for EchoHerdr {
     }
 
     fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>> {
-        let (me, target, text) = (self.clone(), target.clone(), text.to_string());
+        let (me, target, len) = (self.clone(), target.clone(), text.len());
         Box::pin(async move {
             me.panes
                 .borrow_mut()
@@ -247,10 +531,11 @@ impl HerdrPort for EchoHerdr {
                 let panes = me.panes.clone();
                 tokio::task::spawn_local(async move {
                     let reply = Request::Reply {
-                        content: format!("done: {}", text.len()),
+                        content: format!("done: {len}"),
                     };
                     let _ = h.call(Principal::worker(target.clone()), reply).await;
-                    panes.borrow_mut().insert(target, AgentStatus::Idle);
+                    panes.borrow_mut().insert(target.clone(), AgentStatus::Idle);
+                    let _ = h.tell(Input::StatusHint { target }).await;
                 });
             }
             Ok(String::new())
@@ -274,48 +559,305 @@ impl HerdrPort for EchoHerdr {
     }
 }
 
-/// A 50 ms status poll (the default is 500 ms) so a turn's end is seen quickly; presence that
-/// outlives the backlog phase's stopped gateway.
+/// The default poll (500 ms): delivery no longer waits for it; presence that outlives the
+/// backlog phase's stopped gateway.
 fn bench_config() -> fleet_core::CoreConfig {
     fleet_core::CoreConfig {
-        poll_interval_ms: 50,
         presence_ttl_ms: 60_000,
         ..test_config()
     }
 }
 
-async fn echo_fleet(tag: &str, workers: usize) -> Result<(TestFleet, EchoHerdr), String> {
-    let fleet = TestFleet::new(
+fn bench_fleet(tag: &str, workers: usize) -> Result<TestFleet, String> {
+    TestFleet::new(
         tag,
         bench_config(),
         vec![vec![], vec![Behaviour::Replies; workers]],
-    )?;
-    Ok((fleet, EchoHerdr::default()))
+    )
 }
 
-async fn round_trips(secs: u64, workers: usize) -> Result<(f64, f64), String> {
-    let (fleet, echo) = echo_fleet("rt", workers).await?;
-    let gids: Vec<SessionId> = (0..workers).map(|n| member(1, n)).collect();
-    for g in &gids {
-        echo.panes.borrow_mut().insert(g.clone(), AgentStatus::Idle);
-    }
-    let mut g0 = fleet.boot(0, EchoHerdr::default(), 1, &[], &[]).await?;
-    let mut g1 = fleet.boot(1, echo.clone(), 1, &gids, &gids).await?;
-    *echo.gateway.borrow_mut() = Some(g1.handle.clone());
-    g0.connected().await?;
-    g1.connected().await?;
-    wait_listed(&g0.handle, &gids).await?;
+/// What the bench reads off a running loop, as the daemon's own observer would: inbox
+/// deliveries (presence left out: background traffic at any load) and ed25519 work.
+#[derive(Clone, Default)]
+struct Counting {
+    inbox: Rc<Cell<u64>>,
+    crypto: Rc<Cell<CryptoCounts>>,
+    /// Inbox deliveries handed to the core and not yet acked or rejected; the most at once.
+    held: Rc<RefCell<std::collections::BTreeSet<fleet_core::broker::DeliveryId>>>,
+    max_held: Rc<Cell<usize>>,
+}
 
-    let done = Rc::new(Cell::new(0u64));
+impl Observer for Counting {
+    fn output(&mut self, _: fleet_core::Instant, out: &Output) {
+        use fleet_core::broker::BrokerOp;
+        if let Output::Broker(BrokerOp::Ack { delivery } | BrokerOp::Reject { delivery }) = out {
+            self.held.borrow_mut().remove(delivery);
+        }
+    }
+
+    fn input(&mut self, _: fleet_core::Instant, input: &Input) {
+        match input {
+            Input::Broker(BrokerEvent::Delivery {
+                queue, delivery, ..
+            }) if queue.contains(".agent.") => {
+                self.inbox.set(self.inbox.get() + 1);
+                let mut held = self.held.borrow_mut();
+                held.insert(*delivery);
+                self.max_held.set(self.max_held.get().max(held.len()));
+            }
+            Input::Broker(BrokerEvent::Down) => self.held.borrow_mut().clear(),
+            _ => {}
+        }
+    }
+
+    fn settled(&mut self, _: fleet_core::Instant, gw: &Gateway) {
+        self.crypto.set(gw.crypto_counts());
+    }
+}
+
+/// A running loop on the plain lapin port (no recording wrapper: what the daemon runs).
+struct Plain {
+    handle: Handle,
+    counting: Counting,
+    status: tokio::sync::watch::Receiver<fleetd::amqp::Status>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: Option<tokio::task::JoinHandle<Gateway>>,
+}
+
+impl Plain {
+    async fn connected(&mut self) -> Result<(), String> {
+        let up = tokio::time::timeout(
+            Duration::from_secs(20),
+            self.status.wait_for(|s| s.connected),
+        )
+        .await;
+        match up {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err("a bench gateway never connected to the broker".into()),
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(done) = self.done.take() {
+            let _ = done.await;
+        }
+    }
+}
+
+async fn boot_plain<H: HerdrPort + 'static>(
+    fleet: &TestFleet,
+    i: usize,
+    start: u64,
+    herdr: H,
+    members: &[SessionId],
+) -> Result<Plain, String> {
+    let clock = TokioClock::new();
+    let mut gw = Gateway::federated(
+        bench_config(),
+        fleet.federation(i)?,
+        (i as u64) << 32 | start,
+        fleetd::Clock::now(&clock),
+        fleetd::Clock::unix_ms(&clock),
+    )
+    .map_err(|e| e.to_string())?;
+    gw.skip_invariant_checks();
+    let mut amqp = AmqpConfig::new(&amqp_uri(), &fleet.ns);
+    amqp.connection_name = format!("bench/{}/gw{i}/start{start}", fleet.ns);
+    let broker = AmqpBroker::start(amqp).map_err(|e| e.to_string())?;
+    let status = broker.status();
+    let counting = Counting::default();
+    let driver = Driver::new(gw, herdr, broker, clock, counting.clone());
+    let (handle, calls) = Driver::<H, AmqpBroker, TokioClock, Counting>::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let done = tokio::task::spawn_local(driver.run(calls, stopped));
+    let tell = |input| {
+        let h = handle.clone();
+        async move { h.tell(input).await.map_err(|e| e.to_string()) }
+    };
+    tell(Input::LeadAttached { lead: lead(i) }).await?;
+    for gid in members {
+        tell(Input::MemberStarted {
+            target: gid.clone(),
+        })
+        .await?;
+        tell(Input::MemberConnected {
+            target: gid.clone(),
+        })
+        .await?;
+    }
+    Ok(Plain {
+        handle,
+        counting,
+        status,
+        stop: Some(stop),
+        done: Some(done),
+    })
+}
+
+/// The child process: gw1 with `workers` echo members, answering `stats` and `stop` on stdin.
+async fn worker_role(a: Args) -> Result<(), String> {
+    let ns = a.ns.ok_or("--role worker needs --ns")?;
+    let mut fleet = bench_fleet("rt", a.workers)?;
+    fleet.ns = ns;
+    let gids: Vec<SessionId> = (0..a.workers).map(|n| member(1, n)).collect();
+    let echo = EchoHerdr::with_idle(&gids);
+    let mut g1 = boot_plain(&fleet, 1, 1, echo.clone(), &gids).await?;
+    *echo.gateway.borrow_mut() = Some(g1.handle.clone());
+    g1.connected().await?;
+    let mut out = tokio::io::stdout();
+    let say = |line: String| format!("{line}\n").into_bytes();
+    out.write_all(&say("ready".into()))
+        .await
+        .map_err(|e| e.to_string())?;
+    out.flush().await.map_err(|e| e.to_string())?;
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        match line.trim() {
+            "stats" => {
+                let c = g1.counting.crypto.get();
+                let line = format!("{} {} {}", g1.counting.inbox.get(), c.signs, c.verifies);
+                out.write_all(&say(line)).await.map_err(|e| e.to_string())?;
+                out.flush().await.map_err(|e| e.to_string())?;
+            }
+            _ => break,
+        }
+    }
+    g1.shutdown().await;
+    Ok(())
+}
+
+/// The child running gw1, and how to ask it for its counts.
+struct Child {
+    proc: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+/// A snapshot of one process's work: CPU seconds, inbox deliveries, signs, verifies.
+#[derive(Clone, Copy, Default)]
+struct Work {
+    cpu: f64,
+    inbox: u64,
+    signs: u64,
+    verifies: u64,
+}
+
+impl Child {
+    async fn start(ns: &str, workers: usize) -> Result<Child, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut proc = tokio::process::Command::new(exe)
+            .args(["--role", "worker", "--ns", ns, "--workers"])
+            .arg(workers.to_string())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("starting the worker process: {e}"))?;
+        let stdin = proc.stdin.take().ok_or("no stdin")?;
+        let stdout = BufReader::new(proc.stdout.take().ok_or("no stdout")?).lines();
+        let mut child = Child {
+            proc,
+            stdin,
+            stdout,
+        };
+        let first = tokio::time::timeout(Duration::from_secs(60), child.stdout.next_line()).await;
+        match first {
+            Ok(Ok(Some(l))) if l == "ready" => Ok(child),
+            other => Err(format!("the worker process did not start: {other:?}")),
+        }
+    }
+
+    async fn work(&mut self) -> Result<Work, String> {
+        self.stdin
+            .write_all(b"stats\n")
+            .await
+            .map_err(|e| e.to_string())?;
+        self.stdin.flush().await.map_err(|e| e.to_string())?;
+        let line = tokio::time::timeout(Duration::from_secs(10), self.stdout.next_line())
+            .await
+            .map_err(|_| "the worker process did not answer".to_string())?
+            .map_err(|e| e.to_string())?
+            .ok_or("the worker process ended")?;
+        let n: Vec<u64> = line
+            .split_whitespace()
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        let [inbox, signs, verifies] = n[..] else {
+            return Err(format!("the worker process said {line:?}"));
+        };
+        let pid = self.proc.id().ok_or("the worker process is gone")?;
+        Ok(Work {
+            cpu: cpu_secs_of(&format!("/proc/{pid}/stat")),
+            inbox,
+            signs,
+            verifies,
+        })
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stdin.write_all(b"stop\n").await;
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.proc.wait()).await;
+    }
+}
+
+fn own_work(g: &Plain) -> Work {
+    let c = g.counting.crypto.get();
+    Work {
+        cpu: cpu_secs_of("/proc/self/stat"),
+        inbox: g.counting.inbox.get(),
+        signs: c.signs,
+        verifies: c.verifies,
+    }
+}
+
+/// One measured phase of delegations.
+struct Trips {
+    lat: Figures,
+    deliveries_per_sec: f64,
+    /// CPU µs per round trip: (gw0 with the lead, gw1).
+    cpu_us: (f64, f64),
+    signs: f64,
+    verifies: f64,
+    failed: u64,
+}
+
+async fn fleetd_round_trips(secs: u64, workers: usize) -> Result<(Trips, Trips), String> {
+    let fleet = bench_fleet("rt", workers)?;
+    let gids: Vec<SessionId> = (0..workers).map(|n| member(1, n)).collect();
+    let mut child = Child::start(&fleet.ns, workers).await?;
+    let mut g0 = boot_plain(&fleet, 0, 1, EchoHerdr::default(), &[]).await?;
+    g0.connected().await?;
+    wait_listed(&g0.handle, &gids).await?;
+    let one = phase(&g0, &mut child, &gids[..1], secs).await;
+    let many = phase(&g0, &mut child, &gids, secs).await;
+    child.stop().await;
+    g0.shutdown().await;
+    let mut fleet = fleet;
+    fleet.finish_with(&gids).await;
+    Ok((one?, many?))
+}
+
+/// Keeps one blocking delegation open to each of `gids` for a second of warm-up and then
+/// `secs` measured.
+async fn phase(
+    g0: &Plain,
+    child: &mut Child,
+    gids: &[SessionId],
+    secs: u64,
+) -> Result<Trips, String> {
+    let lat: Rc<RefCell<Vec<Duration>>> = Rc::default();
     let failed = Rc::new(Cell::new(0u64));
     let counting = Rc::new(Cell::new(false));
-    let stop_at = Instant::now() + Duration::from_secs(secs + 2);
+    let stop_at = Instant::now() + Duration::from_secs(secs + 1);
     let mut tasks = Vec::new();
-    for g in &gids {
-        let (h, g, done, failed, counting) = (
+    for g in gids {
+        let (h, g, lat, failed, counting) = (
             g0.handle.clone(),
             g.clone(),
-            done.clone(),
+            lat.clone(),
             failed.clone(),
             counting.clone(),
         );
@@ -327,6 +869,7 @@ async fn round_trips(secs: u64, workers: usize) -> Result<(f64, f64), String> {
                     wait: true,
                     timeout_ms: Some(30_000),
                 };
+                let began = Instant::now();
                 let ok = matches!(
                     h.call(lead_principal(0), send).await,
                     Ok(Response::Outcome {
@@ -336,7 +879,7 @@ async fn round_trips(secs: u64, workers: usize) -> Result<(f64, f64), String> {
                 );
                 if counting.get() {
                     if ok {
-                        done.set(done.get() + 1);
+                        lat.borrow_mut().push(began.elapsed());
                     } else {
                         failed.set(failed.get() + 1);
                     }
@@ -344,43 +887,27 @@ async fn round_trips(secs: u64, workers: usize) -> Result<(f64, f64), String> {
             }
         }));
     }
-    // Two seconds of warm-up, then the measured window.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    // Inbox deliveries only (SEND, REPLY, INJECTED, …): presence on the roster queues is
-    // background traffic whatever the load, and would flatter the ratio.
-    let seen_at = |g: &fleet_tests::gateways::Booted| {
-        g.seen
-            .borrow()
-            .deliveries
-            .iter()
-            .filter(|(q, _)| q.contains(".agent."))
-            .count()
-    };
-    let before = seen_at(&g0) + seen_at(&g1);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (w0, w1) = (own_work(g0), child.work().await?);
     counting.set(true);
-    let cpu_before = cpu_secs();
     let start = Instant::now();
     tokio::time::sleep(Duration::from_secs(secs)).await;
     counting.set(false);
     let elapsed = start.elapsed().as_secs_f64();
-    let cpu = cpu_secs() - cpu_before;
-    let deliveries = (seen_at(&g0) + seen_at(&g1) - before) as f64;
-    println!(
-        "  (both gateways used {:.0}% of one core; {:.0} µs of CPU per round trip)",
-        100.0 * cpu / elapsed,
-        1e6 * cpu / (done.get().max(1) as f64)
-    );
+    let (v0, v1) = (own_work(g0), child.work().await?);
     for t in tasks {
         let _ = t.await;
     }
-    if failed.get() > 0 {
-        println!("  ({} round trips did not end REPLIED)", failed.get());
-    }
-    g0.shutdown().await;
-    g1.shutdown().await;
-    let mut fleet = fleet;
-    fleet.finish_with(&gids).await;
-    Ok((done.get() as f64 / elapsed, deliveries / elapsed))
+    let lat = std::mem::take(&mut *lat.borrow_mut());
+    let n = lat.len().max(1) as f64;
+    Ok(Trips {
+        deliveries_per_sec: ((v0.inbox - w0.inbox) + (v1.inbox - w1.inbox)) as f64 / elapsed,
+        cpu_us: (1e6 * (v0.cpu - w0.cpu) / n, 1e6 * (v1.cpu - w1.cpu) / n),
+        signs: ((v0.signs - w0.signs) + (v1.signs - w1.signs)) as f64 / n,
+        verifies: ((v0.verifies - w0.verifies) + (v1.verifies - w1.verifies)) as f64 / n,
+        failed: failed.get(),
+        lat: Figures::of(lat.len(), elapsed, lat),
+    })
 }
 
 async fn wait_listed(h: &Handle, gids: &[SessionId]) -> Result<(), String> {
@@ -395,10 +922,10 @@ async fn wait_listed(h: &Handle, gids: &[SessionId]) -> Result<(), String> {
     Err("the workers never appeared in gw0's roster".into())
 }
 
-/// CPU time this process has used (user + system), in seconds (Linux `/proc/self/stat`,
-/// clock ticks of 1/100 s).
-fn cpu_secs() -> f64 {
-    std::fs::read_to_string("/proc/self/stat")
+/// CPU time a process has used (user + system), in seconds, from its `/proc/<pid>/stat`
+/// (clock ticks of 1/100 s).
+fn cpu_secs_of(stat: &str) -> f64 {
+    std::fs::read_to_string(stat)
         .ok()
         .and_then(|s| {
             let rest = s.rsplit_once(')')?.1;
@@ -419,23 +946,13 @@ fn rss_kib() -> u64 {
 }
 
 async fn backlog(n: usize) -> Result<(), String> {
-    let (fleet, echo) = echo_fleet("bl", 1).await?;
+    let fleet = bench_fleet("bl", 1)?;
     let worker = member(1, 0);
-    echo.panes
-        .borrow_mut()
-        .insert(worker.clone(), AgentStatus::Idle);
-    let mut g0 = fleet.boot(0, EchoHerdr::default(), 1, &[], &[]).await?;
+    let echo = EchoHerdr::with_idle(std::slice::from_ref(&worker));
+    let mut g0 = boot_plain(&fleet, 0, 1, EchoHerdr::default(), &[]).await?;
     g0.connected().await?;
     // gw1 runs once so its inbox exists, then stops: the backlog piles up behind it.
-    let mut g1 = fleet
-        .boot(
-            1,
-            echo.clone(),
-            1,
-            std::slice::from_ref(&worker),
-            std::slice::from_ref(&worker),
-        )
-        .await?;
+    let mut g1 = boot_plain(&fleet, 1, 1, echo.clone(), std::slice::from_ref(&worker)).await?;
     g1.connected().await?;
     wait_listed(&g0.handle, std::slice::from_ref(&worker)).await?;
     g1.shutdown().await;
@@ -495,30 +1012,16 @@ async fn backlog(n: usize) -> Result<(), String> {
 
     let rss_before = rss_kib();
     let start = Instant::now();
-    let mut g1 = fleet
-        .boot(
-            1,
-            echo.clone(),
-            2,
-            std::slice::from_ref(&worker),
-            std::slice::from_ref(&worker),
-        )
-        .await?;
+    let mut g1 = boot_plain(&fleet, 1, 2, echo.clone(), std::slice::from_ref(&worker)).await?;
     *echo.gateway.borrow_mut() = Some(g1.handle.clone());
     let mut peak = rss_before;
-    let inbox = fleet_core::broker::Names::new(&fleet.ns).inbox(&worker);
     let deadline = start + Duration::from_secs(300);
     loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
         peak = peak.max(rss_kib());
-        let drained = g1
-            .seen
-            .borrow()
-            .deliveries
-            .iter()
-            .filter(|(q, _)| *q == inbox)
-            .count();
-        if drained >= n && g1.seen.borrow().held.is_empty() {
+        // Every SEND, and the INJECTED and REPLY of each one typed, settled.
+        let drained = g1.counting.inbox.get() as usize;
+        if drained >= n && g1.counting.held.borrow().is_empty() {
             break;
         }
         if Instant::now() > deadline {
@@ -526,14 +1029,14 @@ async fn backlog(n: usize) -> Result<(), String> {
         }
     }
     let secs = start.elapsed().as_secs_f64();
-    let max_held = g1.seen.borrow().max_held.get(&inbox).copied().unwrap_or(0);
+    let max_held = g1.counting.max_held.get();
     println!(
-        "backlog        : {n} signed SENDs in one inbox drained in {secs:.1} s ({:.0}/s); {} typed, the rest answered BUSY",
+        "backlog        : {n} signed SENDs in one inbox drained in {secs:.1} s ({:.0}/s) [>= 10,000/s]; {} typed, the rest answered BUSY",
         n as f64 / secs,
         echo.typed.get()
     );
     println!(
-        "memory         : most inbox deliveries held unacked at once {max_held} (prefetch {}); RSS {} KiB before, peak {} KiB (+{} KiB), {} KiB after",
+        "memory         : most inbox deliveries held unacked at once {max_held} (prefetch {}); RSS {} KiB before, peak {} KiB (+{} KiB) [<= 1 MiB], {} KiB after",
         bench_config().prefetch,
         rss_before,
         peak,
@@ -544,5 +1047,151 @@ async fn backlog(n: usize) -> Result<(), String> {
     g1.shutdown().await;
     let mut fleet = fleet;
     fleet.finish_with(&[worker]).await;
+    Ok(())
+}
+
+/// The example config's `echo` member, reporting its own time in each reply: the two `date`
+/// calls around its work are the only change.
+fn timed_example_config(
+    port: u16,
+    state: &std::path::Path,
+    socket: &std::path::Path,
+) -> Result<String, String> {
+    let example = fleetd::config::EXAMPLE;
+    let edits = [
+        (
+            "token_env = \"FLEETD_TOKEN\"",
+            format!("token = \"{E2E_TOKEN}\""),
+        ),
+        (
+            "listen = \"127.0.0.1:8765\"",
+            format!(
+                "listen = \"127.0.0.1:{port}\"\nstate_dir = \"{}\"",
+                state.display()
+            ),
+        ),
+        (
+            "# socket = \"/run/user/1000/herdr.sock\"",
+            format!("socket = \"{}\"", socket.display()),
+        ),
+        (
+            "while IFS= read -r line; do\n  report working\n",
+            "while IFS= read -r line; do\n  t0=$(date +%s%N)\n  report working\n".into(),
+        ),
+        (
+            "-d \"{\\\"message\\\":\\\"echo: $line\\\"}\"",
+            "-d \"{\\\"message\\\":\\\"echo: $line took_ns=$(( $(date +%s%N) - t0 ))\\\"}\"".into(),
+        ),
+    ];
+    let mut config = example.to_string();
+    if std::env::var_os("BENCH_E2E_DEBUG").is_some() {
+        config.push_str("\n[log]\nlevel = \"info,fleetd::herdr=debug\"\n");
+    }
+    for (from, to) in edits {
+        if !config.contains(from) {
+            return Err(format!("the example config no longer has {from:?}"));
+        }
+        config = config.replace(from, &to);
+    }
+    Ok(config)
+}
+
+const E2E_TOKEN: &str = "bench-e2e-lead-token-0123456789abcdef";
+
+/// Real `fleetd` and a real herdr: `sends` blocking sends to the example's `echo` member, each
+/// timed from the call to `REPLIED`, less the member's own time.
+async fn e2e_herdr(sends: usize) -> Result<(), String> {
+    use fleet_tests::fleetd_proc::{free_port, Dir, Proc, Rest};
+    if fleet_tests::herdr_real::bin().is_none() {
+        println!("end to end     : skipped (set HERDR_BIN to a herdr 0.8.x to measure fleetd + herdr + the example echo member)");
+        return Ok(());
+    }
+    let built = std::env::current_exe()
+        .ok()
+        .and_then(|e| Some(e.parent()?.parent()?.join("fleetd")))
+        .is_some_and(|b| b.is_file());
+    if !built {
+        println!(
+            "end to end     : skipped (build the daemon first: cargo build --release -p fleetd)"
+        );
+        return Ok(());
+    }
+    let dir = Dir::new("bench-e2e");
+    let herdr = fleet_tests::panes::Panes::start(&dir.0).await;
+    let port = free_port();
+    let config = timed_example_config(port, &dir.0.join("state"), &herdr.path())?;
+    let mut fleetd = Proc::start(&dir.0, "alpha", port, &config).await?;
+    let rest = Rest::new(&fleetd.url, Some(E2E_TOKEN));
+    let (code, m) = rest
+        .post("/members", serde_json::json!({"profile": "echo"}))
+        .await;
+    if code != 200 {
+        return Err(format!("spawning the echo member: {code} {m}"));
+    }
+    let gid = m["gid"].as_str().unwrap_or_default().to_string();
+    let mut total = Vec::with_capacity(sends);
+    let mut overhead = Vec::with_capacity(sends);
+    for i in 0..sends {
+        let began = Instant::now();
+        let (code, out) = rest
+            .post(
+                &format!("/sessions/{gid}/message"),
+                serde_json::json!({"message": format!("brief {i}")}),
+            )
+            .await;
+        let took = began.elapsed();
+        if code != 200 || out["outcome"] != "REPLIED" {
+            return Err(format!("send {i}: {code} {out}\n{}", fleetd.log_text()));
+        }
+        let own = out["body"]
+            .as_str()
+            .and_then(|b| b.rsplit_once("took_ns="))
+            .and_then(|(_, n)| n.trim().parse::<u64>().ok())
+            .map(Duration::from_nanos)
+            .ok_or_else(|| format!("the member did not report its time: {out}"))?;
+        total.push(took);
+        overhead.push(took.saturating_sub(own));
+    }
+    let t = Figures::of(sends, 1.0, total);
+    let o = Figures::of(sends, 1.0, overhead);
+    println!(
+        "end to end     : fleetd process + real herdr + the example echo member, {sends} blocking sends one after another"
+    );
+    println!(
+        "                 fleet_send -> REPLIED p50 {} p99 {} max {}; less the member's own time: p50 {} p99 {} max {}",
+        ms(t.p50),
+        ms(t.p99),
+        ms(t.max),
+        ms(o.p50),
+        ms(o.p99),
+        ms(o.max)
+    );
+    // Where the time went, by fleetd's own histograms (means over the run).
+    let text = rest.metrics_until(|_| true).await;
+    let mut parts = Vec::new();
+    for line in text.lines().filter(|l| l.contains("_seconds_sum")) {
+        let Some((name, sum)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let count_line = name.replace("_seconds_sum", "_seconds_count");
+        let count = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{count_line} ")))
+            .and_then(|c| c.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if let (Ok(sum), true) = (sum.parse::<f64>(), count > 0.0) {
+            let name = name.replace("_seconds_sum", "").replace("fleet_", "");
+            parts.push(format!("{name} {:.2} ms x{count}", 1e3 * sum / count));
+        }
+    }
+    println!(
+        "                 fleetd's histograms (mean): {}",
+        parts.join("; ")
+    );
+    if std::env::var_os("BENCH_E2E_DEBUG").is_some() {
+        println!("{}", fleetd.log_text());
+    }
+    let _ = fleetd.term(Duration::from_secs(10)).await;
+    herdr.finish().await;
     Ok(())
 }

@@ -266,6 +266,21 @@ impl TestFleet {
         })
     }
 
+    /// Gateway `i`'s identity in this fleet: its host, keys, namespace and allowlist.
+    pub fn federation(&self, i: usize) -> Result<Federation, String> {
+        let secret = self
+            .secrets
+            .get(i)
+            .ok_or_else(|| format!("no gateway {i} in this fleet"))?;
+        let keyring = Keyring::new(host(i), *secret, &self.publics).map_err(|e| e.to_string())?;
+        Ok(Federation {
+            host: host(i),
+            keyring,
+            namespace: self.ns.clone(),
+            control_allowlist: (0..self.hosts).map(host).collect::<BTreeSet<_>>(),
+        })
+    }
+
     /// Starts gateway `i`'s loop on `herdr` with the lapin port, its lead attached and
     /// `members` started (`ready` ones connected). Must run inside a `LocalSet`.
     pub async fn boot<H: HerdrPort + 'static>(
@@ -276,14 +291,7 @@ impl TestFleet {
         members: &[SessionId],
         ready: &[SessionId],
     ) -> Result<Booted, String> {
-        let keyring =
-            Keyring::new(host(i), self.secrets[i], &self.publics).map_err(|e| e.to_string())?;
-        let federation = Federation {
-            host: host(i),
-            keyring,
-            namespace: self.ns.clone(),
-            control_allowlist: (0..self.hosts).map(host).collect::<BTreeSet<_>>(),
-        };
+        let federation = self.federation(i)?;
         let clock = TokioClock::new();
         let gw = Gateway::federated(
             self.cfg.clone(),

@@ -1083,6 +1083,104 @@ async fn events_show_turns_and_gone_panes_at_once(backend: Backend) {
     h.finish().await;
 }
 
+/// A member placed while the events watcher runs is subscribed to at once, not at the next
+/// relist: with polls and relists a minute apart, its first turn's end is still seen within
+/// moments (issue 22: a new member's first turns are event-driven too).
+async fn a_member_placed_while_watching_is_heard_at_once(backend: Backend) {
+    let dir = Dir::new(&format!("placed-{backend:?}"));
+    let Some(h) = Herdr::start(backend, &dir).await else {
+        return;
+    };
+    let c = h.client(&dir);
+    let cfg = CoreConfig {
+        poll_interval_ms: 60_000,
+        ..CoreConfig::default()
+    };
+    let gw = boot(&c, cfg, 3);
+    let watch = WatchConfig {
+        relist: Duration::from_secs(60),
+        backoff_min: Duration::from_millis(50),
+        backoff_max: Duration::from_millis(500),
+    };
+    let watcher = tokio::task::spawn_local(events::watch(c.clone(), gw.handle.clone(), watch));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let gid = SessionId::new("g-1");
+    let ready = reports_idle_when_started(&c, "fleet:g-1");
+    let placed = c.spawn(&gid, &fleet_core::SpawnSpec::of("echo")).await;
+    assert!(placed.is_ok(), "{placed:?}");
+    assert!(ready.await.is_ok());
+    let r = rebuild(&c, &gw.handle)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.members.len(), 1, "{r:?}");
+    until_rebuilt(
+        &c,
+        &gw,
+        std::slice::from_ref(&gid),
+        &[],
+        Duration::from_secs(10),
+    )
+    .await;
+    let lead = Principal::primary("lead", Some(SessionId::new("lead-pane")));
+    let send = Request::Send {
+        target: gid.clone(),
+        content: "first job".into(),
+        wait: true,
+        timeout_ms: Some(30_000),
+    };
+    let hd = gw.handle.clone();
+    let call = tokio::task::spawn_local(async move { hd.call(lead, send).await });
+    let mut typed = false;
+    for _ in 0..200 {
+        if h.typed(&c, "fleet:g-1", "first job").await > 0 {
+            typed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(typed, "the brief was typed");
+    let pane = pane_of(&c, "fleet:g-1").await.expect("g-1's pane");
+    let api = c.api();
+    assert!(api
+        .report_agent(&pane, "echo", ReportedState::Working)
+        .await
+        .is_ok());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(api
+        .report_agent(&pane, "echo", ReportedState::Idle)
+        .await
+        .is_ok());
+    match tokio::time::timeout(Duration::from_secs(10), call).await {
+        Ok(Ok(Ok(Response::Outcome { outcome, .. }))) => {
+            assert_eq!(outcome, Outcome::CompletedUnreplied)
+        }
+        other => panic!(
+            "the turn's end was not heard within 10 s (polls and relists are 60 s): {other:?}"
+        ),
+    }
+    watcher.abort();
+    gw.stop().await;
+    h.finish().await;
+}
+
+#[test]
+fn a_member_placed_while_watching_is_subscribed_at_once() {
+    scenario(a_member_placed_while_watching_is_heard_at_once(
+        Backend::Double,
+    ));
+}
+
+#[cfg_attr(
+    not(herdr_real),
+    ignore = "needs a real herdr: set HERDR_BIN (scripts/herdr/build-herdr.sh)"
+)]
+#[test]
+fn on_a_real_herdr_a_member_placed_while_watching_is_subscribed_at_once() {
+    scenario(a_member_placed_while_watching_is_heard_at_once(
+        Backend::Real,
+    ));
+}
+
 /// Closes a pane on the server directly, not through fleetd's client.
 async fn request_close(h: &Herdr, pane: &str) -> bool {
     let r = herdr_real::request(

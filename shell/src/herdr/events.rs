@@ -264,6 +264,12 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
                         return;
                     }
                 }
+                () = client.placed() => {
+                    // A member was just placed: subscribe to its status now.
+                    backoff = cfg.backoff_min;
+                    first = true;
+                    break;
+                }
                 _ = relist.tick() => {
                     // A member whose program ended before it connected fails its spawn now,
                     // saying how (a claude-code or opencode member's gate is its first call,

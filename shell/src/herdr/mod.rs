@@ -118,6 +118,9 @@ pub struct HerdrClient {
     /// can be read once): whichever path finds it first — a poll, the health probe, the
     /// events watcher — the others still learn why, until its pane is forgotten.
     ended: Rc<RefCell<BTreeMap<SessionId, String>>>,
+    /// Poked when a member's pane is placed: the events watcher subscribes to it at once
+    /// rather than at its next relist (5 s), so a new member's first turns are event-driven.
+    placed: Rc<tokio::sync::Notify>,
 }
 
 /// Exit reports kept for members whose panes were not forgotten yet.
@@ -145,7 +148,13 @@ impl HerdrClient {
             receipts: Rc::default(),
             ended: Rc::default(),
             sockets: Rc::default(),
+            placed: Rc::default(),
         }
+    }
+
+    /// Resolves once a member's pane has been placed since the last call.
+    pub async fn placed(&self) {
+        self.placed.notified().await
     }
 
     /// Every member and its pane, as herdr lists them now (sorted by gid).
@@ -593,6 +602,7 @@ impl HerdrPort for HerdrClient {
             gid.clone(),
         );
         let (receipts, sockets, me) = (self.receipts.clone(), self.sockets.clone(), self.clone());
+        let on_placed = self.placed.clone();
         let (profile, group) = (spec.profile.clone(), spec.group.clone());
         Box::pin(async move {
             let unavailable = |why: String| HerdrError::Unavailable(why);
@@ -744,6 +754,7 @@ impl HerdrPort for HerdrClient {
                 s.set_pane(&pane);
             }
             panes.borrow_mut().insert(gid.clone(), pane.clone());
+            on_placed.notify_one();
             let charter = plan.receipt.as_ref().map(|r| r.sha256.clone());
             tracing::info!(%gid, profile, sandboxed = boxed.is_some(), network = ?boxed, "member launched");
             if let Some(r) = plan.receipt {
