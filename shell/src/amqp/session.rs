@@ -60,6 +60,9 @@ pub(super) struct Session {
     confirms: Confirms,
     /// Publishes the broker returned as unroutable, by the id carried in `message_id`.
     returned: BTreeSet<u64>,
+    /// Delivery tags handed out on the consume channel and not yet acked or rejected: a
+    /// run of acks that covers the oldest of them goes out as one `multiple` ack.
+    unsettled: BTreeSet<u64>,
 }
 
 impl Session {
@@ -96,6 +99,7 @@ impl Session {
             next_tag: 0,
             confirms: FuturesUnordered::new(),
             returned: BTreeSet::new(),
+            unsettled: BTreeSet::new(),
         })
     }
 
@@ -179,6 +183,29 @@ impl Session {
                     None => return End::PortDropped,
                     // Made before the core heard of this generation: for a dead one.
                     Some((g, _)) if g != self.generation => {}
+                    Some((_, BrokerOp::Ack { delivery })) => {
+                        // Acks waiting right behind this one go out with it.
+                        let mut acks = vec![delivery];
+                        let mut next = None;
+                        while let Ok((g, op)) = ops.try_recv() {
+                            match op {
+                                _ if g != self.generation => {}
+                                BrokerOp::Ack { delivery } => acks.push(delivery),
+                                other => {
+                                    next = Some(other);
+                                    break;
+                                }
+                            }
+                        }
+                        if let Err(why) = self.ack_all(acks).await {
+                            return End::Failed(why);
+                        }
+                        if let Some(op) = next {
+                            if let Err(why) = self.apply(op).await {
+                                return End::Failed(why);
+                            }
+                        }
+                    }
                     Some((_, op)) => {
                         if let Err(why) = self.apply(op).await {
                             return End::Failed(why);
@@ -246,6 +273,7 @@ impl Session {
             generation: self.generation,
             tag: d.delivery_tag,
         };
+        self.unsettled.insert(d.delivery_tag);
         match headers::from_table(d.properties.headers().as_ref()) {
             Ok(headers) => Ok(Some(BrokerEvent::Delivery {
                 delivery,
@@ -258,6 +286,7 @@ impl Session {
             Err(why) => {
                 tracing::warn!(%queue, %delivery, %why, "malformed AMQP headers: rejected");
                 status.send_modify(|st| st.malformed += 1);
+                self.unsettled.remove(&d.delivery_tag);
                 let reject = self
                     .consume
                     .basic_reject(d.delivery_tag, BasicRejectOptions { requeue: false });
@@ -343,26 +372,44 @@ impl Session {
                 }));
                 Ok(())
             }
-            BrokerOp::Ack { delivery } => {
-                if delivery.generation != self.generation {
-                    // Its connection is gone and the broker has requeued it: never ack it here.
-                    return Ok(());
-                }
-                let ack = self
-                    .consume
-                    .basic_ack(delivery.tag, BasicAckOptions::default());
-                bounded(self.op_timeout, "acking", ack).await
-            }
+            BrokerOp::Ack { delivery } => self.ack_all(vec![delivery]).await,
             BrokerOp::Reject { delivery } => {
                 if delivery.generation != self.generation {
                     return Ok(());
                 }
+                self.unsettled.remove(&delivery.tag);
                 let reject = self
                     .consume
                     .basic_reject(delivery.tag, BasicRejectOptions { requeue: false });
                 bounded(self.op_timeout, "rejecting", reject).await
             }
         }
+    }
+
+    /// Acks `acks` (in the order given, of any generation: an older one's are dropped, as
+    /// their deliveries were requeued). Those that are exactly the oldest unsettled deliveries
+    /// of the channel go out as one `multiple` ack for the newest of them; the rest one by one.
+    async fn ack_all(&mut self, mut acks: Vec<DeliveryId>) -> Result<(), String> {
+        acks.retain(|d| d.generation == self.generation);
+        let wanted: BTreeSet<u64> = acks.iter().map(|d| d.tag).collect();
+        let (covered, through) = oldest_run(&self.unsettled, &wanted);
+        if covered >= 2 {
+            if let Some(tag) = through {
+                let multiple = BasicAckOptions { multiple: true };
+                let ack = self.consume.basic_ack(tag, multiple);
+                bounded(self.op_timeout, "acking", ack).await?;
+                self.unsettled = self.unsettled.split_off(&(tag + 1));
+            }
+        }
+        for tag in wanted {
+            if !self.unsettled.remove(&tag) {
+                // Covered by the multiple ack above, or acked already (never twice).
+                continue;
+            }
+            let ack = self.consume.basic_ack(tag, BasicAckOptions::default());
+            bounded(self.op_timeout, "acking", ack).await?;
+        }
+        Ok(())
     }
 
     /// A publish the broker could never take (a name over 255 bytes): failed at once, the
@@ -386,5 +433,47 @@ pub(super) async fn bounded<T>(
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(format!("{what}: {e}")),
         Err(_) => Err(format!("{what}: no answer within {limit:?}")),
+    }
+}
+
+/// How many of the oldest `unsettled` tags are all in `wanted`, and the newest of them: the
+/// run one `multiple` ack may cover without acking a delivery the core still holds.
+fn oldest_run(unsettled: &BTreeSet<u64>, wanted: &BTreeSet<u64>) -> (usize, Option<u64>) {
+    let mut covered = 0;
+    let mut through = None;
+    for tag in unsettled {
+        if !wanted.contains(tag) {
+            break;
+        }
+        covered += 1;
+        through = Some(*tag);
+    }
+    (covered, through)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::oldest_run;
+    use std::collections::BTreeSet;
+
+    fn set(tags: &[u64]) -> BTreeSet<u64> {
+        tags.iter().copied().collect()
+    }
+
+    /// A multiple ack covers only a run of the oldest unsettled deliveries that are all being
+    /// acked: one the core still holds (a result waiting for its lead) stops it.
+    #[test]
+    fn a_multiple_ack_never_covers_a_held_delivery() {
+        assert_eq!(
+            oldest_run(&set(&[3, 4, 5, 9]), &set(&[3, 4, 5])),
+            (3, Some(5))
+        );
+        assert_eq!(oldest_run(&set(&[2, 3, 4, 5]), &set(&[3, 4, 5])), (0, None));
+        assert_eq!(
+            oldest_run(&set(&[3, 4, 7, 8]), &set(&[3, 4, 8])),
+            (2, Some(4))
+        );
+        assert_eq!(oldest_run(&set(&[]), &set(&[1])), (0, None));
+        assert_eq!(oldest_run(&set(&[1]), &set(&[1])), (1, Some(1)));
     }
 }
