@@ -348,7 +348,12 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
         spawn_ready_timeout_ms: 30_000,
         // A small window, so a negligent lead's uncollected results fill it many times over
         // within a minute (with results held in the inbox, as the first build did, they wedge).
-        prefetch: 4,
+        // At fleet scale it grows with the fleet, and still fills many times over: a lead's
+        // broadcast draws a reply from every member, each moved off the inbox within the window,
+        // and 4 at a time a 12 x 100 fleet's replies took a minute of broker round trips to move
+        // (a blocking call's reply queued behind them, I11) — a throughput fleetd's default of
+        // 64 never shows.
+        prefetch: (cfg.hosts * cfg.members_per_host / 16).max(4) as u16,
         held_prefetch: 16,
         // Tickets a negligent lead forgets expire within the run (what was held for them must
         // go with them); the ones it polls are polled in the quiet phase, before this.

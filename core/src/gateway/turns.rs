@@ -64,9 +64,11 @@ impl Gateway {
                         self.finish(now, r.ticket, Outcome::WorkerFailed, Some(why), None);
                     }
                 }
-                InjectorEvent::WantSample { target } => {
+                // Not if the turn's scrape took the pane since (its release asks again).
+                InjectorEvent::WantSample { target } if self.injector.takes_next(&target) => {
                     self.out.push_back(Output::PollStatus { target })
                 }
+                InjectorEvent::WantSample { .. } => {}
                 InjectorEvent::Dropped { target, msg, cause } => {
                     self.delegator_of.remove(&msg);
                     if let Some(lead) = self.nudges.remove(&msg) {

@@ -156,6 +156,15 @@ impl Track {
     fn idle(&self) -> bool {
         self.queue.is_empty() && self.turn == Turn::Quiescent && !self.asking
     }
+
+    /// Free for its next message, with one queued and no ask open.
+    fn takes_next(&self) -> bool {
+        let free = matches!(
+            self.turn,
+            Turn::Quiescent | Turn::Settling { hold: None, .. }
+        );
+        free && !self.queue.is_empty() && !self.asking
+    }
 }
 
 /// A read-only view of one target for `fleet_status`.
@@ -252,6 +261,8 @@ impl Injector {
                         unknown_polls: 0,
                     };
                 }
+                // An ask that ended with no turn of its own here leaves the queue free.
+                Self::want_sample(t, &mut self.events, target);
             }
         } else if asking {
             let mut t = Track::new();
@@ -547,12 +558,17 @@ impl Injector {
     /// `t` can take its next message (or will, at its next sample): ask for that sample now
     /// rather than at the next poll round.
     fn want_sample(t: &Track, events: &mut VecDeque<InjectorEvent>, target: &SessionId) {
-        let free = matches!(t.turn, Turn::Quiescent | Turn::Settling { hold: None, .. });
-        if free && !t.queue.is_empty() && !t.asking {
+        if t.takes_next() {
             events.push_back(InjectorEvent::WantSample {
                 target: target.clone(),
             });
         }
+    }
+
+    /// Whether `target` would take its next queued message on an injectable sample now (a
+    /// `WantSample` may have been overtaken: the turn's scrape holds the pane since).
+    pub fn takes_next(&self, target: &SessionId) -> bool {
+        self.tracks.get(target).is_some_and(Track::takes_next)
     }
 
     /// The post-turn action of turn `msg` (its completion scrape) must finish before the next

@@ -143,6 +143,25 @@ fn a_reply_proves_pickup() {
     );
 }
 
+/// An ask that ends with messages queued and no turn running here (the member asked from a
+/// turn this gateway did not type) leaves the pane free: the queue asks for its sample at once.
+#[test]
+fn an_ask_that_ends_frees_the_queue_at_once() {
+    let mut f = Fixture::new(bounds());
+    f.inj.set_asking(&f.w.clone(), true);
+    let m = f.enqueue("waits for the ask");
+    assert!(f.sample(Idle).is_empty(), "nothing typed while asking");
+    f.inj.set_asking(&f.w.clone(), false);
+    assert_eq!(
+        f.events(),
+        vec![InjectorEvent::WantSample {
+            target: f.w.clone()
+        }]
+    );
+    let ev = f.sample(Idle);
+    assert!(matches!(&ev[..], [InjectorEvent::Inject { msg, .. }] if *msg == m));
+}
+
 /// A reply while the member is inside `fleet_ask` proves nothing new: the paused turn still
 /// needs a WORKING sample (or the pickup bound) once the ask ends.
 #[test]

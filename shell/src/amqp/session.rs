@@ -63,6 +63,10 @@ pub(super) struct Session {
     /// Delivery tags handed out on the consume channel and not yet acked or rejected: a
     /// run of acks that covers the oldest of them goes out as one `multiple` ack.
     unsettled: BTreeSet<u64>,
+    /// Which tags of the consume channel this session has read: a `multiple` ack never
+    /// reaches past one it has not (the consumers share the channel's tag sequence, and one
+    /// consumer's delivery can wait unread while another's are acked).
+    read: ReadTags,
 }
 
 impl Session {
@@ -100,6 +104,7 @@ impl Session {
             confirms: FuturesUnordered::new(),
             returned: BTreeSet::new(),
             unsettled: BTreeSet::new(),
+            read: ReadTags::default(),
         })
     }
 
@@ -274,6 +279,7 @@ impl Session {
             tag: d.delivery_tag,
         };
         self.unsettled.insert(d.delivery_tag);
+        self.read.saw(d.delivery_tag);
         match headers::from_table(d.properties.headers().as_ref()) {
             Ok(headers) => Ok(Some(BrokerEvent::Delivery {
                 delivery,
@@ -386,13 +392,14 @@ impl Session {
         }
     }
 
-    /// Acks `acks` (in the order given, of any generation: an older one's are dropped, as
-    /// their deliveries were requeued). Those that are exactly the oldest unsettled deliveries
-    /// of the channel go out as one `multiple` ack for the newest of them; the rest one by one.
+    /// Acks `acks` (an older generation's are dropped: their deliveries were requeued). Those
+    /// that are exactly the oldest unsettled deliveries of the channel, all of whose earlier
+    /// tags were read, go out as one `multiple` ack for the newest of them; the rest one by
+    /// one, in tag order.
     async fn ack_all(&mut self, mut acks: Vec<DeliveryId>) -> Result<(), String> {
         acks.retain(|d| d.generation == self.generation);
         let wanted: BTreeSet<u64> = acks.iter().map(|d| d.tag).collect();
-        let (covered, through) = oldest_run(&self.unsettled, &wanted);
+        let (covered, through) = oldest_run(&self.unsettled, &wanted, self.read.through);
         if covered >= 2 {
             if let Some(tag) = through {
                 let multiple = BasicAckOptions { multiple: true };
@@ -436,13 +443,48 @@ pub(super) async fn bounded<T>(
     }
 }
 
-/// How many of the oldest `unsettled` tags are all in `wanted`, and the newest of them: the
-/// run one `multiple` ack may cover without acking a delivery the core still holds.
-fn oldest_run(unsettled: &BTreeSet<u64>, wanted: &BTreeSet<u64>) -> (usize, Option<u64>) {
+/// The consume channel's tags this session has read: every tag up to `through`, and those
+/// read ahead of a gap. (AMQP numbers a channel's deliveries 1, 2, 3, … across consumers.)
+#[derive(Debug, Default)]
+struct ReadTags {
+    through: u64,
+    ahead: BTreeSet<u64>,
+    /// A gap that never closed (a delivery of a queue deleted under its consumer never comes):
+    /// `through` stays where it is for the rest of the connection, and nothing more is kept.
+    stuck: bool,
+}
+
+/// Tags read past a gap, at most: past it the gap is taken as one that will not close.
+const READ_AHEAD: usize = 1_024;
+
+impl ReadTags {
+    fn saw(&mut self, tag: u64) {
+        if self.stuck || tag <= self.through {
+            return;
+        }
+        self.ahead.insert(tag);
+        while self.ahead.remove(&(self.through + 1)) {
+            self.through += 1;
+        }
+        if self.ahead.len() > READ_AHEAD {
+            self.stuck = true;
+            self.ahead.clear();
+        }
+    }
+}
+
+/// How many of the oldest `unsettled` tags are all in `wanted`, none past `read_through`, and
+/// the newest of them: the run one `multiple` ack may cover without acking a delivery the core
+/// still holds or has not been handed yet.
+fn oldest_run(
+    unsettled: &BTreeSet<u64>,
+    wanted: &BTreeSet<u64>,
+    read_through: u64,
+) -> (usize, Option<u64>) {
     let mut covered = 0;
     let mut through = None;
     for tag in unsettled {
-        if !wanted.contains(tag) {
+        if *tag > read_through || !wanted.contains(tag) {
             break;
         }
         covered += 1;
@@ -453,7 +495,7 @@ fn oldest_run(unsettled: &BTreeSet<u64>, wanted: &BTreeSet<u64>) -> (usize, Opti
 
 #[cfg(test)]
 mod tests {
-    use super::oldest_run;
+    use super::{oldest_run, ReadTags};
     use std::collections::BTreeSet;
 
     fn set(tags: &[u64]) -> BTreeSet<u64> {
@@ -464,16 +506,49 @@ mod tests {
     /// acked: one the core still holds (a result waiting for its lead) stops it.
     #[test]
     fn a_multiple_ack_never_covers_a_held_delivery() {
+        let all = u64::MAX;
         assert_eq!(
-            oldest_run(&set(&[3, 4, 5, 9]), &set(&[3, 4, 5])),
+            oldest_run(&set(&[3, 4, 5, 9]), &set(&[3, 4, 5]), all),
             (3, Some(5))
         );
-        assert_eq!(oldest_run(&set(&[2, 3, 4, 5]), &set(&[3, 4, 5])), (0, None));
         assert_eq!(
-            oldest_run(&set(&[3, 4, 7, 8]), &set(&[3, 4, 8])),
+            oldest_run(&set(&[2, 3, 4, 5]), &set(&[3, 4, 5]), all),
+            (0, None)
+        );
+        assert_eq!(
+            oldest_run(&set(&[3, 4, 7, 8]), &set(&[3, 4, 8]), all),
             (2, Some(4))
         );
-        assert_eq!(oldest_run(&set(&[]), &set(&[1])), (0, None));
-        assert_eq!(oldest_run(&set(&[1]), &set(&[1])), (1, Some(1)));
+        assert_eq!(oldest_run(&set(&[]), &set(&[1]), all), (0, None));
+        assert_eq!(oldest_run(&set(&[1]), &set(&[1]), all), (1, Some(1)));
+    }
+
+    /// Nor one not read yet: tags 1 and 3 were read and are acked, 2 (another consumer's)
+    /// waits unread — `ack 3 multiple` would ack it unseen, so 1 goes alone and 3 by itself.
+    #[test]
+    fn a_multiple_ack_never_covers_an_unread_delivery() {
+        let mut read = ReadTags::default();
+        for tag in [1, 3] {
+            read.saw(tag);
+        }
+        assert_eq!(read.through, 1);
+        assert_eq!(
+            oldest_run(&set(&[1, 3]), &set(&[1, 3]), read.through),
+            (1, Some(1))
+        );
+        read.saw(2);
+        assert_eq!(read.through, 3, "the gap closed");
+        assert_eq!(
+            oldest_run(&set(&[1, 3]), &set(&[1, 3]), read.through),
+            (2, Some(3))
+        );
+        // A gap that never closes costs bounded memory, and multiple acks stop short of it.
+        for tag in 5..5 + super::READ_AHEAD as u64 + 2 {
+            read.saw(tag);
+        }
+        assert_eq!(read.through, 3);
+        assert!(read.ahead.is_empty());
+        read.saw(4);
+        assert_eq!(read.through, 3, "stuck for the rest of the connection");
     }
 }

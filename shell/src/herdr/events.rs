@@ -265,7 +265,13 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
                     }
                 }
                 () = client.placed() => {
-                    // A member was just placed: subscribe to its status now.
+                    // A member was just placed: subscribe to its status now — after saying
+                    // who vanished, whose own event dies with this subscription.
+                    if let Ok(now) = client.member_panes().await {
+                        if !report_vanished(&client, &handle, &members, &now).await {
+                            return;
+                        }
+                    }
                     backoff = cfg.backoff_min;
                     first = true;
                     break;
@@ -281,22 +287,8 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
                     }
                     match client.member_panes().await {
                         Ok(now) if now != members => {
-                            // A member no pane carries any more is gone. Its own event may
-                            // still be on its way on this subscription, which is about to be
-                            // dropped: say so here, or only the next poll would notice.
-                            for (gid, _) in &members {
-                                if now.iter().any(|(g, _)| g == gid) {
-                                    continue;
-                                }
-                                if !ended_first(&client, &handle, gid).await {
-                                    return;
-                                }
-                                client.forget(gid);
-                                let gone = Input::PaneGone { target: gid.clone() };
-                                tracing::debug!(%gid, "herdr no longer lists the member's pane");
-                                if handle.tell(gone).await.is_err() {
-                                    return;
-                                }
+                            if !report_vanished(&client, &handle, &members, &now).await {
+                                return;
                             }
                             backoff = cfg.backoff_min;
                             break;
@@ -307,6 +299,34 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
             }
         }
     }
+}
+
+/// A member no pane carries any more (`now`) is gone. Its own event may still be on its way
+/// on the subscription about to be dropped: say so here, or only the next poll would notice
+/// (and an idle member is never polled). False when the driver is gone.
+async fn report_vanished(
+    client: &HerdrClient,
+    handle: &Handle,
+    members: &[(SessionId, String)],
+    now: &[(SessionId, String)],
+) -> bool {
+    for (gid, _) in members {
+        if now.iter().any(|(g, _)| g == gid) {
+            continue;
+        }
+        if !ended_first(client, handle, gid).await {
+            return false;
+        }
+        client.forget(gid);
+        let gone = Input::PaneGone {
+            target: gid.clone(),
+        };
+        tracing::debug!(%gid, "herdr no longer lists the member's pane");
+        if handle.tell(gone).await.is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 /// Before a member is reported gone: if its program ended (whichever path read its record
