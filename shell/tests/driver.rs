@@ -155,6 +155,28 @@ fn gateway(cfg: CoreConfig) -> Gateway {
     Gateway::new(cfg, 7, Instant::ZERO).expect("valid config")
 }
 
+type QuietLoop = Driver<ScriptedHerdr, NoBroker, TokioClock>;
+
+/// A loop over `herdr` with `cfg` that observes nothing: the driver, its handle, its calls.
+fn quiet_loop(
+    herdr: &ScriptedHerdr,
+    cfg: CoreConfig,
+) -> (
+    QuietLoop,
+    fleetd::Handle,
+    tokio::sync::mpsc::Receiver<fleetd::ToLoop>,
+) {
+    let driver = Driver::new(
+        gateway(cfg),
+        herdr.clone(),
+        NoBroker,
+        TokioClock::new(),
+        fleetd::Quiet,
+    );
+    let (handle, calls) = QuietLoop::channel();
+    (driver, handle, calls)
+}
+
 /// A blocking send through the loop: the brief is typed when the pane is idle, the member
 /// works and calls `fleet_reply`, and the send returns REPLIED — all in virtual time.
 #[tokio::test(start_paused = true)]
@@ -230,14 +252,7 @@ async fn the_loop_keeps_time_by_itself() {
         stall_grace_polls: 4,
         ..CoreConfig::default()
     };
-    let driver = Driver::new(
-        gateway(cfg),
-        herdr.clone(),
-        NoBroker,
-        TokioClock::new(),
-        fleetd::Quiet,
-    );
-    let (handle, calls) = Driver::<ScriptedHerdr, NoBroker, TokioClock>::channel();
+    let (driver, handle, calls) = quiet_loop(&herdr, cfg);
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let scenario = async {
         let wedge = async {
@@ -286,14 +301,7 @@ async fn shutdown_answers_waiting_calls() {
     let herdr = ScriptedHerdr::default();
     let w1 = herdr.add("w1");
     herdr.set(&w1, AgentStatus::Working);
-    let driver = Driver::new(
-        gateway(CoreConfig::default()),
-        herdr.clone(),
-        NoBroker,
-        TokioClock::new(),
-        fleetd::Quiet,
-    );
-    let (handle, calls) = Driver::<ScriptedHerdr, NoBroker, TokioClock>::channel();
+    let (driver, handle, calls) = quiet_loop(&herdr, CoreConfig::default());
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let scenario = async {
         let send = handle.call(
@@ -330,14 +338,7 @@ async fn shutdown_answers_waiting_calls() {
 async fn a_brief_for_an_idle_member_is_typed_at_once() {
     let herdr = ScriptedHerdr::default();
     let w1 = herdr.add("w1");
-    let driver = Driver::new(
-        gateway(CoreConfig::default()),
-        herdr.clone(),
-        NoBroker,
-        TokioClock::new(),
-        fleetd::Quiet,
-    );
-    let (handle, calls) = Driver::<ScriptedHerdr, NoBroker, TokioClock>::channel();
+    let (driver, handle, calls) = quiet_loop(&herdr, CoreConfig::default());
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let started = tokio::time::Instant::now();
     let scenario = async {
@@ -371,14 +372,7 @@ async fn a_brief_for_an_idle_member_is_typed_at_once() {
 async fn back_to_back_fast_turns_wait_for_no_poll() {
     let herdr = ScriptedHerdr::default();
     let w1 = herdr.add("w1");
-    let driver = Driver::new(
-        gateway(CoreConfig::default()),
-        herdr.clone(),
-        NoBroker,
-        TokioClock::new(),
-        fleetd::Quiet,
-    );
-    let (handle, calls) = Driver::<ScriptedHerdr, NoBroker, TokioClock>::channel();
+    let (driver, handle, calls) = quiet_loop(&herdr, CoreConfig::default());
     let (stop, stopped) = tokio::sync::oneshot::channel();
     const TURNS: usize = 3;
     let started = tokio::time::Instant::now();
@@ -437,14 +431,7 @@ async fn back_to_back_fast_turns_wait_for_no_poll() {
 async fn a_busy_member_is_never_typed_into() {
     let herdr = ScriptedHerdr::default();
     let w1 = herdr.add("w1");
-    let driver = Driver::new(
-        gateway(CoreConfig::default()),
-        herdr.clone(),
-        NoBroker,
-        TokioClock::new(),
-        fleetd::Quiet,
-    );
-    let (handle, calls) = Driver::<ScriptedHerdr, NoBroker, TokioClock>::channel();
+    let (driver, handle, calls) = quiet_loop(&herdr, CoreConfig::default());
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let hint = || fleet_core::Input::StatusHint { target: w1.clone() };
     let scenario = async {

@@ -130,45 +130,52 @@ fn main() {
 }
 
 async fn run(a: Args) -> Result<(), String> {
+    let uri = amqp_uri();
+    let n = a.workers;
     match a.only.as_deref() {
         None => {}
+        Some("raw") => return raw_part(&uri, &a).await.map(|_| ()),
         Some("backlog") => return backlog(a.backlog).await,
         Some("e2e") => return e2e_herdr(a.e2e).await,
         Some("fleetd") => {
-            let (f1, fnn) = fleetd_round_trips(a.secs, a.workers).await?;
-            print_trips(a.workers, &f1, &fnn);
+            let (f1, fnn) = fleetd_round_trips(a.secs, n).await?;
+            print_trips(n, &f1, &fnn);
             return Ok(());
         }
         Some(other) => {
             return Err(format!(
-                "--only takes backlog, fleetd or e2e, not {other:?}"
+                "--only takes raw, fleetd, backlog or e2e, not {other:?}"
             ))
         }
     }
-    let uri = amqp_uri();
-    let n = a.workers;
     println!(
         "broker bench against {} ({} cores)",
         fleetd::amqp::redact(&uri),
         std::thread::available_parallelism().map_or(0, |c| c.get())
     );
-    println!("\nraw lapin, one way: publish + confirm -> consume -> ack (persistent, envelope-sized headers, 200-byte body)");
-    let one_1 = raw_one_way(&uri, (a.messages / 10).max(100), 1).await?;
-    println!("  1 in flight    : {}", one_1.line("msg/s"));
-    let one_n = raw_one_way(&uri, a.messages, n).await?;
-    println!("  {n:<3} in flight  : {}", one_n.line("msg/s"));
-    println!("raw lapin, two hops: request -> reply, each confirmed and acked; the replier on its own connection");
-    let two_1 = raw_two_hops(&uri, (a.messages / 10).max(100), 1).await?;
-    println!("  1 in flight    : {}", two_1.line("round trips/s"));
-    let two_n = raw_two_hops(&uri, a.messages / 2, n).await?;
-    println!("  {n:<3} in flight  : {}", two_n.line("round trips/s"));
-
+    let (_, one_n, two_1, two_n) = raw_part(&uri, &a).await?;
     println!("fleetd: lead on gw0 -> member on gw1 (a child process) -> reply; 3 inbox deliveries per round trip (SEND, INJECTED, REPLY)");
     let (f1, fnn) = fleetd_round_trips(a.secs, n).await?;
     print_trips(n, &f1, &fnn);
     print_ratios(n, (&one_n, &two_1, &two_n), (&f1, &fnn));
     backlog(a.backlog).await?;
     e2e_herdr(a.e2e).await
+}
+
+/// Raw lapin one way and two hops, at 1 and N in flight.
+async fn raw_part(uri: &str, a: &Args) -> Result<(Figures, Figures, Figures, Figures), String> {
+    let n = a.workers;
+    println!("\nraw lapin, one way: publish + confirm -> consume -> ack (persistent, envelope-sized headers, 200-byte body)");
+    let one_1 = raw_one_way(uri, (a.messages / 10).max(100), 1).await?;
+    println!("  1 in flight    : {}", one_1.line("msg/s"));
+    let one_n = raw_one_way(uri, a.messages, n).await?;
+    println!("  {n:<3} in flight  : {}", one_n.line("msg/s"));
+    println!("raw lapin, two hops: request -> reply, each confirmed and acked; the replier on its own connection");
+    let two_1 = raw_two_hops(uri, (a.messages / 10).max(100), 1).await?;
+    println!("  1 in flight    : {}", two_1.line("round trips/s"));
+    let two_n = raw_two_hops(uri, a.messages / 2, n).await?;
+    println!("  {n:<3} in flight  : {}", two_n.line("round trips/s"));
+    Ok((one_1, one_n, two_1, two_n))
 }
 
 fn print_trips(n: usize, f1: &Trips, fnn: &Trips) {
@@ -354,20 +361,25 @@ async fn publish_numbered(
     .map_err(lapin_err("publish"))
 }
 
-/// `n` messages, at most `window` published and not yet consumed.
-async fn raw_one_way(uri: &str, n: usize, window: usize) -> Result<Figures, String> {
-    let (conn, publish, consume) = raw_connection(uri).await?;
-    let queue = format!("bench{}.raw1.{window}", std::process::id());
-    let mut consumer = raw_queue(&consume, &queue).await?;
+/// Publishes `n` numbered messages to `to` on `publish`, at most `window` of them without
+/// their answer read from `answers` (acked on `acker`); each one's latency from publish to
+/// answer, and the seconds the whole took.
+async fn closed_loop(
+    publish: &Channel,
+    to: &str,
+    (mut answers, acker): (lapin::Consumer, Channel),
+    n: usize,
+    window: usize,
+) -> Result<(Vec<Duration>, f64), String> {
     let table = fleetd::amqp::to_table(&envelope_sized_headers()).map_err(|e| e.to_string())?;
     let sent: Rc<RefCell<Vec<Instant>>> = Rc::new(RefCell::new(Vec::with_capacity(n)));
     let room = Rc::new(Semaphore::new(window));
     let start = Instant::now();
-    let (acker, sent2, room2) = (consume.clone(), sent.clone(), room.clone());
+    let (sent2, room2) = (sent.clone(), room.clone());
     let reader = tokio::task::spawn_local(async move {
         let mut lat = Vec::with_capacity(n);
         while lat.len() < n {
-            let Some(Ok(d)) = consumer.next().await else {
+            let Some(Ok(d)) = answers.next().await else {
                 break;
             };
             let at = body_seq(&d.data).and_then(|s| sent2.borrow().get(s).copied());
@@ -390,15 +402,24 @@ async fn raw_one_way(uri: &str, n: usize, window: usize) -> Result<Figures, Stri
         room.acquire().await.map_err(|e| e.to_string())?.forget();
         while let Some(Some(_)) = futures_util::FutureExt::now_or_never(confirms.next()) {}
         sent.borrow_mut().push(Instant::now());
-        confirms.push(publish_numbered(&publish, &queue, seq, &table).await?);
+        confirms.push(publish_numbered(publish, to, seq, &table).await?);
     }
     while confirms.next().await.is_some() {}
     let lat = reader.await.map_err(|e| e.to_string())?;
-    let secs = start.elapsed().as_secs_f64();
+    Ok((lat, start.elapsed().as_secs_f64()))
+}
+
+/// `n` messages, at most `window` published and not yet consumed.
+async fn raw_one_way(uri: &str, n: usize, window: usize) -> Result<Figures, String> {
+    let (conn, publish, consume) = raw_connection(uri).await?;
+    let queue = format!("bench{}.raw1.{window}", std::process::id());
+    let consumer = raw_queue(&consume, &queue).await?;
+    let run = closed_loop(&publish, &queue, (consumer, consume.clone()), n, window).await;
     let _ = consume
         .queue_delete(queue.as_str().into(), QueueDeleteOptions::default())
         .await;
     let _ = conn.close(200, "bench done".into()).await;
+    let (lat, secs) = run?;
     if lat.len() < n {
         return Err(format!("raw one way: only {} of {n} consumed", lat.len()));
     }
@@ -413,10 +434,10 @@ async fn raw_two_hops(uri: &str, n: usize, window: usize) -> Result<Figures, Str
     let base = format!("bench{}.raw2.{window}", std::process::id());
     let (req, rep) = (format!("{base}.req"), format!("{base}.rep"));
     let mut requests = raw_queue(&rconsume, &req).await?;
-    let mut replies = raw_queue(&consume, &rep).await?;
+    let replies = raw_queue(&consume, &rep).await?;
     let table = fleetd::amqp::to_table(&envelope_sized_headers()).map_err(|e| e.to_string())?;
     let replier = {
-        let (table, rep) = (table.clone(), rep.clone());
+        let rep = rep.clone();
         tokio::task::spawn_local(async move {
             let mut inflight = FuturesUnordered::new();
             loop {
@@ -439,41 +460,7 @@ async fn raw_two_hops(uri: &str, n: usize, window: usize) -> Result<Figures, Str
             }
         })
     };
-    let sent: Rc<RefCell<Vec<Instant>>> = Rc::new(RefCell::new(Vec::with_capacity(n)));
-    let room = Rc::new(Semaphore::new(window));
-    let start = Instant::now();
-    let (acker, sent2, room2) = (consume.clone(), sent.clone(), room.clone());
-    let reader = tokio::task::spawn_local(async move {
-        let mut lat = Vec::with_capacity(n);
-        while lat.len() < n {
-            let Some(Ok(d)) = replies.next().await else {
-                break;
-            };
-            let at = body_seq(&d.data).and_then(|s| sent2.borrow().get(s).copied());
-            if let Some(at) = at {
-                lat.push(at.elapsed());
-            }
-            if acker
-                .basic_ack(d.delivery_tag, BasicAckOptions::default())
-                .await
-                .is_err()
-            {
-                break;
-            }
-            room2.add_permits(1);
-        }
-        lat
-    });
-    let mut confirms = FuturesUnordered::new();
-    for seq in 0..n {
-        room.acquire().await.map_err(|e| e.to_string())?.forget();
-        while let Some(Some(_)) = futures_util::FutureExt::now_or_never(confirms.next()) {}
-        sent.borrow_mut().push(Instant::now());
-        confirms.push(publish_numbered(&publish, &req, seq, &table).await?);
-    }
-    while confirms.next().await.is_some() {}
-    let lat = reader.await.map_err(|e| e.to_string())?;
-    let secs = start.elapsed().as_secs_f64();
+    let run = closed_loop(&publish, &req, (replies, consume.clone()), n, window).await;
     for q in [&req, &rep] {
         let _ = consume
             .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
@@ -482,6 +469,7 @@ async fn raw_two_hops(uri: &str, n: usize, window: usize) -> Result<Figures, Str
     let _ = rconn.close(200, "bench done".into()).await;
     replier.abort();
     let _ = conn.close(200, "bench done".into()).await;
+    let (lat, secs) = run?;
     if lat.len() < n {
         return Err(format!("raw two hops: only {} of {n} answered", lat.len()));
     }

@@ -1022,42 +1022,7 @@ async fn events_show_turns_and_gone_panes_at_once(backend: Backend) {
     let watcher = tokio::task::spawn_local(events::watch(c.clone(), gw.handle.clone(), watch));
     tokio::time::sleep(Duration::from_millis(500)).await;
     // A turn that ends without a reply: working, then idle, seen through events.
-    let lead = Principal::primary("lead", Some(SessionId::new("lead-pane")));
-    let send = Request::Send {
-        target: m1.clone(),
-        content: "quiet job".into(),
-        wait: true,
-        timeout_ms: Some(30_000),
-    };
-    let (hd, l) = (gw.handle.clone(), lead.clone());
-    let call = tokio::task::spawn_local(async move { hd.call(l, send).await });
-    let pane = pane_of(&c, "fleet:m1").await.expect("m1's pane");
-    let mut typed = false;
-    for _ in 0..200 {
-        let screen = c.api().pane_read(&pane, 200).await.unwrap_or_default();
-        if screen.contains("quiet job") {
-            typed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(typed, "the brief was typed");
-    let api = c.api();
-    assert!(api
-        .report_agent(&pane, "echo", ReportedState::Working)
-        .await
-        .is_ok());
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(api
-        .report_agent(&pane, "echo", ReportedState::Idle)
-        .await
-        .is_ok());
-    match tokio::time::timeout(Duration::from_secs(10), call).await {
-        Ok(Ok(Ok(Response::Outcome { outcome, .. }))) => {
-            assert_eq!(outcome, Outcome::CompletedUnreplied)
-        }
-        other => panic!("the turn's end was not seen within 10 s (polls are 60 s): {other:?}"),
-    }
+    quiet_turn_is_heard(&h, &c, &gw, &m1, "quiet job").await;
     if let Herdr::Double(d) = &h {
         d.drop_subscriptions();
         let mut back = false;
@@ -1121,43 +1086,7 @@ async fn a_member_placed_while_watching_is_heard_at_once(backend: Backend) {
         Duration::from_secs(10),
     )
     .await;
-    let lead = Principal::primary("lead", Some(SessionId::new("lead-pane")));
-    let send = Request::Send {
-        target: gid.clone(),
-        content: "first job".into(),
-        wait: true,
-        timeout_ms: Some(30_000),
-    };
-    let hd = gw.handle.clone();
-    let call = tokio::task::spawn_local(async move { hd.call(lead, send).await });
-    let mut typed = false;
-    for _ in 0..200 {
-        if h.typed(&c, "fleet:g-1", "first job").await > 0 {
-            typed = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    assert!(typed, "the brief was typed");
-    let pane = pane_of(&c, "fleet:g-1").await.expect("g-1's pane");
-    let api = c.api();
-    assert!(api
-        .report_agent(&pane, "echo", ReportedState::Working)
-        .await
-        .is_ok());
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(api
-        .report_agent(&pane, "echo", ReportedState::Idle)
-        .await
-        .is_ok());
-    match tokio::time::timeout(Duration::from_secs(10), call).await {
-        Ok(Ok(Ok(Response::Outcome { outcome, .. }))) => {
-            assert_eq!(outcome, Outcome::CompletedUnreplied)
-        }
-        other => panic!(
-            "the turn's end was not heard within 10 s (polls and relists are 60 s): {other:?}"
-        ),
-    }
+    quiet_turn_is_heard(&h, &c, &gw, &gid, "first job").await;
     watcher.abort();
     gw.stop().await;
     h.finish().await;
@@ -1179,6 +1108,54 @@ fn on_a_real_herdr_a_member_placed_while_watching_is_subscribed_at_once() {
     scenario(a_member_placed_while_watching_is_heard_at_once(
         Backend::Real,
     ));
+}
+
+/// A blocking send of `brief` to `gid`: once it is typed, the member reports working, then
+/// idle without `fleet_reply`; the send must end COMPLETED_UNREPLIED within 10 s — with polls
+/// (and relists) a minute apart, only herdr's events can tell the gateway so.
+async fn quiet_turn_is_heard(
+    h: &Herdr,
+    c: &HerdrClient,
+    gw: &Booted,
+    gid: &SessionId,
+    brief: &str,
+) {
+    let lead = Principal::primary("lead", Some(SessionId::new("lead-pane")));
+    let send = Request::Send {
+        target: gid.clone(),
+        content: brief.into(),
+        wait: true,
+        timeout_ms: Some(30_000),
+    };
+    let hd = gw.handle.clone();
+    let call = tokio::task::spawn_local(async move { hd.call(lead, send).await });
+    let label = format!("fleet:{gid}");
+    let mut typed = false;
+    for _ in 0..200 {
+        if h.typed(c, &label, brief).await > 0 {
+            typed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(typed, "the brief was typed");
+    let pane = pane_of(c, &label).await.expect("the member's pane");
+    let api = c.api();
+    assert!(api
+        .report_agent(&pane, "echo", ReportedState::Working)
+        .await
+        .is_ok());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(api
+        .report_agent(&pane, "echo", ReportedState::Idle)
+        .await
+        .is_ok());
+    match tokio::time::timeout(Duration::from_secs(10), call).await {
+        Ok(Ok(Ok(Response::Outcome { outcome, .. }))) => {
+            assert_eq!(outcome, Outcome::CompletedUnreplied)
+        }
+        other => panic!("the turn's end was not heard within 10 s (polls are 60 s): {other:?}"),
+    }
 }
 
 /// Closes a pane on the server directly, not through fleetd's client.
