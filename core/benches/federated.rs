@@ -109,6 +109,7 @@ impl Bench {
                 keyring: Keyring::new(host.clone(), secrets[i], &publics).expect("keys"),
                 namespace: "bench".into(),
                 control_allowlist: hosts.iter().cloned().collect(),
+                queue_type: fleet_core::broker::QueueType::Classic,
             };
             let gw = Gateway::federated(CoreConfig::default(), fed, i as u64, Instant::ZERO, UNIX0)
                 .expect("valid config");

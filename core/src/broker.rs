@@ -127,6 +127,36 @@ impl Names {
     }
 }
 
+/// How a durable queue is kept (`x-queue-type`): on the node that declared it (classic), or
+/// replicated by Raft across the cluster (quorum), so it outlives the loss of a node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueType {
+    #[default]
+    Classic,
+    Quorum,
+}
+
+impl QueueType {
+    pub fn is_classic(&self) -> bool {
+        *self == QueueType::Classic
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueType::Classic => "classic",
+            QueueType::Quorum => "quorum",
+        }
+    }
+}
+
+/// Redeliveries after which a quorum queue would drop a message. RabbitMQ 3.x counts a
+/// connection's loss as a return and 4.x limits returns to 20 unless told otherwise; fleetd
+/// never returns a message on purpose (it acks or rejects), so the limit is set where a
+/// gateway could not reach it by reconnecting, and a held reply outlives any outage. (A
+/// negative value means "drop on the first return" to 3.x, not "no limit".)
+pub const QUORUM_DELIVERY_LIMIT: u64 = 1_000_000;
+
 /// A queue's arguments (the `x-` arguments of RabbitMQ and LavinMQ).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueArgs {
@@ -134,6 +164,26 @@ pub struct QueueArgs {
     pub max_length: Option<u64>,
     pub message_ttl_ms: Option<u64>,
     pub expires_ms: Option<u64>,
+    pub queue_type: QueueType,
+    /// One consumer at a time gets deliveries; the others wait their turn. A quorum queue's
+    /// way to keep one reader: it accepts, and ignores, the exclusive flag on a consumer.
+    pub single_active_consumer: bool,
+    pub delivery_limit: Option<u64>,
+}
+
+impl QueueArgs {
+    /// These arguments for a queue of type `t`: a quorum queue keeps one reader by
+    /// single-active-consumer and carries `QUORUM_DELIVERY_LIMIT`; a classic one keeps one
+    /// reader by its consumer's exclusive flag and has neither.
+    pub fn with_type(&self, t: QueueType) -> QueueArgs {
+        let quorum = t == QueueType::Quorum;
+        QueueArgs {
+            queue_type: t,
+            single_active_consumer: quorum,
+            delivery_limit: quorum.then_some(QUORUM_DELIVERY_LIMIT),
+            ..self.clone()
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,6 +193,23 @@ pub struct QueueSpec {
     pub exclusive: bool,
     pub auto_delete: bool,
     pub args: QueueArgs,
+}
+
+impl QueueSpec {
+    /// The same queue declared as type `t` (see `QueueArgs::with_type`).
+    pub fn with_type(&self, t: QueueType) -> QueueSpec {
+        QueueSpec {
+            args: self.args.with_type(t),
+            ..self.clone()
+        }
+    }
+
+    /// Whether `other` differs from this declaration in its type alone: a gateway keeps a
+    /// queue of the other type rather than failing its connection on every redeclare, so a
+    /// fleet can switch `queue_type` a gateway at a time (`docs/operations.md`).
+    pub fn differs_only_in_type(&self, other: &QueueSpec) -> bool {
+        self != other && self.with_type(other.args.queue_type) == *other
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

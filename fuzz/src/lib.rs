@@ -417,6 +417,7 @@ impl World {
             keyring: keyring("a", KEY_A),
             namespace: "fleet".into(),
             control_allowlist: [HostId::new("b")].into_iter().collect(),
+            queue_type: Default::default(),
         };
         let gw = match Gateway::federated(cfg, fed, 7, Instant::ZERO, NOW_UNIX) {
             Ok(g) => g,

@@ -2,6 +2,7 @@
 //! everything a running gateway would trip on later and names the offending key.
 
 use crate::herdr::launch::{self, Kind, Profile, DEFAULT_ENV_ALLOW};
+use fleet_core::broker::QueueType;
 use fleet_core::{CoreConfig, HostId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -94,8 +95,16 @@ impl Default for GatewaySection {
 pub struct BrokerSection {
     /// `amqp://user:pass@host:5672/vhost` or `amqps://…`: this gateway's own login.
     pub uri: String,
-    /// Read the URI from this environment variable instead (keeps the password out of the file).
+    /// The nodes of a cluster, one URI each, in place of `uri`: the gateway connects to any
+    /// and moves to the next when one is lost.
+    pub uris: Vec<String>,
+    /// Read the URI from this environment variable instead (keeps the password out of the
+    /// file); several, comma-separated, for a cluster.
     pub uri_env: Option<String>,
+    /// The type of every durable queue this gateway declares: `classic` (one node) or
+    /// `quorum` (replicated across a cluster, so inboxes outlive the loss of a node). The
+    /// roster queue is transient and stays classic.
+    pub queue_type: QueueType,
     /// Prefix of every exchange and queue (several fleets can share one broker).
     pub namespace: String,
     /// PEM file of the CA that signed the broker's certificate (`amqps://`).
@@ -109,11 +118,15 @@ pub struct BrokerSection {
     pub control_allowlist: Option<Vec<String>>,
 }
 
+const DEFAULT_BROKER_URI: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
 impl Default for BrokerSection {
     fn default() -> Self {
         BrokerSection {
-            uri: "amqp://guest:guest@127.0.0.1:5672/%2f".into(),
+            uri: DEFAULT_BROKER_URI.into(),
+            uris: Vec::new(),
             uri_env: None,
+            queue_type: QueueType::Classic,
             namespace: "fleet".into(),
             ca_file: None,
             heartbeat_secs: 10,
@@ -493,17 +506,36 @@ impl Config {
             ));
         }
         if let Some(b) = &self.broker {
-            if b.uri_env.is_none()
-                && !(b.uri.starts_with("amqp://") || b.uri.starts_with("amqps://"))
-            {
+            let amqp = |u: &str| u.starts_with("amqp://") || u.starts_with("amqps://");
+            if b.uri_env.is_none() && b.uris.is_empty() && !amqp(&b.uri) {
                 errs.push(invalid("broker.uri", "must start with amqp:// or amqps://"));
+            }
+            if !b.uris.is_empty() && b.uri != DEFAULT_BROKER_URI {
+                errs.push(invalid(
+                    "broker.uris",
+                    "give uri (one node) or uris (a cluster), not both",
+                ));
+            }
+            if b.uri_env.is_some() && !b.uris.is_empty() {
+                errs.push(invalid(
+                    "broker.uris",
+                    "give uris or uri_env (comma-separated for a cluster), not both",
+                ));
+            }
+            for (i, u) in b.uris.iter().enumerate() {
+                if !amqp(u) {
+                    errs.push(invalid(
+                        format!("broker.uris[{i}]"),
+                        "must start with amqp:// or amqps://",
+                    ));
+                }
             }
             if let Some(v) = &b.uri_env {
                 match std::env::var(v) {
-                    Ok(u) if u.starts_with("amqp://") || u.starts_with("amqps://") => {}
+                    Ok(u) if split_uris(&u).iter().all(|u| amqp(u)) => {}
                     Ok(_) => errs.push(invalid(
                         "broker.uri_env",
-                        format!("${v} must start with amqp:// or amqps://"),
+                        format!("${v}: each URI must start with amqp:// or amqps://"),
                     )),
                     Err(_) => errs.push(invalid("broker.uri_env", format!("${v} is not set"))),
                 }
@@ -790,14 +822,24 @@ impl Config {
         format!("{base}/mcp")
     }
 
-    /// The broker URI, from the file or the environment.
-    pub fn broker_uri(&self) -> Option<String> {
+    /// The broker's URIs (one per node), from the file or the environment.
+    pub fn broker_uris(&self) -> Option<Vec<String>> {
         let b = self.broker.as_ref()?;
         match &b.uri_env {
-            Some(v) => std::env::var(v).ok(),
-            None => Some(b.uri.clone()),
+            Some(v) => std::env::var(v).ok().map(|u| split_uris(&u)),
+            None if !b.uris.is_empty() => Some(b.uris.clone()),
+            None => Some(vec![b.uri.clone()]),
         }
     }
+}
+
+/// A comma-separated list of URIs (an environment variable's way to name a cluster).
+fn split_uris(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 impl LeadSection {
@@ -1032,6 +1074,53 @@ mod tests {
                 "{k}: {e:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_cluster_is_a_list_of_uris_and_a_queue_type() {
+        let text = "[broker]\nuris = [\"amqp://a:p@n1:5672/%2f\", \"amqp://a:p@n2:5672/%2f\"]\n\
+                    queue_type = \"quorum\"\n";
+        let c = Config::parse(text, "t.toml").expect("valid");
+        assert_eq!(c.broker_uris().map(|u| u.len()), Some(2));
+        assert_eq!(
+            c.broker.as_ref().map(|b| b.queue_type),
+            Some(QueueType::Quorum)
+        );
+        let one = Config::parse("[broker]\n", "t.toml").expect("valid");
+        assert_eq!(
+            one.broker.as_ref().map(|b| b.queue_type),
+            Some(QueueType::Classic),
+            "classic unless asked"
+        );
+        let both = "[broker]\nuri = \"amqp://n1\"\nuris = [\"amqp://n2\"]\n";
+        assert!(errors(both).iter().any(|e| e.starts_with("`broker.uris`")));
+        let bad = "[broker]\nuris = [\"amqp://n1\", \"http://n2\"]\n";
+        assert!(errors(bad)
+            .iter()
+            .any(|e| e.starts_with("`broker.uris[1]`")));
+        let e = errors("[broker]\nqueue_type = \"mirrored\"\n");
+        assert!(e[0].contains("mirrored"), "{e:?}");
+    }
+
+    #[test]
+    fn a_cluster_from_the_environment_is_comma_separated() {
+        std::env::set_var(
+            "FLEETD_TEST_CLUSTER_URIS",
+            "amqp://a:p@n1/%2f, amqp://a:p@n2/%2f,amqp://a:p@n3/%2f",
+        );
+        let c = Config::parse(
+            "[broker]\nuri_env = \"FLEETD_TEST_CLUSTER_URIS\"\n",
+            "t.toml",
+        )
+        .expect("valid");
+        assert_eq!(
+            c.broker_uris(),
+            Some(vec![
+                "amqp://a:p@n1/%2f".to_string(),
+                "amqp://a:p@n2/%2f".into(),
+                "amqp://a:p@n3/%2f".into()
+            ])
+        );
     }
 
     #[test]

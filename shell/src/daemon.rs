@@ -208,6 +208,7 @@ pub fn gateway(cfg: &Config, secret: [u8; 32], clock: &TokioClock) -> Result<Gat
         keyring,
         namespace: b.namespace.clone(),
         control_allowlist,
+        queue_type: b.queue_type,
     };
     Gateway::federated(core, federation, seed, clock.now(), clock.unix_ms())
         .map_err(|e| DaemonError::Core(e.to_string()))
@@ -217,10 +218,11 @@ fn amqp_config(cfg: &Config) -> Result<Option<AmqpConfig>, DaemonError> {
     let Some(b) = &cfg.broker else {
         return Ok(None);
     };
-    let uri = cfg
-        .broker_uri()
+    let uris = cfg
+        .broker_uris()
+        .filter(|u| !u.is_empty())
         .ok_or_else(|| DaemonError::Broker("no broker URI (broker.uri_env is not set)".into()))?;
-    let mut a = AmqpConfig::new(&uri, &b.namespace);
+    let mut a = AmqpConfig::cluster(uris, &b.namespace);
     a.connection_name = format!("fleetd/{}/{}", b.namespace, cfg.gateway.host);
     a.heartbeat_secs = b.heartbeat_secs;
     a.connect_timeout = Duration::from_millis(b.connect_timeout_ms);

@@ -301,6 +301,7 @@ impl App {
                     "generation": s.generation,
                     "lastError": s.last_error,
                     "malformed": s.malformed,
+                    "node": s.node,
                 })
             }
         };

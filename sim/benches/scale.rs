@@ -39,6 +39,7 @@ fn cell(hosts: usize, agents: usize, seeds: u64, sim_secs: u64) -> (f64, f64, f6
         sim_secs,
         planted: None,
         adversaries: true,
+        queue_type: Default::default(),
     };
     let started = std::time::Instant::now();
     let (mut sim_ms, mut lines) = (0u64, 0usize);

@@ -5,6 +5,7 @@
 
 use crate::agent::{Behaviour, Pane, Task};
 use crate::net::SimBrokerClient;
+use fleet_core::broker::QueueType;
 use fleet_core::signing::Keyring;
 use fleet_core::{
     AgentStatus, CallError, CoreConfig, Federation, Gateway, HostId, Input, Instant, Principal,
@@ -510,6 +511,7 @@ pub struct GatewaySpec {
     pub secret: [u8; 32],
     pub peers: BTreeMap<HostId, [u8; 32]>,
     pub allow: BTreeSet<HostId>,
+    pub queue_type: QueueType,
     pub epoch_unix_ms: u64,
     pub cfg: CoreConfig,
     pub leads: Vec<SessionId>,
@@ -566,6 +568,7 @@ where
         keyring,
         namespace: "fleet".into(),
         control_allowlist: spec.allow.clone(),
+        queue_type: spec.queue_type,
     };
     let mut gw = Gateway::federated(
         spec.cfg.clone(),

@@ -124,6 +124,18 @@ struct WorldArgs {
     /// Keep the world honest: no seed draws a lying gateway (by default one in four does).
     #[arg(long)]
     no_adversaries: bool,
+    /// The gateways' durable queue type (multi-host world): `quorum` runs the broker with
+    /// quorum queues' rules — one active consumer, the delivery limit, all messages kept.
+    #[arg(long, default_value = "classic", value_parser = parse_queue_type)]
+    queue_type: fleet_core::broker::QueueType,
+}
+
+fn parse_queue_type(s: &str) -> Result<fleet_core::broker::QueueType, String> {
+    match s {
+        "classic" => Ok(fleet_core::broker::QueueType::Classic),
+        "quorum" => Ok(fleet_core::broker::QueueType::Quorum),
+        _ => Err(format!("unknown queue type {s:?}; classic or quorum")),
+    }
 }
 
 impl WorldArgs {
@@ -137,6 +149,7 @@ impl WorldArgs {
             #[cfg(not(feature = "planted-bugs"))]
             planted: None,
             adversaries: !self.no_adversaries,
+            queue_type: self.queue_type,
         }
     }
 }
@@ -275,6 +288,7 @@ fn main() -> ExitCode {
                 sim_secs,
                 planted: None,
                 adversaries: true,
+                queue_type: Default::default(),
             };
             let bugs = bug.map_or_else(
                 || fleet_core::planted::PlantedBug::ALL.to_vec(),
@@ -478,7 +492,7 @@ fn multi_run(
     let mine = |seed: u64| shard.is_none_or(|(i, n)| seed % n == i);
     let total = seeds.clone().filter(|s| mine(*s)).count() as u64;
     say!(
-        "fleet-sim: seeds {}..{}{} ({total}), {jobs} job(s), {} hosts x {} members on turmoil, {} sim-s each{}{}",
+        "fleet-sim: seeds {}..{}{} ({total}), {jobs} job(s), {} hosts x {} members on turmoil, {} sim-s each{}{}{}",
         seeds.start,
         seeds.end,
         shard.map_or_else(String::new, |(i, n)| format!(" shard {i}/{n}")),
@@ -486,7 +500,8 @@ fn multi_run(
         cfg.members_per_host,
         cfg.sim_secs,
         if determinism { ", determinism check" } else { "" },
-        if cfg.adversaries { ", adversaries" } else { ", no adversaries" }
+        if cfg.adversaries { ", adversaries" } else { ", no adversaries" },
+        if cfg.queue_type.is_classic() { "" } else { ", quorum queues" }
     );
     let next = AtomicU64::new(seeds.start);
     let done = AtomicU64::new(0);

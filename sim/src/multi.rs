@@ -12,6 +12,7 @@ use crate::judge;
 use crate::lead::{lead, lead_gid, LeadPlan, Ledger};
 use crate::net::serve;
 use crate::oracle::Violation;
+use fleet_core::broker::QueueType;
 use fleet_core::planted::PlantedBug;
 use fleet_core::signing::Keyring;
 use fleet_core::{CoreConfig, HostId, Instant, SessionId};
@@ -198,6 +199,9 @@ pub struct MultiConfig {
     pub planted: Option<PlantedBug>,
     /// Whether seeds may draw a lying gateway (`adversary`): one in four does.
     pub adversaries: bool,
+    /// The gateways' durable queue type: the simulated broker keeps quorum queues' rules
+    /// (single active consumer, the delivery limit) as RabbitMQ does.
+    pub queue_type: QueueType,
 }
 
 impl Default for MultiConfig {
@@ -208,6 +212,7 @@ impl Default for MultiConfig {
             sim_secs: 60,
             planted: None,
             adversaries: true,
+            queue_type: QueueType::Classic,
         }
     }
 }
@@ -259,7 +264,12 @@ pub fn replay_command(seed: u64, cfg: &MultiConfig) -> String {
             cfg.hosts, cfg.members_per_host, cfg.sim_secs
         ),
     };
-    format!("{cmd}{honest}")
+    let quorum = if cfg.queue_type.is_classic() {
+        ""
+    } else {
+        " --queue-type quorum"
+    };
+    format!("{cmd}{honest}{quorum}")
 }
 
 /// The lying gateway a seed draws, if any: one seed in four when adversaries are on.
@@ -393,6 +403,7 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
             secret: secrets[h],
             peers: publics.clone(),
             allow: names.iter().cloned().collect::<BTreeSet<_>>(),
+            queue_type: cfg.queue_type,
             epoch_unix_ms: EPOCH_S * 1000,
             cfg: core.clone(),
             leads: vec![lead_gid(h)],

@@ -36,6 +36,7 @@ fn specs(trace: &Trace) -> (GatewaySpec, GatewaySpec) {
         secret: secrets[i],
         peers: publics.clone(),
         allow: hosts.iter().cloned().collect::<BTreeSet<_>>(),
+        queue_type: Default::default(),
         epoch_unix_ms: EPOCH_S * 1000,
         cfg: cfg.clone(),
         leads: Vec::new(),

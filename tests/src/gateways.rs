@@ -189,6 +189,8 @@ pub struct TestFleet {
     hosts: usize,
     members: BTreeMap<usize, Vec<(SessionId, Behaviour)>>,
     cfg: CoreConfig,
+    /// The durable queues' type (classic unless a test sets it before launching).
+    pub queue_type: fleet_core::broker::QueueType,
 }
 
 impl TestFleet {
@@ -244,6 +246,7 @@ impl TestFleet {
             hosts,
             members,
             cfg,
+            queue_type: Default::default(),
         })
     }
 
@@ -278,6 +281,7 @@ impl TestFleet {
             keyring,
             namespace: self.ns.clone(),
             control_allowlist: (0..self.hosts).map(host).collect::<BTreeSet<_>>(),
+            queue_type: self.queue_type,
         })
     }
 

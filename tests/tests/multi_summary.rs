@@ -13,6 +13,7 @@ fn a_fixed_three_host_seed_summary() {
         sim_secs: 40,
         planted: None,
         adversaries: true,
+        queue_type: Default::default(),
     };
     let seed = 25;
     let r = run_multi(seed, &cfg).expect("the simulation ran");

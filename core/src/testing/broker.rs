@@ -2,7 +2,12 @@
 //! and bindings (topic, direct, fanout), durable vs transient and exclusive queues, exclusive
 //! consumers, prefetch, manual ack and reject-to-DLX, requeue with `redelivered` when a
 //! connection dies, `x-max-length` (drop-head, dead-lettered), message TTL and `x-expires`,
-//! mandatory returns, and a restart that keeps only durable state. It has no I/O: the
+//! mandatory returns, and a restart that keeps only durable state. Quorum queues keep their
+//! own rules: durable, never exclusive or auto-delete; the exclusive flag on a consumer is
+//! accepted and ignored; single-active-consumer makes later consumers wait; a message
+//! returned more than `x-delivery-limit` times is dead-lettered. A redeclare that differs in
+//! the queue's type alone keeps the queue as it is, as fleetd's port does (it redeclares with
+//! the existing type rather than fail its connection). It has no I/O: the
 //! simulation's broker host carries its events over turmoil TCP, and the conformance suite
 //! runs the same scenarios against it and against RabbitMQ.
 
@@ -59,6 +64,8 @@ struct Message {
     persistent: bool,
     redelivered: bool,
     expires_at: Option<Instant>,
+    /// Times it went back to its queue undelivered (a connection died holding it).
+    returns: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -175,11 +182,17 @@ impl SimBroker {
         };
         self.scan_from = Instant::ZERO;
         for (_, (queue, mut m)) in c.unacked.into_iter().rev() {
-            if let Some(q) = self.queues.get_mut(&queue) {
-                m.redelivered = true;
-                q.ready.push_front(m);
-                self.dirty.insert(queue);
+            let Some(q) = self.queues.get_mut(&queue) else {
+                continue;
+            };
+            m.redelivered = true;
+            m.returns += 1;
+            if q.spec.args.delivery_limit.is_some_and(|l| m.returns > l) {
+                self.dead_letter(&queue, m, "delivery_limit");
+                continue;
             }
+            q.ready.push_front(m);
+            self.dirty.insert(queue);
         }
         for q in self.queues.values_mut() {
             q.consumers.retain(|c| c.conn != conn);
@@ -215,7 +228,9 @@ impl SimBroker {
         self.exchanges.retain(|_, (_, durable)| *durable);
         self.queues.retain(|_, q| q.spec.durable);
         for q in self.queues.values_mut() {
-            q.ready.retain(|m| m.persistent);
+            // A quorum queue keeps every message on disk, persistent or not.
+            let keeps_all = !q.spec.args.queue_type.is_classic();
+            q.ready.retain(|m| m.persistent || keeps_all);
             q.consumers.clear();
             q.last_used = self.now;
         }
@@ -339,6 +354,7 @@ impl SimBroker {
                     persistent,
                     redelivered: false,
                     expires_at: None,
+                    returns: 0,
                 };
                 let name = self.exchange_name(exchange);
                 let routed = self.route(&name, &key, m);
@@ -382,7 +398,17 @@ impl SimBroker {
             }
         }
         for spec in t.queues {
+            if !spec.args.queue_type.is_classic()
+                && (!spec.durable || spec.exclusive || spec.auto_delete)
+            {
+                return Err(BrokerError::PreconditionFailed(format!(
+                    "invalid property for quorum queue {}: it must be durable, not exclusive, \
+                     not auto-delete",
+                    spec.name
+                )));
+            }
             match self.queues.get_mut(&spec.name) {
+                Some(q) if spec.differs_only_in_type(&q.spec) => q.last_used = self.now,
                 Some(q) if q.spec != spec => {
                     return Err(BrokerError::PreconditionFailed(format!(
                         "queue {} exists with other arguments",
@@ -431,7 +457,9 @@ impl SimBroker {
             if q.consumers.iter().any(|x| x.conn == conn) {
                 continue; // already consuming on this connection: idempotent re-declare
             }
-            if q.consumers.iter().any(|x| x.exclusive) || (c.exclusive && !q.consumers.is_empty()) {
+            // A quorum queue takes the flag and ignores it.
+            let exclusive = c.exclusive && q.spec.args.queue_type.is_classic();
+            if q.consumers.iter().any(|x| x.exclusive) || (exclusive && !q.consumers.is_empty()) {
                 return Err(BrokerError::AccessRefused(format!(
                     "queue {} already has a consumer; exclusive access refused",
                     c.queue
@@ -441,7 +469,7 @@ impl SimBroker {
             self.dirty.insert(c.queue.clone());
             q.consumers.push(Consumer {
                 conn,
-                exclusive: c.exclusive,
+                exclusive,
                 prefetch: c.prefetch,
                 unacked: 0,
             });
@@ -566,7 +594,12 @@ impl SimBroker {
                 if q.ready.is_empty() || q.consumers.is_empty() {
                     break;
                 }
-                let n = q.consumers.len();
+                // With a single active consumer, the earliest still there is the only one.
+                let n = if q.spec.args.single_active_consumer {
+                    1
+                } else {
+                    q.consumers.len()
+                };
                 let Some(i) = (0..n)
                     .map(|k| (q.next_consumer + k) % n)
                     .find(|&i| q.consumers[i].unacked < q.consumers[i].prefetch.max(1))
@@ -650,6 +683,7 @@ impl SimBroker {
                 persistent: true,
                 redelivered: false,
                 expires_at: None,
+                returns: 0,
             },
         );
         self.deliver();

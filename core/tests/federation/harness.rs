@@ -85,11 +85,25 @@ impl Fleet {
         Self::with_control(n, cfg, |_| (0..n).map(host_name).collect())
     }
 
+    /// `n` gateways whose durable queues are of type `qt`.
+    pub fn with_queue_type(n: usize, qt: fleet_core::broker::QueueType) -> Fleet {
+        Self::build(n, core_config(), |_| (0..n).map(host_name).collect(), qt)
+    }
+
     /// `allow(i)`: the gateways host `i` accepts control from.
     pub fn with_control(
         n: usize,
         cfg: CoreConfig,
         allow: impl Fn(usize) -> BTreeSet<HostId>,
+    ) -> Fleet {
+        Self::build(n, cfg, allow, fleet_core::broker::QueueType::Classic)
+    }
+
+    fn build(
+        n: usize,
+        cfg: CoreConfig,
+        allow: impl Fn(usize) -> BTreeSet<HostId>,
+        queue_type: fleet_core::broker::QueueType,
     ) -> Fleet {
         let secrets: Vec<[u8; 32]> = (0..n).map(|i| [i as u8 + 1; 32]).collect();
         let publics: BTreeMap<HostId, [u8; 32]> = (0..n)
@@ -108,6 +122,7 @@ impl Fleet {
                     keyring,
                     namespace: "test".into(),
                     control_allowlist: allow(i),
+                    queue_type,
                 }
             })
             .collect();

@@ -10,7 +10,9 @@ mod presence;
 mod roles;
 mod stop;
 
-use fleet_core::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange};
+use fleet_core::broker::{
+    BrokerEvent, BrokerOp, DeliveryId, Exchange, QueueType, QUORUM_DELIVERY_LIMIT,
+};
 use fleet_core::envelope::{Envelope, HeaderValue, Kind, VERSION};
 use fleet_core::signing::Keyring;
 use fleet_core::testing::broker::Raw;
@@ -832,6 +834,38 @@ fn the_topology_is_this_gateways_slice() {
         .find(|c| c.queue.contains("inbox"))
         .is_some_and(|c| c.exclusive));
     assert_eq!(t.exchanges, Exchange::ALL.to_vec());
+}
+
+/// On a cluster: every durable queue is quorum and keeps one reader by single-active-consumer
+/// (a quorum queue ignores the exclusive flag); the roster queue stays exclusive, transient
+/// and classic, so a second gateway of the same host is still refused there. And a delegation
+/// goes through as it does on classic queues.
+#[test]
+fn on_quorum_queues_the_durable_queues_are_quorum_and_the_roster_stays_classic() {
+    let mut f = Fleet::with_queue_type(2, QueueType::Quorum);
+    let lead = f.lead(0, LEAD);
+    let worker = f.member(1, WORKER);
+    f.advance(Duration::from_millis(10));
+    let t = f.hosts[1].gw.topology().expect("federated");
+    for q in &t.queues {
+        if q.name == "test.roster.b" {
+            assert_eq!(q.args.queue_type, QueueType::Classic);
+            assert!(q.exclusive && !q.durable && q.auto_delete);
+            continue;
+        }
+        assert_eq!(q.args.queue_type, QueueType::Quorum, "{}", q.name);
+        assert!(q.durable && !q.exclusive && !q.auto_delete, "{}", q.name);
+        assert!(q.args.single_active_consumer, "{}", q.name);
+        assert_eq!(q.args.delivery_limit, Some(QUORUM_DELIVERY_LIMIT));
+    }
+    assert_eq!(t.queues.len(), 6);
+    f.call(0, lead, send(&worker, "write the tests", true));
+    f.advance(Duration::from_secs(1));
+    assert_eq!(
+        published(&f, 1, Kind::Injected),
+        1,
+        "typed on b, and a told so"
+    );
 }
 
 /// A snapshot of the U1 trace on both hosts: the story of one cross-host delegation.

@@ -7,6 +7,9 @@
 //! message). Publishes go on their own channel with confirms; deliveries, acks and declares on
 //! another, so a publish blocked by flow control never holds an ack back. A mandatory publish
 //! that comes back returned is `Unroutable` even though its confirm is an ack.
+//!
+//! Given several URIs (the nodes of a cluster), each attempt goes to the next node after the
+//! one that failed or was lost, and the backoff waits only once every node has been tried.
 
 mod headers;
 mod session;
@@ -25,8 +28,9 @@ use tokio::sync::{mpsc, watch};
 /// How to reach the broker. Every field has a default but the URI.
 #[derive(Clone, Debug)]
 pub struct AmqpConfig {
-    /// `amqp://user:pass@host:5672/vhost` or `amqps://…`: this gateway's own login.
-    pub uri: String,
+    /// `amqp://user:pass@host:5672/vhost` or `amqps://…`: this gateway's own login, one per
+    /// node of the cluster (at least one).
+    pub uris: Vec<String>,
     /// Prefix of every exchange and queue name (`fleet`), so fleets and test runs can share
     /// one broker.
     pub namespace: String,
@@ -48,9 +52,15 @@ pub struct AmqpConfig {
 }
 
 impl AmqpConfig {
+    /// One node.
     pub fn new(uri: &str, namespace: &str) -> Self {
+        Self::cluster(vec![uri.to_string()], namespace)
+    }
+
+    /// The nodes of a cluster, one URI each.
+    pub fn cluster(uris: Vec<String>, namespace: &str) -> Self {
         AmqpConfig {
-            uri: uri.to_string(),
+            uris,
             namespace: namespace.to_string(),
             connection_name: format!("fleetd/{namespace}"),
             heartbeat_secs: 10,
@@ -70,6 +80,8 @@ pub enum AmqpError {
     BadUri { uri: String, why: String },
     #[error("namespace {0:?} must be 1-64 letters, digits, '-' or '_'")]
     BadNamespace(String),
+    #[error("no broker uri given")]
+    NoUri,
 }
 
 /// What the port is doing, for `/healthz`, metrics and tests.
@@ -86,6 +98,8 @@ pub struct Status {
     /// Deliveries refused by the shell before the core saw them (malformed AMQP headers):
     /// rejected to the dead-letter exchange.
     pub malformed: u64,
+    /// The node of the current (or last) connection, its password hidden.
+    pub node: Option<String>,
 }
 
 /// The lapin `BrokerPort`. Dropping it stops the connection task.
@@ -102,7 +116,14 @@ impl AmqpBroker {
     /// Validates `cfg` and starts connecting (on the current tokio runtime). Connection
     /// failures are not errors here: the port keeps retrying and reports through `status`.
     pub fn start(cfg: AmqpConfig) -> Result<AmqpBroker, AmqpError> {
-        let uri = parse_uri(&cfg)?;
+        if cfg.uris.is_empty() {
+            return Err(AmqpError::NoUri);
+        }
+        let uris = cfg
+            .uris
+            .iter()
+            .map(|u| parse_uri(&cfg, u).map(|parsed| (parsed, redact(u))))
+            .collect::<Result<Vec<_>, _>>()?;
         let ns = &cfg.namespace;
         if ns.is_empty()
             || ns.len() > 64
@@ -115,7 +136,7 @@ impl AmqpBroker {
         let (ops, ops_rx) = mpsc::unbounded_channel();
         let (events_tx, events) = mpsc::unbounded_channel();
         let (status_tx, status) = watch::channel(Status::default());
-        tokio::spawn(manage(cfg, uri, ops_rx, events_tx, status_tx));
+        tokio::spawn(manage(cfg, uris, ops_rx, events_tx, status_tx));
         Ok(AmqpBroker {
             ops,
             events,
@@ -148,15 +169,15 @@ impl crate::BrokerPort for AmqpBroker {
     }
 }
 
-fn parse_uri(cfg: &AmqpConfig) -> Result<AMQPUri, AmqpError> {
+fn parse_uri(cfg: &AmqpConfig, text: &str) -> Result<AMQPUri, AmqpError> {
     let bad = |why: String| AmqpError::BadUri {
-        uri: redact(&cfg.uri),
+        uri: redact(text),
         why,
     };
-    if !(cfg.uri.starts_with("amqp://") || cfg.uri.starts_with("amqps://")) {
+    if !(text.starts_with("amqp://") || text.starts_with("amqps://")) {
         return Err(bad("must start with amqp:// or amqps://".into()));
     }
-    let mut uri = AMQPUri::from_str(&cfg.uri).map_err(bad)?;
+    let mut uri = AMQPUri::from_str(text).map_err(bad)?;
     if uri.query.heartbeat.is_none() {
         uri.query.heartbeat = Some(cfg.heartbeat_secs);
     }
@@ -180,7 +201,11 @@ pub fn redact(uri: &str) -> String {
     }
 }
 
-async fn connect(cfg: &AmqpConfig, uri: &AMQPUri, generation: u32) -> Result<Connection, String> {
+async fn connect(
+    cfg: &AmqpConfig,
+    (uri, shown): &(AMQPUri, String),
+    generation: u32,
+) -> Result<Connection, String> {
     let props = ConnectionProperties::default()
         .with_connection_name(format!("{}#{generation}", cfg.connection_name).into());
     let tls = OwnedTLSConfig {
@@ -191,20 +216,20 @@ async fn connect(cfg: &AmqpConfig, uri: &AMQPUri, generation: u32) -> Result<Con
     let attempt = Connection::connect_uri_with_config(uri.clone(), props, tls, runtime);
     match tokio::time::timeout(cfg.connect_timeout, attempt).await {
         Ok(Ok(conn)) => Ok(conn),
-        Ok(Err(e)) => Err(format!("connecting to {}: {e}", redact(&cfg.uri))),
+        Ok(Err(e)) => Err(format!("connecting to {shown}: {e}")),
         Err(_) => Err(format!(
-            "connecting to {}: no answer within {:?}",
-            redact(&cfg.uri),
+            "connecting to {shown}: no answer within {:?}",
             cfg.connect_timeout
         )),
     }
 }
 
-/// Connect, announce `Up`, run the session until the connection dies, announce `Down`, back
-/// off, repeat — until the port is dropped.
+/// Connect, announce `Up`, run the session until the connection dies, announce `Down`, try
+/// the next node (backing off once every node has failed in a row), repeat — until the port
+/// is dropped.
 async fn manage(
     cfg: AmqpConfig,
-    uri: AMQPUri,
+    uris: Vec<(AMQPUri, String)>,
     mut ops: mpsc::UnboundedReceiver<session::Tagged>,
     events: mpsc::UnboundedSender<BrokerEvent>,
     status: watch::Sender<Status>,
@@ -212,13 +237,19 @@ async fn manage(
     let names = Names::new(&cfg.namespace);
     let mut generation = 0u32;
     let mut backoff = cfg.backoff_min;
+    // The node to try next, and how many attempts in a row have failed (a lost connection
+    // counts as the first).
+    let mut at = 0usize;
+    let mut failures = 0usize;
     loop {
         if events.is_closed() {
             return;
         }
         generation += 1;
+        let node = &uris[at % uris.len()];
+        status.send_modify(|st| st.node = Some(node.1.clone()));
         let open = async {
-            match connect(&cfg, &uri, generation).await {
+            match connect(&cfg, node, generation).await {
                 Ok(conn) => session::Session::open(conn, generation, &cfg, &names).await,
                 Err(e) => Err(e),
             }
@@ -235,7 +266,8 @@ async fn manage(
                     st.connected = true;
                     st.generation = generation;
                 });
-                tracing::info!(generation, broker = %redact(&cfg.uri), "broker connected");
+                failures = 0;
+                tracing::info!(generation, broker = %node.1, "broker connected");
                 if events.send(BrokerEvent::Up { generation }).is_err() {
                     return;
                 }
@@ -269,12 +301,18 @@ async fn manage(
                 }
             }
             Err(why) => {
-                tracing::warn!(generation, %why, "broker connection attempt failed");
+                tracing::warn!(generation, broker = %node.1, %why, "broker connection attempt failed");
                 status.send_modify(|st| {
                     st.connected = false;
                     st.last_error = Some(why);
                 });
             }
+        }
+        // The node that failed is tried again last; a node not yet tried is tried at once.
+        at = (at + 1) % uris.len();
+        failures += 1;
+        if !failures.is_multiple_of(uris.len()) {
+            continue;
         }
         tokio::select! {
             biased;
@@ -291,30 +329,28 @@ mod tests {
 
     #[test]
     fn bad_uris_are_refused_with_the_password_hidden() {
-        let cfg = AmqpConfig::new("http://guest:secret@localhost", "fleet");
-        let err = parse_uri(&cfg).expect_err("wrong scheme");
+        let cfg = AmqpConfig::new("amqp://localhost", "fleet");
+        let err = parse_uri(&cfg, "http://guest:secret@localhost").expect_err("wrong scheme");
         assert!(err.to_string().contains("amqp://"), "{err}");
         assert!(!err.to_string().contains("secret"), "{err}");
-        let cfg = AmqpConfig::new("amqp://guest:secret@localhost:notaport", "fleet");
-        let err = parse_uri(&cfg).expect_err("bad port");
+        let err = parse_uri(&cfg, "amqp://guest:secret@localhost:notaport").expect_err("bad port");
         assert!(!err.to_string().contains("secret"), "{err}");
     }
 
     #[test]
     fn the_heartbeat_defaults_but_the_uri_wins() {
         let cfg = AmqpConfig::new("amqp://localhost", "fleet");
-        assert_eq!(parse_uri(&cfg).map(|u| u.query.heartbeat), Ok(Some(10)));
-        let cfg = AmqpConfig::new("amqp://localhost/%2f?heartbeat=3", "fleet");
-        assert_eq!(parse_uri(&cfg).map(|u| u.query.heartbeat), Ok(Some(3)));
+        let heartbeat = |u: &str| parse_uri(&cfg, u).map(|u| u.query.heartbeat);
+        assert_eq!(heartbeat("amqp://localhost"), Ok(Some(10)));
+        assert_eq!(heartbeat("amqp://localhost/%2f?heartbeat=3"), Ok(Some(3)));
     }
 
     #[test]
     fn a_ca_file_needs_amqps() {
         let mut cfg = AmqpConfig::new("amqp://localhost", "fleet");
         cfg.ca_pem = Some("-----BEGIN CERTIFICATE-----".into());
-        assert!(parse_uri(&cfg).is_err());
-        cfg.uri = "amqps://localhost".into();
-        assert!(parse_uri(&cfg).is_ok());
+        assert!(parse_uri(&cfg, "amqp://localhost").is_err());
+        assert!(parse_uri(&cfg, "amqps://localhost").is_ok());
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! One connection generation: its two channels, its consumers, its unconfirmed publishes.
 
-use super::topology::{declare, short};
+use super::topology::{short, Declarer};
 use super::{headers, AmqpConfig, Status};
-use fleet_core::broker::{BrokerEvent, BrokerOp, DeliveryId, Names, PublishId, PublishResult};
+use fleet_core::broker::{
+    BrokerEvent, BrokerOp, DeliveryId, Names, PublishId, PublishResult, QueueType,
+};
 use futures_util::stream::{self, FuturesUnordered, SelectAll, StreamExt};
 use futures_util::FutureExt;
 use lapin::message::{BasicReturnMessage, Delivery};
@@ -11,7 +13,7 @@ use lapin::options::{
     QueueDeleteOptions,
 };
 use lapin::{BasicProperties, Channel, Confirmation, Connection, Event};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -47,8 +49,15 @@ pub(super) struct Session {
     conn: Connection,
     /// Publishes, with confirms.
     publish: Channel,
-    /// Declares, consumers, acks and rejects.
+    /// Consumers, acks and rejects.
     consume: Channel,
+    /// Exchanges, queues and bindings: a refused declare closes it, never the consumers'.
+    declare: Channel,
+    /// Queues found with the other type than the configured one, kept with theirs.
+    kept: BTreeMap<String, QueueType>,
+    /// The declare channel's refusals already handled, which lapin reports again as
+    /// connection events: each lets one such event pass.
+    absorbed: Vec<String>,
     generation: u32,
     names: Names,
     op_timeout: Duration,
@@ -83,17 +92,22 @@ impl Session {
                 .confirm_select(ConfirmSelectOptions::default())
                 .await?;
             let consume = conn.create_channel().await?;
-            Ok::<_, lapin::Error>((publish, consume))
+            let declare = conn.create_channel().await?;
+            Ok::<_, lapin::Error>((publish, consume, declare))
         };
-        let (publish, consume) = match tokio::time::timeout(cfg.connect_timeout, setup).await {
-            Ok(Ok(chs)) => chs,
-            Ok(Err(e)) => return Err(format!("opening channels: {e}")),
-            Err(_) => return Err("opening channels: no answer".into()),
-        };
+        let (publish, consume, declare) =
+            match tokio::time::timeout(cfg.connect_timeout, setup).await {
+                Ok(Ok(chs)) => chs,
+                Ok(Err(e)) => return Err(format!("opening channels: {e}")),
+                Err(_) => return Err("opening channels: no answer".into()),
+            };
         Ok(Session {
             conn,
             publish,
             consume,
+            declare,
+            kept: BTreeMap::new(),
+            absorbed: Vec::new(),
             generation,
             names: names.clone(),
             op_timeout: cfg.op_timeout,
@@ -136,7 +150,15 @@ impl Session {
             tokio::select! {
                 biased;
                 ev = self.conn_events.next() => match ev {
-                    Some(Event::Error(e)) => return End::Failed(format!("connection error: {e}")),
+                    Some(Event::Error(e)) => {
+                        let text = e.to_string();
+                        match self.absorbed.iter().position(|a| *a == text) {
+                            Some(i) => {
+                                self.absorbed.swap_remove(i);
+                            }
+                            None => return End::Failed(format!("connection error: {text}")),
+                        }
+                    }
                     Some(Event::ConnectionBlocked(why)) => {
                         tracing::warn!(%why, "the broker blocked publishing on this connection");
                     }
@@ -306,14 +328,17 @@ impl Session {
     async fn apply(&mut self, op: BrokerOp) -> Result<(), String> {
         match op {
             BrokerOp::Declare(t) => {
-                let started = declare(
-                    &self.consume,
-                    &self.names,
-                    &t,
-                    &mut self.consuming,
-                    &mut self.next_tag,
-                    self.op_timeout,
-                )
+                let started = Declarer {
+                    conn: &self.conn,
+                    ch: &mut self.declare,
+                    consume: &self.consume,
+                    kept: &mut self.kept,
+                    absorbed: &mut self.absorbed,
+                    consuming: &mut self.consuming,
+                    next_tag: &mut self.next_tag,
+                    limit: self.op_timeout,
+                }
+                .declare(&self.names, &t)
                 .await?;
                 for (queue, consumer) in started {
                     let ended = stream::once(async { None });

@@ -1,9 +1,13 @@
 //! The scenarios. Each names the broker behaviour fleetd relies on and where (ch. 10 §8).
+//! They run once with classic queues and once with quorum ones (as a gateway with
+//! `queue_type = "quorum"` declares them); the few where the types differ say so.
 
 use super::{Client, Scenario, Step};
-use fleet_core::broker::{Binding, Consume, Exchange, Names, QueueArgs, QueueSpec, Topology};
+use fleet_core::broker::{
+    Binding, Consume, Exchange, Names, QueueArgs, QueueSpec, QueueType, Topology,
+};
 
-struct Ns(Names);
+struct Ns(Names, QueueType);
 
 impl Ns {
     fn q(&self, local: &str) -> String {
@@ -14,14 +18,14 @@ impl Ns {
         Some(self.0.exchange(Exchange::Dlx))
     }
 
-    /// A durable queue with `args`, and nothing else.
+    /// A durable queue with `args` of the suite's type, and nothing else.
     fn queue(&self, local: &str, args: QueueArgs) -> QueueSpec {
         QueueSpec {
             name: self.q(local),
             durable: true,
             exclusive: false,
             auto_delete: false,
-            args,
+            args: args.with_type(self.1),
         }
     }
 
@@ -86,10 +90,20 @@ fn with_dlx(ns: &Ns) -> QueueArgs {
     }
 }
 
-/// Every scenario, its names under `namespace`.
-pub fn scenarios(namespace: &str) -> Vec<Scenario> {
-    let ns = Ns(Names::new(namespace));
+/// Every scenario for queues of type `qt`, its names under `namespace`.
+pub fn scenarios(namespace: &str, qt: QueueType) -> Vec<Scenario> {
+    let ns = Ns(Names::new(namespace), qt);
     let n = &ns;
+    let mut all = common(n);
+    all.extend(match qt {
+        QueueType::Classic => classic(n),
+        QueueType::Quorum => quorum(n),
+    });
+    all
+}
+
+/// What holds whichever the type.
+fn common(n: &Ns) -> Vec<Scenario> {
     vec![
         Scenario {
             name: "routing by key, by topic wildcard, by direct key",
@@ -243,46 +257,6 @@ pub fn scenarios(namespace: &str) -> Vec<Scenario> {
             ],
         },
         Scenario {
-            name: "a second exclusive consumer is refused, and so is any consumer beside one",
-            steps: vec![
-                Step::Connect(1),
-                Step::Connect(2),
-                declare(1, {
-                    let mut t = n.base();
-                    t.queues.push(n.queue("in", with_dlx(n)));
-                    t.queues.push(n.queue("shared", QueueArgs::default()));
-                    t.consumers.push(n.consume("in", true, 10));
-                    t.consumers.push(n.consume("shared", false, 10));
-                    t
-                }),
-                declare(2, Topology {
-                    consumers: vec![n.consume("in", true, 10)],
-                    ..Topology::default()
-                }),
-                declare(2, Topology {
-                    consumers: vec![n.consume("in", false, 10)],
-                    ..Topology::default()
-                }),
-                declare(2, Topology {
-                    consumers: vec![n.consume("shared", true, 10)],
-                    ..Topology::default()
-                }),
-            ],
-            expect: vec![
-                "c1 up",
-                "c2 up",
-                "c2 down",
-                "c2 refused ACCESS_REFUSED",
-                "c2 up",
-                "c2 down",
-                "c2 refused ACCESS_REFUSED",
-                "c2 up",
-                "c2 down",
-                "c2 refused ACCESS_REFUSED",
-                "c2 up",
-            ],
-        },
-        Scenario {
             name: "an exclusive queue belongs to its connection, and dies with it",
             steps: vec![
                 Step::Connect(1),
@@ -357,6 +331,38 @@ pub fn scenarios(namespace: &str) -> Vec<Scenario> {
                 "c1 down",
                 "c1 refused PRECONDITION_FAILED",
                 "c1 up",
+            ],
+        },
+        Scenario {
+            name: "a redeclare with the other queue type keeps the queue and its messages",
+            steps: vec![
+                Step::Connect(1),
+                declare(1, {
+                    let mut t = n.base();
+                    t.queues.push(n.queue("in", with_dlx(n)));
+                    t.bindings.push(n.bind("in", Exchange::Msg, "g1"));
+                    t
+                }),
+                publish(1, Exchange::Msg, "g1", true, "m1"),
+                declare(1, {
+                    let other = match n.1 {
+                        QueueType::Classic => QueueType::Quorum,
+                        QueueType::Quorum => QueueType::Classic,
+                    };
+                    let mut t = n.base();
+                    t.queues.push(n.queue("in", with_dlx(n)).with_type(other));
+                    t.bindings.push(n.bind("in", Exchange::Msg, "g1"));
+                    t.consumers.push(n.consume("in", true, 10));
+                    t
+                }),
+                publish(1, Exchange::Msg, "g1", true, "m2"),
+            ],
+            expect: vec![
+                "c1 up",
+                "c1 published m1: routed",
+                "c1 got in g1 m1 #1",
+                "c1 got in g1 m2 #2",
+                "c1 published m2: routed",
             ],
         },
         Scenario {
@@ -517,7 +523,11 @@ pub fn scenarios(namespace: &str) -> Vec<Scenario> {
                     t.consumers.push(n.consume("used", true, 10));
                     t
                 }),
-                Step::Wait(2_000),
+                // A quorum queue's expiry is checked every few seconds, not to the millisecond.
+                Step::Wait(match n.1 {
+                    QueueType::Classic => 2_000,
+                    QueueType::Quorum => 8_000,
+                }),
                 Step::Depth(n.q("idle")),
                 Step::Depth(n.q("used")),
             ],
@@ -530,9 +540,11 @@ pub fn scenarios(namespace: &str) -> Vec<Scenario> {
                 declare(1, {
                     let mut t = n.base();
                     t.queues.push(n.queue("keep", with_dlx(n)));
+                    // Transient: classic whatever the suite's type (a quorum queue is durable).
                     t.queues.push(QueueSpec {
                         durable: false,
                         ..n.queue("lose", QueueArgs::default())
+                            .with_type(QueueType::Classic)
                     });
                     t.bindings.push(n.bind("keep", Exchange::Msg, "g1"));
                     t.bindings.push(n.bind("lose", Exchange::Msg, "g1"));
@@ -555,15 +567,204 @@ pub fn scenarios(namespace: &str) -> Vec<Scenario> {
                     ..Topology::default()
                 }),
             ],
+            // A quorum queue keeps the transient message too.
+            expect: match n.1 {
+                QueueType::Classic => vec![
+                    "c1 up",
+                    "c1 published m1: routed",
+                    "c1 published m2: routed",
+                    "c1 down",
+                    "c1 up",
+                    "depth keep 1",
+                    "lose absent",
+                    "c1 got keep g1 m1 #1",
+                ],
+                QueueType::Quorum => vec![
+                    "c1 up",
+                    "c1 published m1: routed",
+                    "c1 published m2: routed",
+                    "c1 down",
+                    "c1 up",
+                    "depth keep 2",
+                    "lose absent",
+                    "c1 got keep g1 m1 #1",
+                    "c1 got keep g1 m2 #2",
+                ],
+            },
+        },
+    ]
+}
+
+/// Classic queues: the exclusive flag is the one-reader guarantee.
+fn classic(n: &Ns) -> Vec<Scenario> {
+    vec![Scenario {
+        name: "a second exclusive consumer is refused, and so is any consumer beside one",
+        steps: vec![
+            Step::Connect(1),
+            Step::Connect(2),
+            declare(1, {
+                let mut t = n.base();
+                t.queues.push(n.queue("in", with_dlx(n)));
+                t.queues.push(n.queue("shared", QueueArgs::default()));
+                t.consumers.push(n.consume("in", true, 10));
+                t.consumers.push(n.consume("shared", false, 10));
+                t
+            }),
+            declare(
+                2,
+                Topology {
+                    consumers: vec![n.consume("in", true, 10)],
+                    ..Topology::default()
+                },
+            ),
+            declare(
+                2,
+                Topology {
+                    consumers: vec![n.consume("in", false, 10)],
+                    ..Topology::default()
+                },
+            ),
+            declare(
+                2,
+                Topology {
+                    consumers: vec![n.consume("shared", true, 10)],
+                    ..Topology::default()
+                },
+            ),
+        ],
+        expect: vec![
+            "c1 up",
+            "c2 up",
+            "c2 down",
+            "c2 refused ACCESS_REFUSED",
+            "c2 up",
+            "c2 down",
+            "c2 refused ACCESS_REFUSED",
+            "c2 up",
+            "c2 down",
+            "c2 refused ACCESS_REFUSED",
+            "c2 up",
+        ],
+    }]
+}
+
+/// Quorum queues: their own rules, and the one-reader guarantee by single-active-consumer.
+fn quorum(n: &Ns) -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "quorum: a second consumer is accepted but waits, and takes over when the first goes",
+            steps: vec![
+                Step::Connect(1),
+                Step::Connect(2),
+                declare(1, {
+                    let mut t = n.base();
+                    t.queues.push(n.queue("in", with_dlx(n)));
+                    t.bindings.push(n.bind("in", Exchange::Msg, "g1"));
+                    t.consumers.push(n.consume("in", true, 10));
+                    t
+                }),
+                declare(2, Topology {
+                    consumers: vec![n.consume("in", true, 10)],
+                    ..Topology::default()
+                }),
+                publish(1, Exchange::Msg, "g1", true, "m1"),
+                Step::Kill(1),
+                publish(2, Exchange::Msg, "g1", true, "m2"),
+            ],
             expect: vec![
                 "c1 up",
+                "c2 up",
+                "c1 got in g1 m1 #1",
                 "c1 published m1: routed",
-                "c1 published m2: routed",
                 "c1 down",
                 "c1 up",
-                "depth keep 1",
-                "lose absent",
-                "c1 got keep g1 m1 #1",
+                "c2 got in g1 m1 redelivered #1",
+                "c2 got in g1 m2 #2",
+                "c2 published m2: routed",
+            ],
+        },
+        Scenario {
+            name: "quorum: a queue must be durable, not exclusive, not auto-delete",
+            steps: vec![
+                Step::Connect(1),
+                declare(1, Topology {
+                    queues: vec![QueueSpec {
+                        durable: false,
+                        ..n.queue("transient", QueueArgs::default())
+                    }],
+                    ..Topology::default()
+                }),
+                declare(1, Topology {
+                    queues: vec![QueueSpec {
+                        exclusive: true,
+                        ..n.queue("mine", QueueArgs::default())
+                    }],
+                    ..Topology::default()
+                }),
+                declare(1, Topology {
+                    queues: vec![QueueSpec {
+                        auto_delete: true,
+                        ..n.queue("fleeting", QueueArgs::default())
+                    }],
+                    ..Topology::default()
+                }),
+            ],
+            expect: vec![
+                "c1 up",
+                "c1 down",
+                "c1 refused PRECONDITION_FAILED",
+                "c1 up",
+                "c1 down",
+                "c1 refused PRECONDITION_FAILED",
+                "c1 up",
+                "c1 down",
+                "c1 refused PRECONDITION_FAILED",
+                "c1 up",
+            ],
+        },
+        Scenario {
+            name: "quorum: a message returned more than x-delivery-limit times is dead-lettered",
+            steps: vec![
+                Step::Connect(1),
+                Step::Connect(2),
+                declare(1, {
+                    let mut t = n.base();
+                    t.queues.push(QueueSpec {
+                        args: QueueArgs {
+                            delivery_limit: Some(1),
+                            ..with_dlx(n).with_type(QueueType::Quorum)
+                        },
+                        ..n.queue("in", QueueArgs::default())
+                    });
+                    t.bindings.push(n.bind("in", Exchange::Msg, "g1"));
+                    t.consumers.push(n.consume("in", true, 10));
+                    t
+                }),
+                declare(2, Topology {
+                    consumers: vec![n.consume("dlq", false, 10)],
+                    ..Topology::default()
+                }),
+                publish(1, Exchange::Msg, "g1", true, "m1"),
+                Step::Kill(1),
+                declare(1, Topology {
+                    consumers: vec![n.consume("in", true, 10)],
+                    ..Topology::default()
+                }),
+                Step::Kill(1),
+                Step::Depth(n.q("in")),
+            ],
+            expect: vec![
+                "c1 up",
+                "c2 up",
+                "c1 got in g1 m1 #1",
+                "c1 published m1: routed",
+                "c1 down",
+                "c1 up",
+                "c1 got in g1 m1 redelivered #1",
+                "c1 down",
+                "c1 up",
+                "c2 got dlq g1 m1 death=delivery_limit from=in #1",
+                "depth in 0",
             ],
         },
     ]

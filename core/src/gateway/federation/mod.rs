@@ -17,7 +17,7 @@
 
 use super::Gateway;
 use crate::admission::SeenSet;
-use crate::broker::{DeliveryId, Names, Topology};
+use crate::broker::{DeliveryId, Names, QueueType, Topology};
 use crate::config::CoreConfig;
 use crate::ids::{HostId, MsgId, SessionId, TicketId, TurnId};
 use crate::planted::PlantedBug;
@@ -52,6 +52,8 @@ pub struct Federation {
     pub namespace: String,
     /// Gateways allowed to send this host control (SPAWN), checked against the signature.
     pub control_allowlist: BTreeSet<HostId>,
+    /// The type of every durable queue this gateway declares: quorum on a cluster.
+    pub queue_type: QueueType,
 }
 
 /// An ASK from a remote worker that resolved one of our waiters: where to send the answer,

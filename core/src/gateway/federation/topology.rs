@@ -1,6 +1,11 @@
 //! This gateway's slice of the broker topology: the shared exchanges and the operators' DLQ,
 //! its control, roster and dead-letter queues, and one inbox and one held-results queue per
 //! entity it serves, with their caps, TTLs and bindings.
+//!
+//! Consumers are exclusive: one gateway reads each queue. A classic queue enforces that by
+//! refusing a second consumer; a quorum queue ignores the flag, and its single-active-consumer
+//! argument makes a second one wait instead (a second gateway of the same host is still
+//! refused, at its exclusive roster queue, declared before any inbox).
 
 use super::Fed;
 use crate::broker::{Binding, Consume, Exchange, QueueArgs, QueueSpec, Topology};
@@ -31,6 +36,9 @@ pub(crate) fn slice(
     let n = &f.names;
     let host = &f.cfg.host;
     let dlx = Some(n.exchange(Exchange::Dlx));
+    // Every durable queue takes the configured type; the roster queue stays classic, as a
+    // quorum queue cannot be exclusive or transient.
+    let qt = f.cfg.queue_type;
     let mut t = Topology::default();
     if part == Part::Whole {
         t.exchanges = Exchange::ALL.to_vec();
@@ -42,7 +50,8 @@ pub(crate) fn slice(
             args: QueueArgs {
                 max_length: Some(cfg.dlq_max_length),
                 ..QueueArgs::default()
-            },
+            }
+            .with_type(qt),
         });
         // Each host's own copy of the dead letters, drained to count the broker's drops of its
         // queues; durable so drops while it is down are still counted, and it expires with
@@ -56,7 +65,8 @@ pub(crate) fn slice(
                 max_length: Some(cfg.inbox_max_length),
                 expires_ms: Some(cfg.worker_inbox_expires_ms),
                 ..QueueArgs::default()
-            },
+            }
+            .with_type(qt),
         });
         t.queues.push(QueueSpec {
             name: n.control(host),
@@ -66,7 +76,8 @@ pub(crate) fn slice(
             args: QueueArgs {
                 dead_letter_exchange: dlx.clone(),
                 ..QueueArgs::default()
-            },
+            }
+            .with_type(qt),
         });
         // A rejected heartbeat (forged, expired) dead-letters like any other rejection, and a
         // flood of them is capped: heartbeats come again, so dropping the oldest loses nothing.
@@ -125,7 +136,9 @@ pub(crate) fn slice(
             max_length: Some(cfg.inbox_max_length),
             message_ttl_ms: Some(cfg.inbox_message_ttl_ms),
             expires_ms: Some(expires),
-        };
+            ..QueueArgs::default()
+        }
+        .with_type(qt);
         t.queues.push(QueueSpec {
             name: name.clone(),
             durable: true,
