@@ -1,5 +1,6 @@
 //! Shared helpers for the integration tests, and the broker conformance suite.
 
+pub mod cluster;
 pub mod conformance;
 pub mod fleetd_proc;
 pub mod gateways;
