@@ -70,10 +70,12 @@ case "$cmd" in
     # node had none before): deleted while the cluster still has a majority to do it.
     queues=$(ctl -n rabbit@localhost list_queues -q name members --formatter json 2>/dev/null |
       python3 -c 'import json,sys
-try: qs = json.load(sys.stdin)
-except ValueError: qs = []
-for q in qs:
-    if any(not m.startswith("rabbit@") for m in (q.get("members") or [])): print(q["name"])' || true)
+# One object per line; a line that is not one (a timeout report) is skipped, not fatal.
+for line in sys.stdin:
+    try: q = json.loads(line.strip().lstrip(","))
+    except ValueError: continue
+    if isinstance(q, dict) and any(not m.startswith("rabbit@") for m in (q.get("members") or [])):
+        print(q["name"])' || true)
     while IFS= read -r q; do
       [ -n "$q" ] && ctl -n rabbit@localhost delete_queue -q "$q" >/dev/null 2>&1 || true
     done <<< "$queues"

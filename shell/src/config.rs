@@ -958,6 +958,9 @@ token_env = "FLEETD_TOKEN"     # the bearer token this lead's MCP client sends
 # [broker]
 # uri_env = "FLEETD_AMQP_URI"  # amqp://alpha:…@broker:5672/fleet
 # namespace = "fleet"
+# A three-node cluster instead: every node, and queues that outlive the loss of one.
+# uris = ["amqp://alpha:…@mq1:5672/fleet", "amqp://alpha:…@mq2:5672/fleet", "amqp://alpha:…@mq3:5672/fleet"]
+# queue_type = "quorum"
 # [peers]
 # beta = "<64 hex digits: beta's public key>"
 

@@ -202,6 +202,11 @@ impl App {
         );
         m.set("fleet_broker_generation", &[], f64::from(s.generation));
         m.set("fleet_broker_malformed_total", &[], s.malformed as f64);
+        m.set(
+            "fleet_broker_queues_other_type",
+            &[],
+            s.kept_other_type as f64,
+        );
     }
 
     /// `fleet_whoami`.
@@ -302,6 +307,7 @@ impl App {
                     "lastError": s.last_error,
                     "malformed": s.malformed,
                     "node": s.node,
+                    "queuesOfOtherType": s.kept_other_type,
                 })
             }
         };

@@ -142,6 +142,11 @@ pub const SERIES: &[(&str, &str, &str)] = &[
         "the broker connection's generation",
     ),
     (
+        "fleet_broker_queues_other_type",
+        "gauge",
+        "queues found with the other type than broker.queue_type and kept as they are",
+    ),
+    (
         "fleet_delegation_seconds",
         "histogram",
         "a delegation as its lead on this gateway sees it: from the send to its outcome, by outcome",

@@ -18,9 +18,15 @@
 //!    with the example config's `echo` member; the time from `fleet_send` to `REPLIED` minus
 //!    the member's own time (which it reports in its reply), p50/p99.
 //!
+//! 6. **cluster** (only with `--only cluster`; it needs root and `rabbitmq-server`): part 3 on
+//!    one node with classic queues, then on a three-node cluster (`scripts/cluster/`) with
+//!    quorum ones, in one run; then the node leading the inboxes is killed (`kill -9`) under
+//!    load, `--rounds` times: the time from its death to the first delegation begun after it
+//!    completing, and the round trips that failed meanwhile.
+//!
 //! `cargo bench -p fleet-tests --bench broker [-- --messages N --secs S --workers W
-//! --backlog B --e2e K --only raw|fleetd|backlog|e2e]`; `BENCH_E2E_LOG=1` prints the daemon's
-//! log after the end-to-end run.
+//! --backlog B --e2e K --rounds R --only raw|fleetd|backlog|e2e|cluster|node-loss]`; `BENCH_E2E_LOG=1`
+//! prints the daemon's log after the end-to-end run.
 
 use fleet_core::broker::BrokerEvent;
 use fleet_core::envelope::{Envelope, HeaderValue, Headers, Kind, VERSION};
@@ -30,7 +36,9 @@ use fleet_core::{
     TraceId,
 };
 use fleet_sim::agent::Behaviour;
-use fleet_tests::gateways::{amqp_uri, host, lead, lead_principal, member, test_config, TestFleet};
+use fleet_tests::gateways::{
+    amqp_uri, amqp_uris, host, lead, lead_principal, member, test_config, TestFleet,
+};
 use fleetd::{
     AmqpBroker, AmqpConfig, Driver, Handle, HerdrError, HerdrPort, Observer, PortFuture, Sample,
     TokioClock,
@@ -56,6 +64,8 @@ struct Args {
     workers: usize,
     backlog: usize,
     e2e: usize,
+    /// Node losses in the cluster part.
+    rounds: usize,
     /// `worker`: this process is the child that runs gw1 (`--ns` names the fleet).
     role: Option<String>,
     /// Run one part only: `raw`, `fleetd`, `backlog` or `e2e` (ratios need the first two).
@@ -70,6 +80,7 @@ fn args() -> Args {
         workers: 256,
         backlog: 10_000,
         e2e: 200,
+        rounds: 3,
         role: None,
         ns: None,
         only: None,
@@ -85,6 +96,7 @@ fn args() -> Args {
             ("--workers", Some(v), _) => a.workers = v.max(1) as usize,
             ("--backlog", Some(v), _) => a.backlog = v as usize,
             ("--e2e", Some(v), _) => a.e2e = v as usize,
+            ("--rounds", Some(v), _) => a.rounds = v.max(1) as usize,
             ("--role", _, Some(t)) => a.role = Some(t),
             ("--ns", _, Some(t)) => a.ns = Some(t),
             ("--only", _, Some(t)) => a.only = Some(t),
@@ -138,6 +150,8 @@ async fn run(a: Args) -> Result<(), String> {
         Some("raw") => return raw_part(&uri, &a).await.map(|_| ()),
         Some("backlog") => return backlog(a.backlog).await,
         Some("e2e") => return e2e_herdr(a.e2e).await,
+        Some("cluster") => return cluster_part(&a).await,
+        Some("node-loss") => return node_loss_only(&a).await,
         Some("fleetd") => {
             let (f1, fnn) = fleetd_round_trips(a.secs, n).await?;
             print_trips(n, &f1, &fnn);
@@ -145,7 +159,7 @@ async fn run(a: Args) -> Result<(), String> {
         }
         Some(other) => {
             return Err(format!(
-                "--only takes raw, fleetd, backlog or e2e, not {other:?}"
+                "--only takes raw, fleetd, backlog, e2e, cluster or node-loss, not {other:?}"
             ))
         }
     }
@@ -616,13 +630,18 @@ struct Plain {
 impl Plain {
     async fn connected(&mut self) -> Result<(), String> {
         let up = tokio::time::timeout(
-            Duration::from_secs(20),
+            Duration::from_secs(60),
             self.status.wait_for(|s| s.connected),
         )
         .await;
-        match up {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err("a bench gateway never connected to the broker".into()),
+        let ok = matches!(up, Ok(Ok(_)));
+        drop(up);
+        match ok {
+            true => Ok(()),
+            false => Err(format!(
+                "a bench gateway never connected to the broker within 60 s: {}",
+                self.status.borrow().last_error.clone().unwrap_or_default()
+            )),
         }
     }
 
@@ -653,7 +672,7 @@ async fn boot_plain<H: HerdrPort + 'static>(
     )
     .map_err(|e| e.to_string())?;
     gw.skip_invariant_checks();
-    let mut amqp = AmqpConfig::new(&amqp_uri(), &fleet.ns);
+    let mut amqp = AmqpConfig::cluster(amqp_uris(), &fleet.ns);
     amqp.connection_name = format!("bench/{}/gw{i}/start{start}", fleet.ns);
     let broker = AmqpBroker::start(amqp).map_err(|e| e.to_string())?;
     let status = broker.status();
@@ -1181,4 +1200,205 @@ async fn e2e_herdr(sends: usize) -> Result<(), String> {
     let _ = fleetd.term(Duration::from_secs(10)).await;
     herdr.finish().await;
     Ok(())
+}
+
+/// Part 3 on one node with classic queues and on the cluster with quorum ones, then the loss
+/// of the node leading the inboxes, `a.rounds` times. In-process gateways read the nodes and
+/// the queue type from `FLEET_AMQP_URIS` and `FLEET_QUEUE_TYPE` (the child inherits them).
+async fn cluster_part(a: &Args) -> Result<(), String> {
+    use fleet_tests::cluster::{cluster_uris, unavailable, Cluster};
+    if let Some(why) = unavailable() {
+        return Err(format!("the cluster part cannot run here: {why}"));
+    }
+    let n = a.workers;
+    std::env::remove_var("FLEET_AMQP_URIS");
+    std::env::remove_var("FLEET_QUEUE_TYPE");
+    println!(
+        "fleetd round trips, one node ({}), classic queues:",
+        fleetd::amqp::redact(&amqp_uri())
+    );
+    let (c1, cn) = fleetd_round_trips(a.secs, n).await?;
+    print_trips(n, &c1, &cn);
+    println!("building the cluster: rabbit2@localhost and rabbit3@localhost join rabbit@localhost");
+    let cluster = Cluster::up()?;
+    std::env::set_var("FLEET_AMQP_URIS", cluster_uris().join(","));
+    std::env::set_var("FLEET_QUEUE_TYPE", "quorum");
+    println!("fleetd round trips, three nodes (connected to rabbit2), quorum queues:");
+    let trips = fleetd_round_trips(a.secs, n).await;
+    let lost = match trips {
+        Ok((q1, qn)) => {
+            print_trips(n, &q1, &qn);
+            println!(
+                "  quorum on 3 nodes / classic on 1: p50 at 1 in flight {:.2}x, p99 {:.2}x; round trips/s at {n} in flight {:.2}x",
+                q1.lat.p50.as_secs_f64() / c1.lat.p50.as_secs_f64().max(1e-9),
+                q1.lat.p99.as_secs_f64() / c1.lat.p99.as_secs_f64().max(1e-9),
+                qn.lat.rate / cn.lat.rate.max(1e-9)
+            );
+            node_loss(&cluster, a.rounds, n.min(16)).await
+        }
+        Err(e) => Err(e),
+    };
+    std::env::remove_var("FLEET_AMQP_URIS");
+    std::env::remove_var("FLEET_QUEUE_TYPE");
+    drop(cluster);
+    lost
+}
+
+/// The node-loss rounds of the cluster part alone.
+async fn node_loss_only(a: &Args) -> Result<(), String> {
+    use fleet_tests::cluster::{cluster_uris, unavailable, Cluster};
+    if let Some(why) = unavailable() {
+        return Err(format!("the node-loss part cannot run here: {why}"));
+    }
+    let cluster = Cluster::up()?;
+    std::env::set_var("FLEET_AMQP_URIS", cluster_uris().join(","));
+    std::env::set_var("FLEET_QUEUE_TYPE", "quorum");
+    let lost = node_loss(&cluster, a.rounds, a.workers.min(16)).await;
+    std::env::remove_var("FLEET_AMQP_URIS");
+    std::env::remove_var("FLEET_QUEUE_TYPE");
+    drop(cluster);
+    lost
+}
+
+/// Delegations kept open to `workers` members, one each, while the node leading their
+/// inboxes dies and comes back, `rounds` times.
+async fn node_loss(
+    cluster: &fleet_tests::cluster::Cluster,
+    rounds: usize,
+    workers: usize,
+) -> Result<(), String> {
+    println!("node loss under load: {workers} delegations in flight; kill -9 the node leading the inboxes, start it again after 10 s");
+    let fleet = bench_fleet("rt", workers)?;
+    let gids: Vec<SessionId> = (0..workers).map(|n| member(1, n)).collect();
+    let child = Child::start(&fleet.ns, workers).await?;
+    let mut g0 = boot_plain(&fleet, 0, 1, EchoHerdr::default(), &[]).await?;
+    g0.connected().await?;
+    wait_listed(&g0.handle, &gids).await?;
+    // (member, began, ended, replied) of every round trip.
+    type Log = Vec<(usize, Instant, Instant, bool)>;
+    let log: Rc<RefCell<Log>> = Rc::default();
+    let running = Rc::new(Cell::new(true));
+    let mut tasks = Vec::new();
+    for (k, g) in gids.iter().enumerate() {
+        let (h, g, log, running) = (g0.handle.clone(), g.clone(), log.clone(), running.clone());
+        tasks.push(tokio::task::spawn_local(async move {
+            while running.get() {
+                let send = Request::Send {
+                    target: g.clone(),
+                    content: "bench brief".into(),
+                    wait: true,
+                    timeout_ms: Some(30_000),
+                };
+                let began = Instant::now();
+                let ok = matches!(
+                    h.call(lead_principal(0), send).await,
+                    Ok(Response::Outcome {
+                        outcome: Outcome::Replied,
+                        ..
+                    })
+                );
+                log.borrow_mut().push((k, began, Instant::now(), ok));
+                if !ok {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }));
+    }
+    let names = fleet_core::broker::Names::new(&fleet.ns);
+    let lead_inbox = names.inbox(&lead(0));
+    let member_inboxes: Vec<String> = gids.iter().map(|g| names.inbox(g)).collect();
+    let mut result = Ok(());
+    for round in 1..=rounds {
+        if round > 1 {
+            // Spread the leaders again, so the extra nodes lead something to lose.
+            let _ = tokio::process::Command::new("rabbitmq-queues")
+                .args(["rebalance", "quorum"])
+                .output()
+                .await;
+        }
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let leaders: BTreeMap<String, String> =
+            fleet_tests::cluster::leaders()?.into_iter().collect();
+        let killable = |q: &str| {
+            leaders
+                .get(q)
+                .filter(|l| l.as_str() != "rabbit@localhost")
+                .cloned()
+        };
+        // The node leading the lead's inbox (every round trip needs it), else the one leading
+        // the most members' inboxes.
+        let victim = killable(&lead_inbox).or_else(|| {
+            let mut led: BTreeMap<String, usize> = BTreeMap::new();
+            for q in &member_inboxes {
+                if let Some(l) = killable(q) {
+                    *led.entry(l).or_default() += 1;
+                }
+            }
+            led.into_iter().max_by_key(|(_, c)| *c).map(|(l, _)| l)
+        });
+        let Some(leader) = victim else {
+            println!("  round {round}: every inbox is led by rabbit@localhost, the machine's own node, which the bench does not kill; skipped");
+            continue;
+        };
+        let lead_hit = leaders.get(&lead_inbox) == Some(&leader);
+        // The members whose round trips need the dead node: all when it led the lead's inbox.
+        let hit: Vec<usize> = (0..gids.len())
+            .filter(|k| lead_hit || leaders.get(&member_inboxes[*k]) == Some(&leader))
+            .collect();
+        let node = leader.trim_end_matches("@localhost").to_string();
+        cluster.kill(&node).await?;
+        let died = Instant::now();
+        let mut again = None;
+        for _ in 0..600 {
+            again = log
+                .borrow()
+                .iter()
+                .filter(|(k, b, _, ok)| *ok && *b >= died && hit.contains(k))
+                .map(|(_, _, e, _)| *e - died)
+                .min();
+            if again.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let (done, failed) = log.borrow().iter().filter(|(_, _, e, _)| *e >= died).fold(
+            (0, 0),
+            |(d, f), (_, _, _, ok)| {
+                if *ok {
+                    (d + 1, f)
+                } else {
+                    (d, f + 1)
+                }
+            },
+        );
+        let what = if lead_hit {
+            "the lead's inbox and every round trip".to_string()
+        } else {
+            format!("{} of {} members' inboxes", hit.len(), gids.len())
+        };
+        match again {
+            Some(t) => println!(
+                "  round {round}: killed {leader}, leading {what}: the first of those delegations begun after its death completed {}; {done} completed and {failed} failed in the next 10 s",
+                ms(t)
+            ),
+            None => {
+                println!("  round {round}: killed {leader}, leading {what}: none of those delegations completed within 30 s");
+                result = Err(format!("no recovery after {leader} died"));
+            }
+        }
+        cluster.start(&node).await?;
+        if result.is_err() {
+            break;
+        }
+    }
+    running.set(false);
+    for t in tasks {
+        let _ = t.await;
+    }
+    child.stop().await;
+    g0.shutdown().await;
+    let mut fleet = fleet;
+    fleet.finish_with(&gids).await;
+    result
 }

@@ -17,6 +17,13 @@ pub fn node_uri(port: u16) -> String {
     format!("amqp://guest:guest@127.0.0.1:{port}/%2f")
 }
 
+/// The cluster's nodes as a gateway lists them: rabbit2 first (it takes the connections and,
+/// by client-local placement, leads the queues they declare), then rabbit3, then the
+/// machine's node.
+pub fn cluster_uris() -> Vec<String> {
+    [5673, 5674, 5672].into_iter().map(node_uri).collect()
+}
+
 /// Why a cluster cannot be built here, if it cannot.
 pub fn unavailable() -> Option<String> {
     let installed = [
@@ -57,6 +64,26 @@ fn run(args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// `run` without holding up the runtime (starting a node takes seconds).
+async fn run_async(args: &[&str]) -> Result<String, String> {
+    let out = tokio::process::Command::new("bash")
+        .arg(script())
+        .args(args)
+        .output()
+        .await
+        .map_err(|e| format!("running {}: {e}", script().display()))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(format!("rabbit-cluster.sh {}: {text}", args.join(" ")))
+    }
+}
+
 /// The cluster, up while this lives.
 pub struct Cluster(());
 
@@ -70,13 +97,13 @@ impl Cluster {
     }
 
     /// `kill -9` a node's Erlang VM: `rabbit2` or `rabbit3`.
-    pub fn kill(&self, node: &str) -> Result<String, String> {
-        run(&["kill", node])
+    pub async fn kill(&self, node: &str) -> Result<String, String> {
+        run_async(&["kill", node]).await
     }
 
     /// Starts a killed node again; it rejoins the cluster by itself.
-    pub fn start(&self, node: &str) -> Result<String, String> {
-        run(&["start", node])
+    pub async fn start(&self, node: &str) -> Result<String, String> {
+        run_async(&["start", node]).await
     }
 }
 

@@ -23,6 +23,26 @@ pub fn amqp_uri() -> String {
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_string())
 }
 
+/// The broker's nodes: `FLEET_AMQP_URIS` (comma-separated: a cluster), else `amqp_uri()`.
+pub fn amqp_uris() -> Vec<String> {
+    match std::env::var("FLEET_AMQP_URIS") {
+        Ok(list) if !list.trim().is_empty() => list
+            .split(',')
+            .map(|u| u.trim().to_string())
+            .filter(|u| !u.is_empty())
+            .collect(),
+        _ => vec![amqp_uri()],
+    }
+}
+
+/// The durable queues' type for in-process gateways: `FLEET_QUEUE_TYPE=quorum`, else classic.
+pub fn queue_type_from_env() -> fleet_core::broker::QueueType {
+    match std::env::var("FLEET_QUEUE_TYPE").as_deref() {
+        Ok("quorum") => fleet_core::broker::QueueType::Quorum,
+        _ => fleet_core::broker::QueueType::Classic,
+    }
+}
+
 /// Timeouts scaled for tests: agents poll fast, presence converges in seconds, and inbox
 /// queues left by a crashed test expire within a minute.
 pub fn test_config() -> CoreConfig {
@@ -189,7 +209,7 @@ pub struct TestFleet {
     hosts: usize,
     members: BTreeMap<usize, Vec<(SessionId, Behaviour)>>,
     cfg: CoreConfig,
-    /// The durable queues' type (classic unless a test sets it before launching).
+    /// The durable queues' type (from `FLEET_QUEUE_TYPE`, or set before launching).
     pub queue_type: fleet_core::broker::QueueType,
 }
 
@@ -246,7 +266,7 @@ impl TestFleet {
             hosts,
             members,
             cfg,
-            queue_type: Default::default(),
+            queue_type: queue_type_from_env(),
         })
     }
 
@@ -305,7 +325,7 @@ impl TestFleet {
             fleetd::Clock::unix_ms(&clock),
         )
         .map_err(|e| e.to_string())?;
-        let mut amqp = AmqpConfig::new(&amqp_uri(), &self.ns);
+        let mut amqp = AmqpConfig::cluster(amqp_uris(), &self.ns);
         amqp.connection_name = format!("it/{}/gw{i}/start{start}", self.ns);
         amqp.backoff_max = Duration::from_secs(1);
         let broker = AmqpBroker::start(amqp.clone()).map_err(|e| e.to_string())?;

@@ -574,3 +574,64 @@ fn u4_on_herdr_a_redelivered_spawn_starts_one_pane_that_then_works() {
         let _ = std::fs::remove_dir_all(&dir);
     });
 }
+
+/// `queue_type` switched under a running fleet: gw1 comes back with quorum over the classic
+/// queues it left. It keeps them as they are (counted in its status), connects once and stays
+/// connected — no reconnect loop over the refused redeclares — and the fleet delegates as
+/// before, gw0 still on classic beside it.
+#[test]
+fn switching_queue_types_keeps_the_queues_and_never_loops() {
+    scenario(async {
+        let mut fleet = start("qtype", vec![vec![], vec![Behaviour::Replies]]).await;
+        let worker = member(1, 0);
+        roster_has(&fleet.gateways[0], std::slice::from_ref(&worker)).await;
+        let r = call(
+            &fleet.gateways[0],
+            send(worker.clone(), "before", true, 60_000),
+        )
+        .await;
+        assert!(
+            matches!(
+                r,
+                Response::Outcome {
+                    outcome: Outcome::Replied,
+                    ..
+                }
+            ),
+            "{r:?}"
+        );
+
+        let herdr = fleet.gateways[1].herdr.clone();
+        fleet.gateways[1].run.shutdown().await;
+        fleet.queue_type = fleet_core::broker::QueueType::Quorum;
+        let g1 = fleet
+            .launch(1, herdr, 2)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        fleet.gateways[1] = g1;
+        fleet.gateways[1]
+            .connected()
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let r = call(
+            &fleet.gateways[0],
+            send(worker.clone(), "after", true, 60_000),
+        )
+        .await;
+        match r {
+            Response::Outcome {
+                outcome: Outcome::Replied,
+                body: Some(body),
+                ..
+            } => assert_eq!(body, "done: after"),
+            other => panic!("expected REPLIED, got {other:?}"),
+        }
+        let st = fleet.gateways[1].status.borrow().clone();
+        // dlq, dlq.gw1, control.gw1, the member's inbox and held queue, the lead's two.
+        assert!(st.kept_other_type >= 5, "{st:?}");
+        assert!(st.connected, "{st:?}");
+        assert_eq!(st.generation, 1, "one connection, never refused: {st:?}");
+        no_brief_typed_twice(&fleet);
+        fleet.finish().await;
+    });
+}

@@ -7,7 +7,7 @@
 //! client-local placement, leads every inbox; the test checks that before it kills rabbit2
 //! with `kill -9`, and starts it again later.
 
-use fleet_tests::cluster::{leaders, node_uri, unavailable, Cluster};
+use fleet_tests::cluster::{cluster_uris, leaders, unavailable, Cluster};
 use fleet_tests::fleetd_proc::{
     collect, eventually, logs, start_host_edited, stop_all, ticket_end, typed, Dir, Host, Mcp,
     Rest, HOSTS,
@@ -18,9 +18,9 @@ use tokio::time::Instant;
 
 /// Host `i`'s config, moved onto the cluster with quorum queues.
 fn on_cluster(config: String) -> String {
-    let uris = [5673, 5674, 5672]
+    let uris = cluster_uris()
         .iter()
-        .map(|p| format!("{:?}", node_uri(*p)))
+        .map(|u| format!("{u:?}"))
         .collect::<Vec<_>>()
         .join(", ");
     let line = config
@@ -151,7 +151,10 @@ async fn losing_the_node_that_leads_the_inboxes_loses_no_reply_and_types_nothing
     let killed = Instant::now();
     eprintln!(
         "{}",
-        cluster.kill("rabbit2").unwrap_or_else(|e| panic!("{e}"))
+        cluster
+            .kill("rabbit2")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
     );
 
     // The fleet goes on without rabbit2: time the first delegation that completes after it
@@ -183,7 +186,10 @@ async fn losing_the_node_that_leads_the_inboxes_loses_no_reply_and_types_nothing
     tokio::time::sleep(Duration::from_secs(5)).await;
     eprintln!(
         "{}",
-        cluster.start("rabbit2").unwrap_or_else(|e| panic!("{e}"))
+        cluster
+            .start("rabbit2")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
     );
 
     // Every delegation ends, and its reply is found: as the outcome, or held for the lead.

@@ -100,6 +100,9 @@ pub struct Status {
     pub malformed: u64,
     /// The node of the current (or last) connection, its password hidden.
     pub node: Option<String>,
+    /// Queues this connection found with the other type than `queue_type` and kept as they
+    /// are (each named in a warning): what is left of a switch of types.
+    pub kept_other_type: u64,
 }
 
 /// The lapin `BrokerPort`. Dropping it stops the connection task.

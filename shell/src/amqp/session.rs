@@ -237,6 +237,12 @@ impl Session {
                         if let Err(why) = self.apply(op).await {
                             return End::Failed(why);
                         }
+                        let kept = self.kept.len() as u64;
+                        status.send_if_modified(|st| {
+                            let changed = st.kept_other_type != kept;
+                            st.kept_other_type = kept;
+                            changed
+                        });
                     }
                 },
             }
