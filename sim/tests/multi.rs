@@ -9,12 +9,9 @@ use fleet_sim::multi::{run_multi, MultiConfig};
 #[test]
 fn multi_host_seeds_on_quorum_queues_hold_the_invariants() {
     let cfg = MultiConfig {
-        hosts: 3,
-        members_per_host: 2,
         sim_secs: 40,
-        planted: None,
-        adversaries: true,
         queue_type: fleet_core::broker::QueueType::Quorum,
+        ..MultiConfig::default()
     };
     let mut total = 0;
     for seed in 100..104 {

@@ -871,20 +871,8 @@ async fn phase(
         );
         tasks.push(tokio::task::spawn_local(async move {
             while Instant::now() < stop_at {
-                let send = Request::Send {
-                    target: g.clone(),
-                    content: "bench brief".into(),
-                    wait: true,
-                    timeout_ms: Some(30_000),
-                };
                 let began = Instant::now();
-                let ok = matches!(
-                    h.call(lead_principal(0), send).await,
-                    Ok(Response::Outcome {
-                        outcome: Outcome::Replied,
-                        ..
-                    })
-                );
+                let ok = round_trip(&h, &g).await;
                 if counting.get() {
                     if ok {
                         lat.borrow_mut().push(began.elapsed());
@@ -916,6 +904,23 @@ async fn phase(
         failed: failed.get(),
         lat: Figures::of(lat.len(), elapsed, lat),
     })
+}
+
+/// One blocking delegation from gw0's lead to `g`: whether it ended REPLIED.
+async fn round_trip(h: &Handle, g: &SessionId) -> bool {
+    let send = Request::Send {
+        target: g.clone(),
+        content: "bench brief".into(),
+        wait: true,
+        timeout_ms: Some(30_000),
+    };
+    matches!(
+        h.call(lead_principal(0), send).await,
+        Ok(Response::Outcome {
+            outcome: Outcome::Replied,
+            ..
+        })
+    )
 }
 
 async fn wait_listed(h: &Handle, gids: &[SessionId]) -> Result<(), String> {
@@ -1283,20 +1288,8 @@ async fn node_loss(
         let (h, g, log, running) = (g0.handle.clone(), g.clone(), log.clone(), running.clone());
         tasks.push(tokio::task::spawn_local(async move {
             while running.get() {
-                let send = Request::Send {
-                    target: g.clone(),
-                    content: "bench brief".into(),
-                    wait: true,
-                    timeout_ms: Some(30_000),
-                };
                 let began = Instant::now();
-                let ok = matches!(
-                    h.call(lead_principal(0), send).await,
-                    Ok(Response::Outcome {
-                        outcome: Outcome::Replied,
-                        ..
-                    })
-                );
+                let ok = round_trip(&h, &g).await;
                 log.borrow_mut().push((k, began, Instant::now(), ok));
                 if !ok {
                     tokio::time::sleep(Duration::from_millis(50)).await;

@@ -47,11 +47,13 @@ pub fn unavailable() -> Option<String> {
 }
 
 fn run(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("bash")
-        .arg(script())
-        .args(args)
-        .output()
-        .map_err(|e| format!("running {}: {e}", script().display()))?;
+    let out = Command::new("bash").arg(script()).args(args).output();
+    outcome(args, out)
+}
+
+/// The script's output, or why it failed.
+fn outcome(args: &[&str], out: std::io::Result<std::process::Output>) -> Result<String, String> {
+    let out = out.map_err(|e| format!("running {}: {e}", script().display()))?;
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -70,18 +72,8 @@ async fn run_async(args: &[&str]) -> Result<String, String> {
         .arg(script())
         .args(args)
         .output()
-        .await
-        .map_err(|e| format!("running {}: {e}", script().display()))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if out.status.success() {
-        Ok(text)
-    } else {
-        Err(format!("rabbit-cluster.sh {}: {text}", args.join(" ")))
-    }
+        .await;
+    outcome(args, out)
 }
 
 /// The cluster, up while this lives.

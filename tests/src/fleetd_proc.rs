@@ -743,6 +743,28 @@ pub async fn collect(lead: &Mcp, gid: &str, needle: &str, secs: u64) -> serde_js
     );
 }
 
+/// Waits (bounded by `secs`, twice: for the ticket to end, then for a held reply) until the
+/// delegation `ticket` to `gid` has ended and its reply — the text containing `needle` — is
+/// found, as its outcome or held for the lead. Panics with `hosts`' logs otherwise.
+pub async fn reply_found(
+    lead: &Mcp,
+    ticket: &str,
+    gid: &str,
+    needle: &str,
+    secs: u64,
+    hosts: &[Host],
+) {
+    let end = ticket_end(lead, ticket, secs)
+        .await
+        .unwrap_or_else(|| panic!("{needle} never ended\n{}", logs(hosts)));
+    eprintln!("{needle}: {} {}", end["phase"], end["outcome"]);
+    let replied =
+        end["outcome"] == "REPLIED" && end["body"].as_str().is_some_and(|b| b.contains(needle));
+    if !replied {
+        collect(lead, gid, needle, secs).await;
+    }
+}
+
 /// The solo gateway's two lead tokens (`solo_config`'s primary and architect).
 pub const SOLO_LEAD_TOKEN: &str = "lead-token-0123456789abcdef";
 pub const SOLO_ARCHITECT_TOKEN: &str = "architect-token-0123456789abcdef";

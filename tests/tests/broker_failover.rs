@@ -213,3 +213,117 @@ async fn a_node_lost_under_a_live_connection_is_left_for_the_next_at_once() {
         (true, "after".into())
     );
 }
+
+/// Publishes to one routing key that the broker keeps refusing (nacks) end the connection for
+/// a new one at the third in a row; refusals are counted per key, so publishes to other keys
+/// going through in between neither reset nor add to the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_refused_publishes_to_one_key_start_a_new_connection() {
+    let ns = format!("fo{}c", std::process::id());
+    let mut port =
+        AmqpBroker::start(AmqpConfig::new(&uri_of_broker(), &ns)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(up(&mut port, 10).await, 1);
+    // A queue that refuses everything: empty cap, reject-publish (declared as any broker
+    // client could; fleetd's own queues drop their head instead).
+    let full = format!("{ns}.full");
+    let conn = lapin::Connection::connect(&uri_of_broker(), lapin::ConnectionProperties::default())
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ch = conn
+        .create_channel()
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut args = lapin::types::FieldTable::default();
+    args.insert(
+        "x-max-length".into(),
+        lapin::types::AMQPValue::LongLongInt(0),
+    );
+    args.insert(
+        "x-overflow".into(),
+        lapin::types::AMQPValue::LongString("reject-publish".into()),
+    );
+    let opts = lapin::options::QueueDeclareOptions {
+        auto_delete: true,
+        ..Default::default()
+    };
+    ch.queue_declare(full.as_str().into(), opts, args)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Bound to the message exchange (declared by the round trip's topology).
+    assert_eq!(
+        round_trip(&mut port, &ns, "k", "hello").await,
+        (true, "hello".into())
+    );
+    ch.queue_bind(
+        full.as_str().into(),
+        format!("{ns}.msg").as_str().into(),
+        "full".into(),
+        Default::default(),
+        Default::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    let publish = |n: u64, key: &str| BrokerOp::Publish {
+        publish: PublishId(100 + n),
+        exchange: Exchange::Msg,
+        key: key.into(),
+        mandatory: true,
+        persistent: false,
+        headers: Default::default(),
+        body: b"x".to_vec(),
+    };
+    let mut results = Vec::new();
+    for (n, key) in [(1, "full"), (2, "full"), (3, "k")] {
+        port.submit(publish(n, key));
+        loop {
+            match next(&mut port, 10).await {
+                BrokerEvent::Published { result, .. } => {
+                    results.push((key, result));
+                    break;
+                }
+                BrokerEvent::Delivery { delivery, .. } => {
+                    port.submit(BrokerOp::Ack { delivery });
+                }
+                other => panic!("publish {n}: {other:?} (results so far {results:?})"),
+            }
+        }
+    }
+    assert!(
+        matches!(
+            &results[..],
+            [
+                (_, PublishResult::Failed(_)),
+                (_, PublishResult::Failed(_)),
+                (_, PublishResult::Routed),
+            ]
+        ),
+        "two refusals and a publish elsewhere keep the connection: {results:?}"
+    );
+    // The third refusal to "full" ends the connection (the core fails what was unconfirmed).
+    port.submit(publish(4, "full"));
+    loop {
+        match next(&mut port, 10).await {
+            BrokerEvent::Down => break,
+            BrokerEvent::Delivery { .. } => {}
+            other => panic!("after the third refusal: {other:?}"),
+        }
+    }
+    let why = port
+        .status()
+        .borrow()
+        .last_error
+        .clone()
+        .unwrap_or_default();
+    assert!(why.contains("refused by the broker"), "{why}");
+    assert_eq!(up(&mut port, 10).await, 2);
+    let _ = ch
+        .queue_delete(full.as_str().into(), Default::default())
+        .await;
+    let _ = conn.close(200, "done".into()).await;
+}
+
+fn uri_of_broker() -> String {
+    std::env::var("FLEET_AMQP_URI")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_string())
+}

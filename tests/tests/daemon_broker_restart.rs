@@ -4,7 +4,7 @@
 
 use fleet_tests::conformance::amqp_side::rabbitmqctl;
 use fleet_tests::fleetd_proc::{
-    collect, eventually, logs, start_host, stop_all, ticket_end, typed, Dir, Host, Mcp, HOSTS,
+    eventually, logs, reply_found, start_host, stop_all, typed, Dir, Host, Mcp, HOSTS,
 };
 use serde_json::json;
 use std::time::Duration;
@@ -73,17 +73,7 @@ async fn a_broker_restart_under_load_loses_no_reply_and_types_nothing_twice() {
 
     // Each delegation ends, and its reply is found: as the outcome, or held for the lead.
     for (k, ticket) in tickets.iter().enumerate() {
-        let end = ticket_end(&lead, ticket, 90)
-            .await
-            .unwrap_or_else(|| panic!("job {k} never ended\n{}", logs(&hosts)));
-        eprintln!("job {k}: {} {}", end["phase"], end["outcome"]);
-        let replied = end["outcome"] == "REPLIED"
-            && end["body"]
-                .as_str()
-                .is_some_and(|b| b.contains(&format!("job {k}")));
-        if !replied {
-            collect(&lead, &gids[k], &format!("job {k}"), 30).await;
-        }
+        reply_found(&lead, ticket, &gids[k], &format!("job {k}"), 90, &hosts).await;
         assert_eq!(typed(&hosts[1], &gids[k], &format!("job {k}")).await, 1);
     }
 

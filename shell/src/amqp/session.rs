@@ -24,6 +24,10 @@ type Deliveries = SelectAll<
     Pin<Box<dyn futures_util::Stream<Item = (String, Option<lapin::Result<Delivery>>)> + Send>>,
 >;
 
+/// Publishes to one routing key refused in a row (nacked, or their confirm failed) after which
+/// the connection is given up for a new one.
+const REFUSALS_BEFORE_RECONNECT: u32 = 3;
+
 /// How a publish's confirm came back.
 enum Confirmed {
     /// (publish, mandatory, the broker's answer, a returned message it carried — possibly
@@ -69,6 +73,10 @@ pub(super) struct Session {
     confirms: Confirms,
     /// Publishes the broker returned as unroutable, by the id carried in `message_id`.
     returned: BTreeSet<u64>,
+    /// The routing key of each publish awaiting its confirm.
+    keys: BTreeMap<u64, String>,
+    /// Publishes refused in a row, by routing key (see `REFUSALS_BEFORE_RECONNECT`).
+    refused: BTreeMap<String, u32>,
     /// Delivery tags handed out on the consume channel and not yet acked or rejected: a
     /// run of acks that covers the oldest of them goes out as one `multiple` ack.
     unsettled: BTreeSet<u64>,
@@ -117,6 +125,8 @@ impl Session {
             next_tag: 0,
             confirms: FuturesUnordered::new(),
             returned: BTreeSet::new(),
+            keys: BTreeMap::new(),
+            refused: BTreeMap::new(),
             unsettled: BTreeSet::new(),
             read: ReadTags::default(),
         })
@@ -272,7 +282,7 @@ impl Session {
                 }
             }
         }
-        Ok(answers
+        let events: Vec<BrokerEvent> = answers
             .into_iter()
             .map(|(publish, mandatory, answer)| {
                 let returned = self.returned.remove(&publish.0);
@@ -290,7 +300,39 @@ impl Session {
                 };
                 BrokerEvent::Published { publish, result }
             })
-            .collect())
+            .collect();
+        for ev in &events {
+            let BrokerEvent::Published { publish, result } = ev else {
+                continue;
+            };
+            let Some(key) = self.keys.remove(&publish.0) else {
+                continue;
+            };
+            match result {
+                PublishResult::Failed(why) => {
+                    tracing::warn!(publish = publish.0, %key, %why, "publish failed");
+                    let n = self.refused.entry(key.clone()).or_default();
+                    *n += 1;
+                    // fleetd never asks the broker to refuse a publish (its queues drop their
+                    // head when full), so refusals in a row for one key mean this connection's
+                    // view of its queue went bad: RabbitMQ 3.10 was seen nacking every publish
+                    // of a channel to a quorum queue whose leader died just before the channel's
+                    // first publish there, long after a new leader was elected, while the same
+                    // channel's publishes to other queues went through. A new connection starts
+                    // afresh.
+                    if *n >= REFUSALS_BEFORE_RECONNECT {
+                        return Err(format!(
+                            "{n} publishes in a row to {key:?} refused by the broker: a new \
+                             connection"
+                        ));
+                    }
+                }
+                _ => {
+                    self.refused.remove(&key);
+                }
+            }
+        }
+        Ok(events)
     }
 
     /// A delivery as the core's event, or `None` when its AMQP headers were unreadable: then
@@ -392,6 +434,7 @@ impl Session {
                     mandatory,
                     ..BasicPublishOptions::default()
                 };
+                self.keys.insert(publish.0, key.to_string());
                 let sent = self
                     .publish
                     .basic_publish(exchange, key, opts, &body, props);
