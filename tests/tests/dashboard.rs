@@ -237,6 +237,9 @@ async fn the_dashboard_shows_hosts_members_a_delegation_in_flight_and_a_held_res
         panic!("the dashboard scenario did not finish\n{}", logs(&hosts));
     }
     stop_all(&mut hosts).await;
+    // The hosts' own queues do not expire: leave the broker as it was found.
+    fleet_tests::gateways::delete_namespace(&ns, &["alpha", "beta"], &["lead-alpha", "lead-beta"])
+        .await;
 }
 
 /// Actions, clicked in a real browser: the page starts read-only; a lead who turns actions on

@@ -89,4 +89,7 @@ async fn a_lead_that_never_collects_still_gets_its_blocking_send_answered() {
     alpha.close().await;
     beta_lead.close().await;
     stop_all(&mut hosts).await;
+    // The hosts' own queues do not expire: leave the broker as it was found.
+    fleet_tests::gateways::delete_namespace(&ns, &["alpha", "beta"], &["lead-alpha", "lead-beta"])
+        .await;
 }
