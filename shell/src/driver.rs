@@ -3,15 +3,16 @@
 //! what it asks for through the ports. The daemon and the simulation run this same loop.
 //!
 //! One task, no locks: the gateway is only ever touched here. Pane operations run concurrently
-//! as futures owned by the loop; their results come back as inputs. The `select!` is `biased;`
-//! so, given the same events, the loop takes them in the same order.
+//! as futures owned by the loop; their results come back as inputs. Status samples and typing
+//! come back in the order they were asked (`lane`); everything else as it finishes. The
+//! `select!` is `biased;` so, given the same events, the loop takes them in the same order.
 
 use crate::ports::{BrokerPort, Clock, HerdrError, HerdrPort, PortFuture};
 use crate::replay_record::{InMemory, ReplayRecord};
 use fleet_core::{
     CallId, Gateway, Input, Instant, Output, PaneError, Principal, Request, Response, Sampled,
 };
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use std::collections::BTreeMap;
 use tokio::sync::{mpsc, oneshot};
 
@@ -95,6 +96,13 @@ pub struct Driver<H, B, C, O = Quiet> {
     clock: C,
     observer: O,
     ops: FuturesUnordered<PortFuture<Option<Input>>>,
+    /// Status samples and typing, run concurrently but answered in the order asked. herdr
+    /// serves each at once, but its answer can reach the loop late (a loaded host): a
+    /// `working` served before a brief was typed, taken after the typing's answer, would read
+    /// as the new turn's pickup, and the next `idle` would end a turn the member has not
+    /// started (COMPLETED_UNREPLIED, found by the single-host e2e under load). In this order
+    /// no sample taken before a typing is judged after it, and none is judged after a newer.
+    lane: FuturesOrdered<PortFuture<Option<Input>>>,
     waiting: BTreeMap<CallId, oneshot::Sender<Response>>,
     next_call: u64,
     /// The wall clock as last told to the core, and the monotonic instant it was read at.
@@ -122,6 +130,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             clock,
             observer,
             ops: FuturesUnordered::new(),
+            lane: FuturesOrdered::new(),
             waiting: BTreeMap::new(),
             next_call: 0,
             wall,
@@ -163,6 +172,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             let step = tokio::select! {
                 biased;
                 _ = &mut shutdown => Step::Shutdown,
+                Some(done) = self.lane.next(), if !self.lane.is_empty() => Step::Done(done),
                 Some(done) = self.ops.next(), if !self.ops.is_empty() => Step::Done(done),
                 ev = self.broker.next_event() => Step::Broker(ev),
                 call = calls.recv(), if calls_open => Step::Call(call),
@@ -179,7 +189,8 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 Step::Call(Some(ToLoop::Tell(input))) => self.feed(input),
                 Step::Call(None) => {
                     calls_open = false;
-                    if self.ops.is_empty() && self.gw.poll_timeout().is_none() {
+                    let idle = self.ops.is_empty() && self.lane.is_empty();
+                    if idle && self.gw.poll_timeout().is_none() {
                         break;
                     }
                 }
@@ -231,7 +242,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             match out {
                 Output::PollStatus { target } => {
                     let op = self.herdr.sample(&target);
-                    self.ops.push(Box::pin(async move {
+                    self.lane.push_back(Box::pin(async move {
                         match op.await {
                             Ok(s) => Some(Input::StatusSampled {
                                 target,
@@ -246,7 +257,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 }
                 Output::PollStatuses { round, targets } => {
                     let op = self.herdr.sample_all(&targets);
-                    self.ops.push(Box::pin(async move {
+                    self.lane.push_back(Box::pin(async move {
                         // No answer at all: the next round samples again.
                         let samples = op.await.ok()?;
                         let samples = samples
@@ -312,7 +323,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 }
                 Output::Inject { target, msg, text } => {
                     let op = self.herdr.inject(&target, &text);
-                    self.ops.push(Box::pin(async move {
+                    self.lane.push_back(Box::pin(async move {
                         let result = op.await.map_err(PaneError::from);
                         Some(Input::Injected {
                             target,

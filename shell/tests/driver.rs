@@ -25,6 +25,9 @@ struct Pane {
 #[derive(Clone, Default)]
 struct ScriptedHerdr {
     panes: Rc<RefCell<BTreeMap<SessionId, Pane>>>,
+    /// When set, a sample that finds the agent working is served at once and answered this
+    /// late (a loaded host): the answer may reach the loop after newer ones.
+    late_working: Rc<std::cell::Cell<Option<Duration>>>,
 }
 
 const LATENCY: Duration = Duration::from_millis(5);
@@ -77,6 +80,16 @@ impl ScriptedHerdr {
 impl HerdrPort for ScriptedHerdr {
     fn sample(&self, target: &SessionId) -> PortFuture<Result<Sample, HerdrError>> {
         let (panes, target) = (self.panes.clone(), target.clone());
+        let served = panes.borrow().get(&target).map(|p| p.status);
+        if let (Some(late), Some(AgentStatus::Working)) = (self.late_working.get(), served) {
+            return Box::pin(async move {
+                tokio::time::sleep(late).await;
+                Ok(Sample {
+                    status: AgentStatus::Working,
+                    screen: None,
+                })
+            });
+        }
         Box::pin(async move {
             tokio::time::sleep(LATENCY).await;
             let panes = panes.borrow();
@@ -488,4 +501,71 @@ async fn a_busy_member_is_never_typed_into() {
         "typed {:?} after the member went idle",
         second - idle_at
     );
+}
+
+/// A `working` sample that herdr served during one turn but that reaches the loop only after
+/// the next brief was typed says nothing about the new turn: the member, still reading that
+/// brief, goes idle-to-working later, and its reply — not an early COMPLETED_UNREPLIED — ends
+/// the send. (Found by the single-host e2e on a loaded machine.)
+#[tokio::test(start_paused = true)]
+async fn a_late_answer_from_the_last_turn_does_not_end_the_next() {
+    let herdr = ScriptedHerdr::default();
+    herdr.late_working.set(Some(Duration::from_millis(400)));
+    let w1 = herdr.add("w1");
+    let cfg = CoreConfig {
+        poll_interval_ms: 50,
+        ..CoreConfig::default()
+    };
+    let (driver, handle, calls) = quiet_loop(&herdr, cfg);
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let hint = || fleet_core::Input::StatusHint { target: w1.clone() };
+    let scenario = async {
+        let agent = async {
+            for n in 1..=2 {
+                herdr.typed_count(&w1, n).await;
+                // It reads the brief for a moment before herdr sees it work.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                herdr.set(&w1, AgentStatus::Working);
+                for _ in 0..10 {
+                    assert!(handle.tell(hint()).await.is_ok());
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                let reply = Request::Reply {
+                    content: format!("done {n}"),
+                };
+                let r = handle.call(Principal::worker(w1.clone()), reply).await;
+                assert_eq!(r, Ok(Response::ReplyAccepted { held: None }));
+                herdr.set(&w1, AgentStatus::Idle);
+                assert!(handle.tell(hint()).await.is_ok());
+            }
+        };
+        let lead = async {
+            let mut outcomes = Vec::new();
+            for n in 1..=2 {
+                let send = Request::Send {
+                    target: w1.clone(),
+                    content: format!("brief {n}"),
+                    wait: true,
+                    timeout_ms: Some(60_000),
+                };
+                match handle.call(lead(), send).await {
+                    Ok(Response::Outcome { outcome, body, .. }) => outcomes.push((outcome, body)),
+                    other => panic!("{other:?}"),
+                }
+            }
+            outcomes
+        };
+        let (outcomes, ()) = tokio::join!(lead, agent);
+        let _ = stop.send(());
+        outcomes
+    };
+    let (_, outcomes) = tokio::join!(driver.run(calls, stopped), scenario);
+    assert_eq!(
+        outcomes,
+        vec![
+            (Outcome::Replied, Some("done 1".to_string())),
+            (Outcome::Replied, Some("done 2".to_string())),
+        ]
+    );
+    assert_eq!(herdr.typed(&w1), vec!["brief 1", "brief 2"]);
 }
