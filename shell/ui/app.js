@@ -36,11 +36,28 @@ function ago(ms) {
   return Math.floor(s / 3600) + "h" + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m";
 }
 
+// A link's token replaces the one this tab holds only when its user says so: anyone can send
+// an operator a link, and a page quietly acting as someone else is how they would be fooled.
+function offerToken(offered) {
+  if (!token || offered === token) {
+    useToken(offered);
+    return;
+  }
+  const box = $("token-offer");
+  box.hidden = false;
+  $("token-use").onclick = () => { box.hidden = true; useToken(offered); schedule(0); };
+  $("token-keep").onclick = () => { box.hidden = true; };
+}
+
+function useToken(t) {
+  token = t;
+  sessionStorage.setItem("fleetd-token", token);
+}
+
 function readHash() {
   const params = new URLSearchParams(location.hash.slice(1));
   if (params.get("token")) {
-    token = params.get("token");
-    sessionStorage.setItem("fleetd-token", token);
+    offerToken(params.get("token"));
     params.delete("token");
   }
   flow = params.get("flow");
@@ -248,8 +265,8 @@ function draw() {
 
 $("login").addEventListener("submit", (ev) => {
   ev.preventDefault();
-  token = $("token").value.trim();
-  if (token) sessionStorage.setItem("fleetd-token", token);
+  const typed = $("token").value.trim();
+  if (typed) useToken(typed);
   $("token").value = "";
   schedule(0);
 });

@@ -324,12 +324,27 @@ async fn a_lead_answers_and_stops_from_the_dashboard_and_an_architect_is_offered
     })
     .await;
 
+    // A link carrying another token does not quietly replace the one the tab acts with: the
+    // page asks, and "keep mine" leaves it acting as before.
+    browser
+        .goto(&format!("{}/ui?from=mail#token=someone-elses", fleetd.url))
+        .await;
+    browser
+        .click_on("#token-offer:not([hidden]) #token-keep", 10)
+        .await;
+    browser.find("#state[data-state=\"live\"]", 20).await;
+    browser.find(&format!("tr[data-gid=\"{asker}\"]"), 20).await;
+    assert_eq!(browser.count("#login:not([hidden])").await, 0);
+
     // An architect may answer, not stop: the switch is there, and with it on no stop button.
     browser
         .goto(&format!(
             "{}/ui?as=architect#token={SOLO_ARCHITECT_TOKEN}",
             fleetd.url
         ))
+        .await;
+    browser
+        .click_on("#token-offer:not([hidden]) #token-use", 10)
         .await;
     browser.find(&format!("tr[data-gid=\"{asker}\"]"), 20).await;
     browser.click_on("#actions", 5).await;
