@@ -63,10 +63,15 @@ pub enum PlantedBug {
     /// A member's `fleet_reply` is taken as the end of its turn, and what waits for the pane
     /// is typed at once — while the agent is still finishing the turn it replied from (I1).
     ReplyEndsTurn,
+    /// The driver feeds status samples as they finish, not in the order it asked: a `working`
+    /// herdr served during one turn but answered after the next brief was typed is taken as
+    /// that brief's pickup, the next `idle` ends it, and what waits is typed into an agent
+    /// still on it (I1). Lives in the shell's driver, which the multi-host world runs.
+    SamplesOutOfOrder,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 16] = [
+    pub const ALL: [PlantedBug; 17] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -83,6 +88,7 @@ impl PlantedBug {
         PlantedBug::StopWithoutAllowlist,
         PlantedBug::HealthUnknownAsGone,
         PlantedBug::ReplyEndsTurn,
+        PlantedBug::SamplesOutOfOrder,
     ];
 
     pub fn name(self) -> &'static str {
@@ -103,6 +109,7 @@ impl PlantedBug {
             PlantedBug::StopWithoutAllowlist => "stop-without-allowlist",
             PlantedBug::HealthUnknownAsGone => "health-unknown-as-gone",
             PlantedBug::ReplyEndsTurn => "reply-ends-turn",
+            PlantedBug::SamplesOutOfOrder => "samples-out-of-order",
         }
     }
 
@@ -123,7 +130,9 @@ impl PlantedBug {
             | PlantedBug::DeltaAppliedOutOfOrder => INTERNAL,
             PlantedBug::ReplyWithoutCounterpart | PlantedBug::DlqTrustsBrokerHeaders => "I8",
             PlantedBug::ResultsHeldInInbox => "I11",
-            PlantedBug::ReplayRecordForgotten | PlantedBug::ReplyEndsTurn => "I1",
+            PlantedBug::ReplayRecordForgotten
+            | PlantedBug::ReplyEndsTurn
+            | PlantedBug::SamplesOutOfOrder => "I1",
             PlantedBug::StopWithoutAllowlist => "I12",
             PlantedBug::HealthUnknownAsGone => "I13",
         }

@@ -223,6 +223,16 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
         self.gw.handle(now, input);
     }
 
+    /// A status sample or a typing: its answer is fed in the order asked (see `lane`).
+    fn in_order(&mut self, op: PortFuture<Option<Input>>) {
+        #[cfg(feature = "planted-bugs")]
+        if self.gw.config().planted == Some(fleet_core::planted::PlantedBug::SamplesOutOfOrder) {
+            self.ops.push(op);
+            return;
+        }
+        self.lane.push_back(op);
+    }
+
     fn take_call(&mut self, call: Call) {
         self.next_call += 1;
         let id = CallId(self.next_call);
@@ -242,7 +252,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             match out {
                 Output::PollStatus { target } => {
                     let op = self.herdr.sample(&target);
-                    self.lane.push_back(Box::pin(async move {
+                    self.in_order(Box::pin(async move {
                         match op.await {
                             Ok(s) => Some(Input::StatusSampled {
                                 target,
@@ -257,7 +267,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 }
                 Output::PollStatuses { round, targets } => {
                     let op = self.herdr.sample_all(&targets);
-                    self.lane.push_back(Box::pin(async move {
+                    self.in_order(Box::pin(async move {
                         // No answer at all: the next round samples again.
                         let samples = op.await.ok()?;
                         let samples = samples
@@ -323,7 +333,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 }
                 Output::Inject { target, msg, text } => {
                     let op = self.herdr.inject(&target, &text);
-                    self.lane.push_back(Box::pin(async move {
+                    self.in_order(Box::pin(async move {
                         let result = op.await.map_err(PaneError::from);
                         Some(Input::Injected {
                             target,

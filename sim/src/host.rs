@@ -69,6 +69,8 @@ pub struct SimHerdr {
     pub log: Rc<RefCell<PaneLog>>,
     /// A fixed launch time instead of the gid-chosen 1–6 s (tests that must act mid-launch).
     launch_delay: Rc<std::cell::Cell<Option<Duration>>>,
+    /// The seeded stream that says how late each status answer is (`answer_delay`).
+    answers: Rc<std::cell::Cell<u64>>,
 }
 
 /// What happened to this host's panes, for the oracle.
@@ -92,7 +94,36 @@ pub struct PaneLog {
 
 const HERDR_LATENCY: Duration = Duration::from_millis(3);
 
+/// One status answer in `LATE_ONE_IN` reaches the gateway up to `LATE_MAX_MS` late: herdr
+/// evaluates a status when it answers, but on a loaded host the answer can take hundreds of
+/// milliseconds to be read — after newer answers, and after a brief was typed.
+const LATE_ONE_IN: u64 = 8;
+const LATE_MAX_MS: u64 = 1_500;
+
 impl SimHerdr {
+    /// A host's panes, whose status answers run late as `seed` draws.
+    pub fn seeded(seed: u64) -> SimHerdr {
+        let h = SimHerdr::default();
+        h.answers.set(seed);
+        h
+    }
+
+    /// How long the next status answer takes to reach the gateway (splitmix64 over the
+    /// host's stream: the same seed, the same delays).
+    fn answer_delay(&self) -> Duration {
+        let x = self.answers.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.answers.set(x);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        if z.is_multiple_of(LATE_ONE_IN) {
+            HERDR_LATENCY + Duration::from_millis((z >> 8) % LATE_MAX_MS)
+        } else {
+            HERDR_LATENCY
+        }
+    }
+
     pub fn add(&self, gid: &SessionId, behaviour: Behaviour) {
         self.panes
             .borrow_mut()
@@ -158,26 +189,26 @@ impl SimHerdr {
 }
 
 impl HerdrPort for SimHerdr {
+    /// Served when asked, answered `answer_delay` later.
     fn sample(&self, target: &SessionId) -> PortFuture<Result<Sample, HerdrError>> {
-        let (me, target) = (self.clone(), target.clone());
+        let served = self.sample_now(target);
+        let late = self.answer_delay();
         Box::pin(async move {
-            tokio::time::sleep(HERDR_LATENCY).await;
-            me.sample_now(&target)
+            tokio::time::sleep(late).await;
+            served
         })
     }
 
-    /// One listing for them all: one herdr round trip.
+    /// One listing for them all: one herdr round trip, served when asked.
     fn sample_all(&self, targets: &[SessionId]) -> PortFuture<Result<Samples, HerdrError>> {
-        let (me, targets) = (self.clone(), targets.to_vec());
+        let served: Samples = targets
+            .iter()
+            .map(|t| (t.clone(), self.sample_now(t)))
+            .collect();
+        let late = self.answer_delay();
         Box::pin(async move {
-            tokio::time::sleep(HERDR_LATENCY).await;
-            Ok(targets
-                .into_iter()
-                .map(|t| {
-                    let sample = me.sample_now(&t);
-                    (t, sample)
-                })
-                .collect())
+            tokio::time::sleep(late).await;
+            Ok(served)
         })
     }
 

@@ -348,7 +348,9 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
     ledger.borrow_mut().targets = (0..cfg.hosts)
         .flat_map(|h| (0..cfg.members_per_host).map(move |n| (gid(h, n), h)))
         .collect();
-    let herdrs: Vec<SimHerdr> = (0..cfg.hosts).map(|_| SimHerdr::default()).collect();
+    let herdrs: Vec<SimHerdr> = (0..cfg.hosts)
+        .map(|h| SimHerdr::seeded(seed ^ (h as u64 + 1).wrapping_mul(0xa076_1d64_78bd_642f)))
+        .collect();
     let skews: Vec<Rc<std::cell::Cell<i64>>> = (0..cfg.hosts).map(|_| Rc::default()).collect();
     let workload_until = Duration::from_secs(cfg.sim_secs);
     let settle_at = workload_until + Duration::from_secs(QUIET_SECS - 20);
