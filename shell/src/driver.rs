@@ -3,16 +3,18 @@
 //! what it asks for through the ports. The daemon and the simulation run this same loop.
 //!
 //! One task, no locks: the gateway is only ever touched here. Pane operations run concurrently
-//! as futures owned by the loop; their results come back as inputs. Status samples and typing
-//! come back in the order they were asked (`lane`); everything else as it finishes. The
-//! `select!` is `biased;` so, given the same events, the loop takes them in the same order.
+//! as futures owned by the loop; their results come back as inputs — status samples in the
+//! order they were asked, none judged after a typing answered since (`SampleLane`), everything
+//! else as it finishes. The `select!` is `biased;` so, given the same events, the loop takes
+//! them in the same order.
 
 use crate::ports::{BrokerPort, Clock, HerdrError, HerdrPort, PortFuture};
 use crate::replay_record::{InMemory, ReplayRecord};
+use crate::sample_lane::SampleLane;
 use fleet_core::{
     CallId, Gateway, Input, Instant, Output, PaneError, Principal, Request, Response, Sampled,
 };
-use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::collections::BTreeMap;
 use tokio::sync::{mpsc, oneshot};
 
@@ -96,13 +98,8 @@ pub struct Driver<H, B, C, O = Quiet> {
     clock: C,
     observer: O,
     ops: FuturesUnordered<PortFuture<Option<Input>>>,
-    /// Status samples and typing, run concurrently but answered in the order asked. herdr
-    /// serves each at once, but its answer can reach the loop late (a loaded host): a
-    /// `working` served before a brief was typed, taken after the typing's answer, would read
-    /// as the new turn's pickup, and the next `idle` would end a turn the member has not
-    /// started (COMPLETED_UNREPLIED, found by the single-host e2e under load). In this order
-    /// no sample taken before a typing is judged after it, and none is judged after a newer.
-    lane: FuturesOrdered<PortFuture<Option<Input>>>,
+    /// Status samples and typings (`sample_lane`).
+    lane: SampleLane,
     waiting: BTreeMap<CallId, oneshot::Sender<Response>>,
     next_call: u64,
     /// The wall clock as last told to the core, and the monotonic instant it was read at.
@@ -123,6 +120,13 @@ enum Step {
 impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
     pub fn new(gw: Gateway, herdr: H, broker: B, clock: C, observer: O) -> Self {
         let wall = (clock.now(), clock.unix_ms());
+        #[allow(unused_mut)]
+        let mut lane = SampleLane::default();
+        #[cfg(feature = "planted-bugs")]
+        {
+            lane.as_they_finish =
+                gw.config().planted == Some(fleet_core::planted::PlantedBug::SamplesOutOfOrder);
+        }
         Driver {
             gw,
             herdr,
@@ -130,7 +134,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             clock,
             observer,
             ops: FuturesUnordered::new(),
-            lane: FuturesOrdered::new(),
+            lane,
             waiting: BTreeMap::new(),
             next_call: 0,
             wall,
@@ -172,7 +176,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             let step = tokio::select! {
                 biased;
                 _ = &mut shutdown => Step::Shutdown,
-                Some(done) = self.lane.next(), if !self.lane.is_empty() => Step::Done(done),
+                done = self.lane.next(), if !self.lane.is_empty() => Step::Done(done),
                 Some(done) = self.ops.next(), if !self.ops.is_empty() => Step::Done(done),
                 ev = self.broker.next_event() => Step::Broker(ev),
                 call = calls.recv(), if calls_open => Step::Call(call),
@@ -223,16 +227,6 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
         self.gw.handle(now, input);
     }
 
-    /// A status sample or a typing: its answer is fed in the order asked (see `lane`).
-    fn in_order(&mut self, op: PortFuture<Option<Input>>) {
-        #[cfg(feature = "planted-bugs")]
-        if self.gw.config().planted == Some(fleet_core::planted::PlantedBug::SamplesOutOfOrder) {
-            self.ops.push(op);
-            return;
-        }
-        self.lane.push_back(op);
-    }
-
     fn take_call(&mut self, call: Call) {
         self.next_call += 1;
         let id = CallId(self.next_call);
@@ -252,7 +246,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             match out {
                 Output::PollStatus { target } => {
                     let op = self.herdr.sample(&target);
-                    self.in_order(Box::pin(async move {
+                    self.lane.sample(Box::pin(async move {
                         match op.await {
                             Ok(s) => Some(Input::StatusSampled {
                                 target,
@@ -267,7 +261,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 }
                 Output::PollStatuses { round, targets } => {
                     let op = self.herdr.sample_all(&targets);
-                    self.in_order(Box::pin(async move {
+                    self.lane.sample(Box::pin(async move {
                         // No answer at all: the next round samples again.
                         let samples = op.await.ok()?;
                         let samples = samples
@@ -333,7 +327,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 }
                 Output::Inject { target, msg, text } => {
                     let op = self.herdr.inject(&target, &text);
-                    self.in_order(Box::pin(async move {
+                    self.lane.typing(Box::pin(async move {
                         let result = op.await.map_err(PaneError::from);
                         Some(Input::Injected {
                             target,

@@ -38,6 +38,7 @@ pub mod relay;
 pub mod replay_record;
 #[cfg(feature = "daemon")]
 pub mod rest;
+pub mod sample_lane;
 #[cfg(feature = "daemon")]
 pub mod ui;
 

@@ -569,3 +569,64 @@ async fn a_late_answer_from_the_last_turn_does_not_end_the_next() {
     );
     assert_eq!(herdr.typed(&w1), vec!["brief 1", "brief 2"]);
 }
+
+/// A member that replies the moment its brief is typed finds the brief already known as typed,
+/// even while slow samples of another pane are on their way: a typing is not held behind them
+/// (held back, such a reply was an orphan, held as stranded — the three-gateway e2e on real
+/// herdr).
+#[tokio::test(start_paused = true)]
+async fn a_reply_right_after_the_typing_is_not_held_behind_slow_samples() {
+    let herdr = ScriptedHerdr::default();
+    herdr.late_working.set(Some(Duration::from_millis(400)));
+    let (w1, w2) = (herdr.add("w1"), herdr.add("w2"));
+    let cfg = CoreConfig {
+        poll_interval_ms: 50,
+        ..CoreConfig::default()
+    };
+    let (driver, handle, calls) = quiet_loop(&herdr, cfg);
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let scenario = async {
+        // w2 works on a long task all along: its samples answer 400 ms late, every poll.
+        let long = Request::Send {
+            target: w2.clone(),
+            content: "a long task".into(),
+            wait: false,
+            timeout_ms: Some(60_000),
+        };
+        assert!(matches!(
+            handle.call(lead(), long).await,
+            Ok(Response::Ticket(_))
+        ));
+        herdr.typed_count(&w2, 1).await;
+        herdr.set(&w2, AgentStatus::Working);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let agent = async {
+            herdr.typed_count(&w1, 1).await;
+            // At once, as a scripted member can.
+            let reply = Request::Reply {
+                content: "done".into(),
+            };
+            let r = handle.call(Principal::worker(w1.clone()), reply).await;
+            assert_eq!(r, Ok(Response::ReplyAccepted { held: None }));
+        };
+        let send = async {
+            let send = Request::Send {
+                target: w1.clone(),
+                content: "quick one".into(),
+                wait: true,
+                timeout_ms: Some(10_000),
+            };
+            handle.call(lead(), send).await
+        };
+        let (sent, ()) = tokio::join!(send, agent);
+        let _ = stop.send(());
+        sent
+    };
+    let (_, sent) = tokio::join!(driver.run(calls, stopped), scenario);
+    match sent {
+        Ok(Response::Outcome { outcome, body, .. }) => {
+            assert_eq!((outcome, body.as_deref()), (Outcome::Replied, Some("done")))
+        }
+        other => panic!("{other:?}"),
+    }
+}
