@@ -255,6 +255,29 @@ async fn a_delegation_runs_through_the_loop_and_ends_replied() {
     );
 }
 
+/// The lead's blocking sends `brief 1` … `brief n` to `target`, one after another: their
+/// outcomes and bodies.
+async fn blocking_briefs(
+    handle: &fleetd::Handle,
+    target: &SessionId,
+    n: usize,
+) -> Vec<(Outcome, Option<String>)> {
+    let mut outcomes = Vec::new();
+    for k in 1..=n {
+        let send = Request::Send {
+            target: target.clone(),
+            content: format!("brief {k}"),
+            wait: true,
+            timeout_ms: Some(60_000),
+        };
+        match handle.call(lead(), send).await {
+            Ok(Response::Outcome { outcome, body, .. }) => outcomes.push((outcome, body)),
+            other => panic!("{other:?}"),
+        }
+    }
+    outcomes
+}
+
 /// A wedged pane: the loop's own timers (no input arrives) drive the stall bound, and the send
 /// ends WORKER_FAILED without anyone poking the loop.
 #[tokio::test(start_paused = true)]
@@ -404,22 +427,7 @@ async fn back_to_back_fast_turns_wait_for_no_poll() {
                 assert!(handle.tell(hint).await.is_ok());
             }
         };
-        let lead = async {
-            let mut outcomes = Vec::new();
-            for n in 1..=TURNS {
-                let send = Request::Send {
-                    target: w1.clone(),
-                    content: format!("brief {n}"),
-                    wait: true,
-                    timeout_ms: Some(60_000),
-                };
-                match handle.call(lead(), send).await {
-                    Ok(Response::Outcome { outcome, body, .. }) => outcomes.push((outcome, body)),
-                    other => panic!("{other:?}"),
-                }
-            }
-            outcomes
-        };
+        let lead = blocking_briefs(&handle, &w1, TURNS);
         let (outcomes, ()) = tokio::join!(lead, agent);
         let _ = stop.send(());
         outcomes
@@ -539,22 +547,7 @@ async fn a_late_answer_from_the_last_turn_does_not_end_the_next() {
                 assert!(handle.tell(hint()).await.is_ok());
             }
         };
-        let lead = async {
-            let mut outcomes = Vec::new();
-            for n in 1..=2 {
-                let send = Request::Send {
-                    target: w1.clone(),
-                    content: format!("brief {n}"),
-                    wait: true,
-                    timeout_ms: Some(60_000),
-                };
-                match handle.call(lead(), send).await {
-                    Ok(Response::Outcome { outcome, body, .. }) => outcomes.push((outcome, body)),
-                    other => panic!("{other:?}"),
-                }
-            }
-            outcomes
-        };
+        let lead = blocking_briefs(&handle, &w1, 2);
         let (outcomes, ()) = tokio::join!(lead, agent);
         let _ = stop.send(());
         outcomes
