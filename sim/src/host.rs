@@ -12,6 +12,8 @@ use fleet_core::{
     Readiness, Request, Response, SessionId,
 };
 use fleetd::{Clock, Driver, Handle, HerdrError, HerdrPort, Observer, PortFuture, Sample, Samples};
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -70,7 +72,7 @@ pub struct SimHerdr {
     /// A fixed launch time instead of the gid-chosen 1–6 s (tests that must act mid-launch).
     launch_delay: Rc<std::cell::Cell<Option<Duration>>>,
     /// The seeded stream that says how late each status answer is (`answer_delay`).
-    answers: Rc<std::cell::Cell<u64>>,
+    answers: Rc<RefCell<Option<ChaCha8Rng>>>,
 }
 
 /// What happened to this host's panes, for the oracle.
@@ -104,21 +106,18 @@ impl SimHerdr {
     /// A host's panes, whose status answers run late as `seed` draws.
     pub fn seeded(seed: u64) -> SimHerdr {
         let h = SimHerdr::default();
-        h.answers.set(seed);
+        *h.answers.borrow_mut() = Some(ChaCha8Rng::seed_from_u64(seed));
         h
     }
 
-    /// How long the next status answer takes to reach the gateway (splitmix64 over the
-    /// host's stream: the same seed, the same delays).
+    /// How long the next status answer takes to reach the gateway: the same seed, the same
+    /// delays. An unseeded herdr is never late.
     fn answer_delay(&self) -> Duration {
-        let x = self.answers.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
-        self.answers.set(x);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        if z.is_multiple_of(LATE_ONE_IN) {
-            HERDR_LATENCY + Duration::from_millis((z >> 8) % LATE_MAX_MS)
+        let Some(rng) = self.answers.borrow_mut().as_mut().map(|r| r.next_u64()) else {
+            return HERDR_LATENCY;
+        };
+        if rng.is_multiple_of(LATE_ONE_IN) {
+            HERDR_LATENCY + Duration::from_millis((rng >> 8) % LATE_MAX_MS)
         } else {
             HERDR_LATENCY
         }
