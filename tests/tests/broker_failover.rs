@@ -220,15 +220,18 @@ async fn a_node_lost_under_a_live_connection_is_left_for_the_next_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_refused_publishes_to_one_key_start_a_new_connection() {
     let ns = format!("fo{}c", std::process::id());
-    let mut port =
-        AmqpBroker::start(AmqpConfig::new(&uri_of_broker(), &ns)).unwrap_or_else(|e| panic!("{e}"));
+    let mut port = AmqpBroker::start(AmqpConfig::new(&fleet_tests::gateways::amqp_uri(), &ns))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(up(&mut port, 10).await, 1);
     // A queue that refuses everything: empty cap, reject-publish (declared as any broker
     // client could; fleetd's own queues drop their head instead).
     let full = format!("{ns}.full");
-    let conn = lapin::Connection::connect(&uri_of_broker(), lapin::ConnectionProperties::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let conn = lapin::Connection::connect(
+        &fleet_tests::gateways::amqp_uri(),
+        lapin::ConnectionProperties::default(),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
     let ch = conn
         .create_channel()
         .await
@@ -321,9 +324,4 @@ async fn three_refused_publishes_to_one_key_start_a_new_connection() {
         .queue_delete(full.as_str().into(), Default::default())
         .await;
     let _ = conn.close(200, "done".into()).await;
-}
-
-fn uri_of_broker() -> String {
-    std::env::var("FLEET_AMQP_URI")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_string())
 }
