@@ -34,6 +34,12 @@ pub enum Rejection {
         expires_at: u64,
         now: u64,
     },
+    /// `expiresAt` further ahead of the receiver's clock than `max_expiry_ms`: no message of
+    /// ours lives that long, and one that did would hold its replay-record entry as long.
+    TooFarAhead {
+        expires_at: u64,
+        bound: u64,
+    },
     Replayed(MsgId),
     /// The replay record holds `cap` unexpired msgIds: a new one is refused rather than an
     /// unexpired one forgotten (forgetting one would let its replay through).
@@ -52,6 +58,7 @@ impl Rejection {
             Rejection::NotOnSigningHost { .. } => RejectCode::SenderNotOnSigningHost,
             Rejection::WrongRoutingKey { .. } => RejectCode::WrongRoutingKey,
             Rejection::Expired { .. } => RejectCode::Expired,
+            Rejection::TooFarAhead { .. } => RejectCode::ExpiryTooFar,
             Rejection::Replayed(_) => RejectCode::Replayed,
             Rejection::RecordFull { .. } => RejectCode::RecordFull,
         }
@@ -79,6 +86,10 @@ impl fmt::Display for Rejection {
             Rejection::Expired { expires_at, now } => {
                 write!(f, "expired: at {expires_at}, now {now}")
             }
+            Rejection::TooFarAhead { expires_at, bound } => write!(
+                f,
+                "expiry_too_far: at {expires_at}, past {bound} (max_expiry_ms ahead of this clock)"
+            ),
             Rejection::Replayed(m) => write!(f, "replayed: {m}"),
             Rejection::RecordFull { cap } => write!(
                 f,
@@ -92,6 +103,10 @@ impl fmt::Display for Rejection {
 pub fn presence_key(host: &HostId, gid: &SessionId) -> String {
     format!("roster.{host}.{gid}")
 }
+
+/// How far ahead of the receiver's clock an `expiresAt` may be by default: the longest TTL
+/// fleetd stamps (`reply_ttl_ms`, 7 days) and ten minutes of clock skew.
+pub const MAX_EXPIRY_MS: u64 = 7 * 86_400_000 + 600_000;
 
 /// Decodes and checks one delivery. `host_of` answers which host signed presence binds a gid
 /// to; `now_unix_ms` is the receiver's wall clock.
@@ -113,6 +128,48 @@ pub fn admit(
     admit_in(keyring, arrived, now_unix_ms, host_of, Some(seen))
 }
 
+/// [`admit_checked`] then [`record`]: for a receiver with no rules of its own after admission.
+pub fn admit_in(
+    keyring: &Keyring,
+    arrived: Arrived<'_>,
+    now_unix_ms: u64,
+    host_of: impl Fn(&SessionId) -> Option<HostId>,
+    seen: Option<&mut SeenSet>,
+) -> Result<Envelope, Rejection> {
+    let queue = arrived.queue.to_string();
+    let checked = admit_checked(
+        keyring,
+        arrived,
+        now_unix_ms,
+        MAX_EXPIRY_MS,
+        host_of,
+        seen.as_deref(),
+    )?;
+    match seen {
+        Some(seen) => record(seen, &checked, &queue, now_unix_ms).map(|()| checked),
+        None => Ok(checked),
+    }
+}
+
+/// Records an admitted envelope's msgId in the replay record, within `queue` — only once every
+/// rule the receiver applies after admission passed too (its control allowlist, the
+/// counterpart, the queue it came by), so a sender those refuse cannot fill the record.
+pub fn record(
+    seen: &mut SeenSet,
+    env: &Envelope,
+    queue: &str,
+    now_unix_ms: u64,
+) -> Result<(), Rejection> {
+    if !env.kind.replay_guarded() {
+        return Ok(());
+    }
+    match seen.insert_scoped(env.msg_id, queue, env.expires_at, now_unix_ms) {
+        Insert::Fresh => Ok(()),
+        Insert::Replayed => Err(Rejection::Replayed(env.msg_id)),
+        Insert::Full => Err(Rejection::RecordFull { cap: seen.cap }),
+    }
+}
+
 /// A delivery as admission sees it: its headers and body, the key it was routed by, and the
 /// queue it came out of.
 #[derive(Clone, Debug)]
@@ -123,15 +180,18 @@ pub struct Arrived<'a> {
     pub queue: &'a str,
 }
 
-/// `admit` for a delivery out of `queue`: replays are recognised per queue, because the
-/// copies of one broadcast share a msgId but each lands in its own inbox exactly once. With
-/// `seen` absent the replay check is skipped: the caller handles a broker redelivery itself.
-pub fn admit_in(
+/// The checks of `admit` for a delivery out of `queue`, recording nothing: replays are
+/// recognised per queue, because the copies of one broadcast share a msgId but each lands in
+/// its own inbox exactly once. With `seen` absent the replay check is skipped: the caller
+/// handles a broker redelivery itself. An envelope that passes is recorded with [`record`]
+/// once the receiver's own rules passed too.
+pub fn admit_checked(
     keyring: &Keyring,
     arrived: Arrived<'_>,
     now_unix_ms: u64,
+    max_expiry_ms: u64,
     host_of: impl Fn(&SessionId) -> Option<HostId>,
-    seen: Option<&mut SeenSet>,
+    seen: Option<&SeenSet>,
 ) -> Result<Envelope, Rejection> {
     let Arrived {
         headers,
@@ -177,13 +237,16 @@ pub fn admit_in(
     // replay. (A redelivery — an ack lost with its connection — is the caller's to handle: it
     // must never be typed again, nor be mistaken for an attack.) The reply path is
     // at-least-once instead, deduped by msgId later.
+    let bound = now_unix_ms.saturating_add(max_expiry_ms);
+    if env.expires_at > bound {
+        return Err(Rejection::TooFarAhead {
+            expires_at: env.expires_at,
+            bound,
+        });
+    }
     if let Some(seen) = seen {
-        if env.kind.replay_guarded() {
-            match seen.insert_scoped(env.msg_id, queue, env.expires_at, now_unix_ms) {
-                Insert::Fresh => {}
-                Insert::Replayed => return Err(Rejection::Replayed(env.msg_id)),
-                Insert::Full => return Err(Rejection::RecordFull { cap: seen.cap }),
-            }
+        if env.kind.replay_guarded() && seen.holds_scoped(env.msg_id, queue, now_unix_ms) {
+            return Err(Rejection::Replayed(env.msg_id));
         }
     }
     Ok(env)
@@ -304,6 +367,13 @@ impl SeenSet {
 
     pub fn contains_scoped(&self, id: MsgId, scope: &str) -> bool {
         self.by_id.contains_key(&(id, scope_key(scope)))
+    }
+
+    /// Whether `id` is recorded within `scope` and unexpired at `now`.
+    pub fn holds_scoped(&self, id: MsgId, scope: &str, now: u64) -> bool {
+        self.by_id
+            .get(&(id, scope_key(scope)))
+            .is_some_and(|at| *at >= now)
     }
 
     pub fn len(&self) -> usize {

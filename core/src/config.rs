@@ -43,6 +43,9 @@ pub struct CoreConfig {
     pub nudge_interval_ms: u64,
     /// Regexes over a turn's new pane text that mean the backend refused on a usage limit.
     pub usage_limit_patterns: Vec<String>,
+    /// Regexes over lines of a turn's text that are the agent's chrome, not its answer (a
+    /// TUI's "done in 3s" line): dropped from a COMPLETED_UNREPLIED body.
+    pub chrome_patterns: Vec<String>,
     /// Regexes over pane text that mean an UNKNOWN agent is really working.
     pub refine_working_patterns: Vec<String>,
     /// Regexes over the last non-blank pane line that mean an UNKNOWN agent is at its prompt.
@@ -60,8 +63,20 @@ pub struct CoreConfig {
     /// How long a status or busy change may wait to go out with others (one signed message
     /// for every change in the window). Joins and leaves go at once.
     pub presence_batch_ms: u64,
+    /// Directories under which a SPAWN from another host may name its member's `cwd`. None by
+    /// default: a remote spawn then runs in the member's own home or a worktree, never in a
+    /// directory a peer picked (a leaked peer key must not open `~/.ssh` to a member).
+    pub remote_cwd_roots: Vec<String>,
+    /// The most members this host runs at once (spawning ones included): a spawn past it, local
+    /// or from another host, fails saying so. Each member is an agent CLI with its own memory
+    /// and processes; a peer (or a leaked peer key) must not be able to start them without end.
+    pub max_members: usize,
     /// Forward-path msgIds remembered against replay.
     pub seen_capacity: usize,
+    /// How far ahead of this host's clock a received `expiresAt` may be: a message claiming to
+    /// live longer is refused (`expiry_too_far`), so none holds a replay-record entry longer.
+    /// At least every TTL fleetd stamps (`reply_ttl_ms`, `inbox_message_ttl_ms`, …).
+    pub max_expiry_ms: u64,
     /// The largest message body accepted (bytes): a brief, answer, reply or question from the
     /// north faces, and any delivery from the broker (checked before its signature is hashed).
     pub max_body_bytes: usize,
@@ -132,6 +147,23 @@ impl Default for CoreConfig {
                 r"(?i)rate limit (reached|exceeded)".into(),
                 r"(?i)you('ve| have) (hit|reached) your (usage )?limit".into(),
                 r"(?i)\bquota exceeded\b".into(),
+                // Claude Code 2.1 on the API's spend limit: `● API Error: 400 You have reached
+                // your specified API usage limits. You will regain access on …`.
+                r"(?i)reached your specified API usage limits?".into(),
+                // OpenAI's `insufficient_quota`, as opencode shows its message.
+                r"(?i)exceeded your current quota".into(),
+            ],
+            // Claude Code 2.1's turn footer, `✻ Brewed for 0s · done 8:12 AM`; Codex 0.171's,
+            // `Worked for <1s • 08:25`; the tips both draw (`└ Tip: Use /theme …`).
+            chrome_patterns: vec![
+                r"^\s*✻ \S+ for \d+[hms]".into(),
+                r"^\s*Worked for <?\d+[hms]\S* • \d".into(),
+                r"^\s*[└※⎿] Tip: ".into(),
+                // Claude Code 2.1's effort gauge, `◐ medium · /effort`, when its footer wraps.
+                r"^\s*\S+ \S+ · /effort\s*$".into(),
+                // opencode 1.18's `▣  Build · <model> · 2.2s`, and its message blocks' bars.
+                r"^\s*▣  \S+ · ".into(),
+                r"^\s*┃\s*$".into(),
             ],
             refine_working_patterns: vec![
                 r"(?i)esc to interrupt".into(),
@@ -145,7 +177,10 @@ impl Default for CoreConfig {
             presence_interval_ms: 5_000,
             presence_ttl_ms: 20_000,
             presence_batch_ms: 250,
+            remote_cwd_roots: Vec::new(),
+            max_members: 64,
             seen_capacity: 65_536,
+            max_expiry_ms: crate::admission::MAX_EXPIRY_MS,
             max_body_bytes: 1 << 20,
             prefetch: 64,
             held_prefetch: 256,
@@ -186,6 +221,14 @@ pub enum ConfigError {
     TimeoutAboveMax { default: u64, max: u64 },
     #[error("held_bytes_per_target ({held}) is below max_body_bytes ({body}): a largest reply could never be held")]
     HeldBelowBody { held: usize, body: usize },
+    #[error("remote_cwd_roots[{index}] = {root:?} must be an absolute directory other than /, with no `..`")]
+    BadCwdRoot { index: usize, root: String },
+    #[error("{key} ({ttl}) exceeds max_expiry_ms ({max}): a peer with this config would refuse what this gateway stamps")]
+    TtlAboveMaxExpiry {
+        key: &'static str,
+        ttl: u64,
+        max: u64,
+    },
 }
 
 impl CoreConfig {
@@ -243,7 +286,9 @@ impl CoreConfig {
             ("presence_interval_ms", self.presence_interval_ms),
             ("presence_ttl_ms", self.presence_ttl_ms),
             ("presence_batch_ms", self.presence_batch_ms),
+            ("max_members", self.max_members as u64),
             ("seen_capacity", self.seen_capacity as u64),
+            ("max_expiry_ms", self.max_expiry_ms),
             ("max_body_bytes", self.max_body_bytes as u64),
             ("prefetch", u64::from(self.prefetch)),
             ("held_prefetch", u64::from(self.held_prefetch)),
@@ -271,6 +316,35 @@ impl CoreConfig {
                 interval: self.presence_interval_ms,
             });
         }
+        for (key, ttl) in [
+            ("reply_ttl_ms", self.reply_ttl_ms),
+            ("inbox_message_ttl_ms", self.inbox_message_ttl_ms),
+            ("send_timeout_max_ms", self.send_timeout_max_ms),
+            ("ask_timeout_ms", self.ask_timeout_ms),
+            ("injected_timeout_ms", self.injected_timeout_ms),
+            ("spawn_ready_timeout_ms", self.spawn_ready_timeout_ms),
+            ("ticket_ttl_ms", self.ticket_ttl_ms),
+        ] {
+            if ttl > self.max_expiry_ms {
+                return Err(ConfigError::TtlAboveMaxExpiry {
+                    key,
+                    ttl,
+                    max: self.max_expiry_ms,
+                });
+            }
+        }
+        for (i, root) in self.remote_cwd_roots.iter().enumerate() {
+            let path = std::path::Path::new(root);
+            let dotted = path
+                .components()
+                .any(|c| c == std::path::Component::ParentDir);
+            if !path.is_absolute() || dotted || path == std::path::Path::new("/") {
+                return Err(ConfigError::BadCwdRoot {
+                    index: i,
+                    root: root.clone(),
+                });
+            }
+        }
         if self.held_bytes_per_target < self.max_body_bytes {
             return Err(ConfigError::HeldBelowBody {
                 held: self.held_bytes_per_target,
@@ -285,6 +359,7 @@ impl CoreConfig {
         }
         Ok(Compiled {
             usage_limit: compile("usage_limit_patterns", &self.usage_limit_patterns)?,
+            chrome: compile("chrome_patterns", &self.chrome_patterns)?,
             refine_working: compile("refine_working_patterns", &self.refine_working_patterns)?,
             refine_idle: compile("refine_idle_patterns", &self.refine_idle_patterns)?,
             fatal: crate::health::FatalPatterns::compile(&self.health)?,
@@ -310,6 +385,7 @@ fn compile(key: &'static str, patterns: &[String]) -> Result<Vec<Regex>, ConfigE
 #[derive(Clone, Debug)]
 pub struct Compiled {
     pub usage_limit: Vec<Regex>,
+    pub chrome: Vec<Regex>,
     pub refine_working: Vec<Regex>,
     pub refine_idle: Vec<Regex>,
     pub fatal: crate::health::FatalPatterns,

@@ -22,6 +22,9 @@ pub enum RefusalCode {
     NotAllowed,
     /// The request names something control cannot act on (a lead, a malformed body).
     Invalid,
+    /// An argument the target's own rules refuse: a remote spawn's `cwd` outside the roots
+    /// its config allows (`remote_cwd_roots`).
+    InvalidArgument,
 }
 
 /// The body of a FAILED answering a SPAWN or STOP the target refused. A 1.1 gateway answers a

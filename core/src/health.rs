@@ -150,6 +150,11 @@ impl Default for HealthConfig {
                 r"(?i)unable to connect to (the )?(anthropic )?api".into(),
                 r"(?i)usage limit (reached|exceeded)".into(),
                 r"(?i)you('ve| have) (hit|reached) your (usage )?limit".into(),
+                // Claude Code 2.1: a rejected key retries for minutes, then says so.
+                r"(?i)\b401 invalid x-api-key\b".into(),
+                r"(?i)not logged in · run /login".into(),
+                r"(?i)invalid api key · fix external api key".into(),
+                r"(?i)reached your specified API usage limits?".into(),
             ],
             profile_fatal_patterns: BTreeMap::new(),
         }
@@ -476,6 +481,8 @@ struct Watch {
     /// Why it is failing, when that is known before its pane goes (a failed start's exit
     /// status and last screen lines): its tombstone says so.
     last_words: Option<String>,
+    /// The turn whose screen showed a usage limit at the last probe.
+    limit_in: Option<crate::ids::MsgId>,
 }
 
 /// A change of state, for the log and the presence delta.
@@ -551,6 +558,16 @@ impl Monitor {
                 Duration::ZERO
             }
         }
+    }
+
+    /// Whether turn `msg` of `gid` showed a usage limit at this probe (`shown`) and at the one
+    /// before: a limit an agent recovers from between two probes (a rate limit it retries
+    /// through) is not taken as the credential spent.
+    pub fn limit_persists(&mut self, gid: &SessionId, msg: crate::ids::MsgId, shown: bool) -> bool {
+        let w = self.watches.entry(gid.clone()).or_default();
+        let before = w.limit_in == Some(msg);
+        w.limit_in = shown.then_some(msg);
+        shown && before
     }
 
     /// A turn of `gid` ended: on a boundary seen, or one inferred.

@@ -12,6 +12,7 @@
 
 pub mod admission;
 pub mod adoption;
+pub mod agent_screen;
 pub mod authz;
 pub mod broker;
 pub mod completion;
@@ -25,6 +26,7 @@ pub mod inbox;
 pub mod injector;
 pub mod io;
 pub mod outcome;
+pub mod pane_text;
 pub mod placement;
 pub mod planted;
 pub mod push;
@@ -44,9 +46,9 @@ pub use config::{ConfigError, CoreConfig};
 pub use gateway::{Federation, Gateway, Stats, TimerKind};
 pub use ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, TurnId};
 pub use io::{
-    CallError, DelegationView, Event, FlowPhase, Half, HeldView, HostView, Input, Launched, Link,
-    Output, Overview, PaneError, Readiness, RejectCode, Request, Response, RosterEntry, Round,
-    Sampled, Stale, StatusView, TicketView,
+    CallError, DelegationView, DropReason, Event, FlowPhase, Half, HeldView, HostView, InjectError,
+    Input, Launched, Link, Output, Overview, PaneError, Readiness, RejectCode, Request, Response,
+    RosterEntry, Round, Sampled, Stale, StatusView, TicketView,
 };
 pub use outcome::{AskOutcome, Outcome, Phase};
 pub use session::SessionState;

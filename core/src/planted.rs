@@ -69,10 +69,21 @@ pub enum PlantedBug {
     /// brief's pickup, the next `idle` ends it, and what waits is typed into an agent still on
     /// it (I1). Lives in the shell's driver, which the multi-host world runs.
     SamplesOutOfOrder,
+    /// A turn whose end was inferred (a missed fast turn: no WORKING sample between the typing
+    /// and idle) is never scraped, as the first build did: a fast agent that answers without
+    /// `fleet_reply` leaves its lead waiting out the whole timeout (I14).
+    InferredTurnNeverCompletes,
+    /// A brief herdr took and never confirmed is queued again as if nothing had been typed:
+    /// when the text did land, the agent is typed the same brief a second time (I1).
+    UnconfirmedInjectRetried,
+    /// A member is taken as ready when its launcher returns, not when it connects: the spawn
+    /// answers and the first brief is typed while the agent is still starting — its pane
+    /// already reads idle — and the agent never sees it (I15).
+    ReadyAtLaunch,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 17] = [
+    pub const ALL: [PlantedBug; 20] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -90,6 +101,9 @@ impl PlantedBug {
         PlantedBug::HealthUnknownAsGone,
         PlantedBug::ReplyEndsTurn,
         PlantedBug::SamplesOutOfOrder,
+        PlantedBug::InferredTurnNeverCompletes,
+        PlantedBug::UnconfirmedInjectRetried,
+        PlantedBug::ReadyAtLaunch,
     ];
 
     pub fn name(self) -> &'static str {
@@ -111,6 +125,9 @@ impl PlantedBug {
             PlantedBug::HealthUnknownAsGone => "health-unknown-as-gone",
             PlantedBug::ReplyEndsTurn => "reply-ends-turn",
             PlantedBug::SamplesOutOfOrder => "samples-out-of-order",
+            PlantedBug::InferredTurnNeverCompletes => "inferred-turn-never-completes",
+            PlantedBug::UnconfirmedInjectRetried => "unconfirmed-inject-retried",
+            PlantedBug::ReadyAtLaunch => "ready-at-launch",
         }
     }
 
@@ -133,9 +150,12 @@ impl PlantedBug {
             PlantedBug::ResultsHeldInInbox => "I11",
             PlantedBug::ReplayRecordForgotten
             | PlantedBug::ReplyEndsTurn
-            | PlantedBug::SamplesOutOfOrder => "I1",
+            | PlantedBug::SamplesOutOfOrder
+            | PlantedBug::UnconfirmedInjectRetried => "I1",
             PlantedBug::StopWithoutAllowlist => "I12",
             PlantedBug::HealthUnknownAsGone => "I13",
+            PlantedBug::InferredTurnNeverCompletes => "I14",
+            PlantedBug::ReadyAtLaunch => "I15",
         }
     }
 }

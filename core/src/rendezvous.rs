@@ -39,6 +39,14 @@ pub struct Waiter {
     pub ticket: TicketId,
     /// The pane text just before the inject; `Some` once the waiter is captured at delivery.
     pub baseline: Option<String>,
+    /// The last line of what was typed for its turn (`completion::typed_tail`): the turn's
+    /// output on screen starts after its echo.
+    pub typed: Option<String>,
+    /// Its turn ended (seen or inferred) and a scrape was asked for that end. A waiter opened
+    /// since — an answer's continuation, the turn resumed — is not the scrape's to resolve.
+    pub ended: bool,
+    /// Its turn's end was inferred (a missed fast turn), not seen.
+    pub inferred: bool,
 }
 
 /// A waiter that was resolved, handed back to the message service.
@@ -102,6 +110,9 @@ impl Rendezvous {
             Waiter {
                 ticket,
                 baseline: None,
+                typed: None,
+                ended: false,
+                inferred: false,
             },
         );
     }
@@ -119,6 +130,9 @@ impl Rendezvous {
             Waiter {
                 ticket,
                 baseline: Some(baseline),
+                typed: None,
+                ended: false,
+                inferred: false,
             },
         );
     }
@@ -131,6 +145,21 @@ impl Rendezvous {
                 true
             }
             None => false,
+        }
+    }
+
+    /// `text` is being typed for turn `msg`: its echo marks where the turn's output starts.
+    pub fn typing(&mut self, session: &SessionId, msg: MsgId, text: &str) {
+        if let Some(w) = self.waiters.get_mut(&(session.clone(), msg)) {
+            w.typed = Some(crate::completion::typed_tail(text));
+        }
+    }
+
+    /// Turn `msg` ended; `inferred` when no WORKING sample showed it.
+    pub fn turn_ended(&mut self, session: &SessionId, msg: MsgId, inferred: bool) {
+        if let Some(w) = self.waiters.get_mut(&(session.clone(), msg)) {
+            w.ended = true;
+            w.inferred = inferred;
         }
     }
 

@@ -176,7 +176,10 @@ impl Card {
     /// read through it, and this host's own is made through it, so both say the same and one
     /// odd field never costs a host its whole snapshot.
     pub fn checked(self) -> Card {
-        let fits = |s: &str| !s.is_empty() && s.len() <= MAX_PROFILE_LEN;
+        // No control characters: a card is shown in dashboards, tables and terminals.
+        let fits = |s: &str| {
+            !s.is_empty() && s.len() <= MAX_PROFILE_LEN && !s.chars().any(char::is_control)
+        };
         let sha256 = |c: &str| c.len() == 64 && c.bytes().all(|b| b.is_ascii_hexdigit());
         Card {
             profile: self.profile.filter(|p| fits(p)),

@@ -56,6 +56,29 @@ impl Gw {
         call
     }
 
+    /// Types the queued brief into w1 and plays a turn that ran between two polls: idle
+    /// samples only, up to the pickup bound. Returns the brief's msg.
+    fn missed_fast_turn(&mut self, baseline: &str) -> MsgId {
+        self.sample(&w1(), AgentStatus::Idle);
+        let (_, msg, _) = self.last_inject().expect("injected");
+        self.input(Input::Injected {
+            target: w1(),
+            msg,
+            result: Ok(baseline.into()),
+        });
+        for _ in 0..CoreConfig::default().pickup_grace_polls {
+            self.sample(&w1(), AgentStatus::Idle);
+        }
+        assert!(self.events().iter().any(|e| matches!(
+            e,
+            Event::TurnComplete {
+                missed_fast_turn: true,
+                ..
+            }
+        )));
+        msg
+    }
+
     fn send(&mut self, target: &str, content: &str, wait: bool) -> CallId {
         self.call(
             lead(),
@@ -184,7 +207,8 @@ fn a_reply_during_the_turn_resolves_the_send_as_replied() {
     assert_eq!(g.response(r), Some(&Response::ReplyAccepted { held: None }));
 }
 
-/// A turn that ends without `fleet_reply` resolves with what it left on screen.
+/// A turn that ends without `fleet_reply` resolves with what it left on screen after the
+/// echo of its brief.
 #[test]
 fn a_silent_turn_completes_unreplied_with_its_new_text() {
     let mut g = Gw::new();
@@ -193,10 +217,7 @@ fn a_silent_turn_completes_unreplied_with_its_new_text() {
     g.complete(&w1(), m, "old line\n❯ \n> do it\nall green");
     assert_eq!(
         g.outcome(c),
-        Some((
-            Outcome::CompletedUnreplied,
-            Some("> do it\nall green".into())
-        ))
+        Some((Outcome::CompletedUnreplied, Some("all green".into())))
     );
 }
 
@@ -678,35 +699,94 @@ fn a_scrape_that_arrives_after_its_hold_expired_resolves_nothing() {
         .any(|e| matches!(e, Event::Stale { what: Stale::PaneRead { msg }, .. } if *msg == m)));
 }
 
-/// A turn that was only inferred (missed fast turn) is not scraped: the send waits for a reply
-/// or its timeout instead of resolving on what may be an echo of its own prompt.
+/// A turn that was only inferred (missed fast turn: the agent answered between two polls and
+/// no WORKING was sampled) is scraped like a seen one, and ends COMPLETED_UNREPLIED with what
+/// followed the echoed brief — within the pickup bound, not at the send's timeout.
 #[test]
-fn a_missed_fast_turn_resolves_nothing_but_a_reply_still_does() {
+fn a_missed_fast_turn_completes_unreplied_with_its_answer() {
     let mut g = Gw::new();
-    let c = g.send("w1", "task", true);
-    g.sample(&w1(), AgentStatus::Idle);
-    let (_, msg, _) = g.last_inject().expect("injected");
-    g.input(Input::Injected {
+    let c = g.send("w1", "summarise it", true);
+    let msg = g.missed_fast_turn("❯ ");
+    let Some(Output::ReadPane { target, msg: read }) = g.out.last().cloned() else {
+        panic!("an inferred turn end is scraped: {:?}", g.out.last());
+    };
+    assert_eq!((&target, read), (&w1(), msg));
+    g.input(Input::PaneRead {
         target: w1(),
         msg,
-        result: Ok("❯ ".into()),
+        result: Ok("❯ summarise it\n● it is fine\n❯ ".into()),
     });
-    for _ in 0..8 {
-        g.sample(&w1(), AgentStatus::Idle);
-    }
-    assert!(g.events().iter().any(|e| matches!(
-        e,
-        Event::TurnComplete {
-            missed_fast_turn: true,
-            ..
-        }
-    )));
-    assert!(!g.out.iter().any(|o| matches!(o, Output::ReadPane { .. })));
-    assert_eq!(g.outcome(c), None);
-    g.reply(&w1(), "done quickly");
     assert_eq!(
         g.outcome(c),
-        Some((Outcome::Replied, Some("done quickly".into())))
+        Some((Outcome::CompletedUnreplied, Some("● it is fine".into())))
+    );
+}
+
+/// An inferred end whose screen shows the brief but nothing after it (or no echo at all: it
+/// was typed before the program took input) resolves nothing: a reply or the timeout does.
+#[test]
+fn a_missed_fast_turn_with_no_answer_on_screen_waits_for_a_reply() {
+    for screen in ["❯ task\n❯ ", "starting…\n❯ "] {
+        let mut g = Gw::new();
+        let c = g.send("w1", "task", true);
+        let msg = g.missed_fast_turn("❯ ");
+        g.input(Input::PaneRead {
+            target: w1(),
+            msg,
+            result: Ok(screen.into()),
+        });
+        assert_eq!(g.outcome(c), None, "{screen:?}");
+        g.reply(&w1(), "done quickly");
+        assert_eq!(
+            g.outcome(c),
+            Some((Outcome::Replied, Some("done quickly".into())))
+        );
+    }
+}
+
+/// A slow agent herdr never shows working (opencode 1.18 on herdr 0.8.2): its turn's end is
+/// inferred at the pickup bound and a scrape is asked; the agent then asks, the lead answers,
+/// and the scrape comes back — it is the ended turn's, never the resumed one's to resolve
+/// (seen on a real opencode: the answer's continuation ended COMPLETED_UNREPLIED at once).
+#[test]
+fn a_scrape_asked_before_a_question_never_ends_the_answered_turn() {
+    let mut g = Gw::new();
+    let send = g.send("w1", "migrate", true);
+    let msg = g.missed_fast_turn("❯ ");
+    assert!(matches!(g.out.last(), Some(Output::ReadPane { .. })));
+    g.ask(&w1(), "which db?");
+    let Some(Response::Outcome {
+        outcome: Outcome::Question,
+        turn_id: Some(turn_id),
+        ..
+    }) = g.response(send).cloned()
+    else {
+        panic!("expected QUESTION, got {:?}", g.response(send));
+    };
+    let answered = g.call(
+        lead(),
+        Request::Answer {
+            turn_id,
+            content: "postgres".into(),
+            wait: true,
+            timeout_ms: None,
+            asked_by: None,
+        },
+    );
+    g.input(Input::PaneRead {
+        target: w1(),
+        msg,
+        result: Ok("❯ migrate\n● which db?\n❯ ".into()),
+    });
+    assert_eq!(
+        g.response(answered),
+        None,
+        "the scrape ended the answered turn"
+    );
+    g.reply(&w1(), "migrated to postgres");
+    assert_eq!(
+        g.outcome(answered),
+        Some((Outcome::Replied, Some("migrated to postgres".into())))
     );
 }
 
@@ -1188,6 +1268,43 @@ fn two_profiles(strategy: fleet_core::placement::Strategy) -> CoreConfig {
         },
         ..CoreConfig::default()
     }
+}
+
+/// opencode retries OpenAI's `insufficient_quota` for ever: its turn never ends, and the limit
+/// shows only in its status line. Seen at two health probes in a row while the turn runs, it
+/// ends the send BACKEND_EXHAUSTED and cools the credential; seen once (a retry that then
+/// went through), it ends nothing.
+#[test]
+fn a_usage_limit_shown_while_the_turn_runs_ends_it_backend_exhausted() {
+    let mut cfg = two_profiles(fleet_core::placement::Strategy::Weighted);
+    cfg.health.interval_ms = 5_000;
+    let mut g = Gw::with(cfg);
+    g.input(Input::WallClock {
+        unix_ms: 1_700_000_000_000,
+    });
+    let (m, _) = g.spawn_unqualified().expect("placed");
+    let c = g.send(m.as_str(), "go", true);
+    g.deliver(&m, "❯ ");
+    let limit = "  ┃  go\n  ╹▀▀▀\n   ■■⬝⬝ You exceeded your current quota, please check your plan. [retrying attempt #2]";
+    let retried = "  ┃  go\n  ╹▀▀▀\n   ■■⬝⬝ working";
+    g.probe(&m, AgentStatus::Working, limit);
+    g.probe(&m, AgentStatus::Working, retried);
+    g.probe(&m, AgentStatus::Working, limit);
+    assert_eq!(g.outcome(c), None, "never twice in a row yet");
+    assert!(!g
+        .out
+        .iter()
+        .any(|o| matches!(o, Output::Event(Event::Quarantined { .. }))));
+    g.probe(&m, AgentStatus::Working, limit);
+    assert_eq!(
+        g.outcome(c),
+        Some((
+            Outcome::BackendExhausted,
+            Some("exceeded your current quota".into())
+        ))
+    );
+    assert!(g.out.iter().any(|o| matches!(o,
+        Output::Event(Event::Quarantined { credential, .. }) if credential == "acct-1")));
 }
 
 #[test]

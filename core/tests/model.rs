@@ -38,7 +38,7 @@ enum Step {
     /// The driver answers one outstanding inject.
     InjectDone {
         pick: usize,
-        ok: bool,
+        how: Inject,
     },
     /// The driver answers one outstanding completion read.
     ReadDone {
@@ -83,6 +83,18 @@ enum Step {
     },
 }
 
+/// How the driver answers an inject.
+#[derive(Clone, Copy, Debug)]
+enum Inject {
+    Typed,
+    /// herdr says the pane is gone; nothing typed.
+    Gone,
+    /// herdr missed its bound before typing (the baseline read).
+    Stalled,
+    /// Sent, not confirmed: the text may be in the pane.
+    Unconfirmed,
+}
+
 fn step() -> impl Strategy<Value = Step> {
     let status = prop::sample::select(AgentStatus::ALL.to_vec());
     prop_oneof![
@@ -91,7 +103,12 @@ fn step() -> impl Strategy<Value = Step> {
         8 => (0..5usize, status, 0..3u8).prop_map(|(pane, status, screen)| Step::Sample { pane, status, screen }),
         2 => (0..5usize, prop::sample::select(AgentStatus::ALL.to_vec()), 1..9u8)
             .prop_map(|(pane, status, n)| Step::Burst { pane, status, n }),
-        3 => (any::<usize>(), prop::bool::weighted(0.9)).prop_map(|(pick, ok)| Step::InjectDone { pick, ok }),
+        3 => (any::<usize>(), prop_oneof![
+                17 => Just(Inject::Typed),
+                1 => Just(Inject::Gone),
+                1 => Just(Inject::Stalled),
+                1 => Just(Inject::Unconfirmed),
+            ]).prop_map(|(pick, how)| Step::InjectDone { pick, how }),
         2 => (any::<usize>(), 0..3u8).prop_map(|(pick, kind)| Step::ReadDone { pick, kind }),
         2 => (0..3usize).prop_map(|target| Step::Reply { target }),
         1 => (0..3usize, 1..90u64).prop_map(|(target, timeout_s)| Step::Ask { target, timeout_s }),
@@ -133,6 +150,9 @@ struct Harness {
     /// The latest delivered turn per target, as the events tell it.
     turn: BTreeMap<SessionId, MsgId>,
     pending_injects: Vec<(SessionId, MsgId)>,
+    /// Injects answered "sent, not confirmed", or not answered in time: they may be in the
+    /// pane, so never typed again, and a late answer is stale.
+    unconfirmed: BTreeSet<MsgId>,
     pending_reads: Vec<(SessionId, MsgId)>,
     enqueued: BTreeSet<MsgId>,
     delivered: BTreeSet<MsgId>,
@@ -177,6 +197,7 @@ impl Harness {
             in_flight: BTreeMap::new(),
             turn: BTreeMap::new(),
             pending_injects: Vec::new(),
+            unconfirmed: BTreeSet::new(),
             pending_reads: Vec::new(),
             enqueued: BTreeSet::new(),
             delivered: BTreeSet::new(),
@@ -301,12 +322,19 @@ impl Harness {
                     assert!(
                         matches!(
                             cause,
-                            Cause::InjectFailed(_) | Cause::IoTimedOut | Cause::PaneGone
+                            Cause::InjectFailed(_)
+                                | Cause::IoTimedOut
+                                | Cause::Unconfirmed(_)
+                                | Cause::PaneGone
                         ),
                         "in-flight drop for {cause}"
                     );
-                    // An unanswered inject may have been typed: its turn stays in flight.
-                    if cause != Cause::IoTimedOut {
+                    // An unanswered or unconfirmed inject may have been typed: its turn
+                    // stays in flight.
+                    if cause.maybe_typed() {
+                        self.unconfirmed.insert(msg);
+                    }
+                    if !self.unconfirmed.contains(&msg) {
                         self.in_flight.remove(&target);
                     }
                 }
@@ -445,18 +473,33 @@ impl Harness {
                     self.sample(pane(p), status, 0);
                 }
             }
-            Step::InjectDone { pick, ok } => {
+            Step::InjectDone { pick, how } => {
                 if self.pending_injects.is_empty() {
                     return;
                 }
                 let (target, msg) = self
                     .pending_injects
                     .remove(pick % self.pending_injects.len());
-                let result = if ok {
-                    Ok(format!("baseline before {msg}"))
-                } else {
-                    Err(fleet_core::PaneError::NotFound)
+                let not_typed = |e| {
+                    // Nothing reached the pane: typing it again later is not typing it twice.
+                    Err(fleet_core::InjectError::NotTyped(e))
                 };
+                let result = match how {
+                    Inject::Typed => Ok(format!("baseline before {msg}")),
+                    Inject::Gone => not_typed(fleet_core::PaneError::NotFound),
+                    Inject::Stalled => {
+                        not_typed(fleet_core::PaneError::Unavailable("timed out".into()))
+                    }
+                    Inject::Unconfirmed => {
+                        self.unconfirmed.insert(msg);
+                        Err(fleet_core::InjectError::Unconfirmed("timed out".into()))
+                    }
+                };
+                if matches!(how, Inject::Gone | Inject::Stalled) && !self.unconfirmed.contains(&msg)
+                {
+                    self.injected.remove(&msg);
+                    self.in_flight.remove(&target);
+                }
                 self.input(Input::Injected {
                     target,
                     msg,
@@ -583,7 +626,10 @@ impl Harness {
         }
         for round in 0..900u32 {
             while !self.pending_injects.is_empty() {
-                self.apply(Step::InjectDone { pick: 0, ok: true });
+                self.apply(Step::InjectDone {
+                    pick: 0,
+                    how: Inject::Typed,
+                });
             }
             while !self.pending_reads.is_empty() {
                 self.apply(Step::ReadDone { pick: 0, kind: 2 });

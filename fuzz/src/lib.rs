@@ -25,13 +25,15 @@ pub mod seed;
 pub type Target = fn(&[u8]);
 
 /// The targets, by name (the corpus directories and the cargo-fuzz binaries).
-pub const TARGETS: [(&str, Target); 6] = [
+pub const TARGETS: [(&str, Target); 8] = [
     ("envelope", envelope),
     ("amqp_headers", amqp_headers),
     ("herdr", herdr),
     ("faces", faces),
     ("config", config),
     ("gateway", gateway),
+    ("pane_text", pane_text),
+    ("terminal", terminal),
 ];
 
 /// The wall clock every target sees (Unix ms): the seeds' envelopes are valid at it.
@@ -365,6 +367,65 @@ pub fn faces(data: &[u8]) {
     }
 }
 
+/// Text typed into a pane (`fleet_core::pane_text::neutralise`, behind every inject).
+/// Properties: no control character but newline and tab comes out; every character that may
+/// be typed comes out, in order (nothing of the text is lost, only controls are re-drawn);
+/// text with nothing to defuse comes out unchanged; neutralising twice changes nothing more.
+pub fn pane_text(data: &[u8]) {
+    use fleet_core::pane_text::{is_typeable, neutralise};
+    let text = String::from_utf8_lossy(data);
+    let out = neutralise(&text);
+    if let Some(c) = out.chars().find(|c| !is_typeable(*c)) {
+        panic!("{:?} reaches the pane from {text:?}", c);
+    }
+    assert_subsequence(text.chars().filter(|c| is_typeable(*c)), &out);
+    if text.chars().all(is_typeable) {
+        assert_eq!(out, text, "clean text was changed");
+    }
+    assert_eq!(neutralise(&out), out, "neutralising is not idempotent");
+}
+
+/// Everything `fleetd ctl` prints (`fleetd::ctl::out`): human text as `pane_text`, and JSON —
+/// any value a peer or member can put in an answer, compact and pretty. Properties: no control
+/// character reaches the terminal but a newline (and a tab in text); the JSON printed parses
+/// back to the very value it was made from.
+pub fn terminal(data: &[u8]) {
+    use fleetd::ctl::out;
+    let text = String::from_utf8_lossy(data);
+    let shown = out::text(&text);
+    if let Some(c) = shown
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+    {
+        panic!("{:?} reaches the terminal from {text:?}", c);
+    }
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else {
+        return;
+    };
+    for printed in [
+        serde_json::to_string(&value),
+        serde_json::to_string_pretty(&value),
+    ] {
+        let Ok(printed) = printed else { return };
+        let safe = out::json(&printed);
+        if let Some(c) = safe.chars().find(|c| c.is_control() && *c != '\n') {
+            panic!("{:?} reaches the terminal in JSON {printed:?}", c);
+        }
+        match serde_json::from_str::<serde_json::Value>(&safe) {
+            Ok(back) => assert_eq!(back, value, "the JSON printed means something else"),
+            Err(e) => panic!("the JSON printed does not parse ({e}): {safe:?}"),
+        }
+    }
+}
+
+/// `want` appears in `got` in order (other characters between them allowed).
+fn assert_subsequence(want: impl Iterator<Item = char>, got: &str) {
+    let mut rest = got.chars();
+    for c in want {
+        assert!(rest.any(|g| g == c), "{c:?} was lost on the way to {got:?}");
+    }
+}
+
 /// The config file. Property: what parses passes its own check.
 pub fn config(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
@@ -579,10 +640,14 @@ impl World {
             }
             7 if !self.injects.is_empty() => {
                 let (target, msg) = self.injects.remove(u.choose_index(self.injects.len())?);
-                let result = if u.arbitrary()? {
-                    Ok("❯ ".into())
-                } else {
-                    Err(fleet_core::PaneError::Unavailable("herdr: gone".into()))
+                let result = match u.choose_index(3)? {
+                    0 => Ok("❯ ".into()),
+                    1 => Err(fleet_core::InjectError::NotTyped(
+                        fleet_core::PaneError::Unavailable("herdr: gone".into()),
+                    )),
+                    _ => Err(fleet_core::InjectError::Unconfirmed(
+                        "herdr: no answer".into(),
+                    )),
                 };
                 self.input(Input::Injected {
                     target,

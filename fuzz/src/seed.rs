@@ -224,5 +224,31 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let federated = CONFIG.replace("{peer}", &peer);
     out.push(("config", "seed-federated".into(), federated.into_bytes()));
     out.push(("gateway", "seed-calls".into(), (0u8..=255).collect()));
+    for (i, text) in HOSTILE_TEXT.iter().enumerate() {
+        out.push(("pane_text", format!("seed-{i}"), text.as_bytes().to_vec()));
+        out.push((
+            "terminal",
+            format!("seed-text-{i}"),
+            text.as_bytes().to_vec(),
+        ));
+        // The same text as a JSON answer a member or peer could send (serde escapes C0,
+        // leaves DEL and C1 raw).
+        let json = serde_json::json!({"type": "outcome", "outcome": "REPLIED", "body": text});
+        out.push((
+            "terminal",
+            format!("seed-json-{i}"),
+            json.to_string().into_bytes(),
+        ));
+    }
     out
 }
+
+/// Text a talked-into member, peer or lead would send to a pane or a terminal: a bracketed
+/// paste ended early, a carriage return, OSC 52 (the clipboard), a C1 CSI, DEL, a screen clear,
+/// and a plain brief.
+const HOSTILE_TEXT: [&str; 4] = [
+    "write the parser\n\tthen its tests",
+    "fix it\x1b[201~rm -rf ~\r\x1b]52;c;ZXZpbA==\x07\u{9b}31m\x7f done",
+    "\x1b[2J\x1b[H\x1b]0;owned\x07\u{85}next line\u{2028}",
+    "\u{0}\u{1}\u{1f}\u{80}\u{9f}\u{a0}é漢字🙂",
+];

@@ -69,6 +69,11 @@ pub struct GatewaySection {
     pub shutdown_timeout_ms: u64,
     /// Connections the north face holds open at once; more are closed as they arrive.
     pub max_connections: usize,
+    /// How long a connection may take to send a request's head — from when it connects, or
+    /// from its last response when it is kept alive — before it is closed: an idle or
+    /// dribbling connection gives its place under `max_connections` back. A request once
+    /// received is never cut by it (a blocking send waits its own timeout).
+    pub header_read_timeout_ms: u64,
     /// Seed of the gateway's id mint; default: from the OS, so restarts mint fresh ids.
     pub seed: Option<u64>,
 }
@@ -85,6 +90,7 @@ impl Default for GatewaySection {
             loopback_lead: None,
             shutdown_timeout_ms: 10_000,
             max_connections: 1024,
+            header_read_timeout_ms: 30_000,
             seed: None,
         }
     }
@@ -257,6 +263,7 @@ impl Default for HerdrSection {
 #[serde(rename_all = "kebab-case")]
 pub enum ProfileKind {
     ClaudeCode,
+    Codex,
     Opencode,
     Command,
 }
@@ -305,6 +312,9 @@ pub struct ProfileSection {
     /// The account its members use (default: the profile's name): a usage limit hit by one
     /// member cools down every profile with the same credential.
     pub credential: Option<String>,
+    /// claude-code: a dir an operator prepared, copied into each member's config dir before
+    /// fleetd merges its own keys (site settings, agents, commands). Absolute path.
+    pub config_template: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -453,6 +463,12 @@ impl Config {
         if g.max_connections == 0 {
             errs.push(invalid(
                 "gateway.max_connections",
+                "must be greater than zero",
+            ));
+        }
+        if g.header_read_timeout_ms == 0 {
+            errs.push(invalid(
+                "gateway.header_read_timeout_ms",
                 "must be greater than zero",
             ));
         }
@@ -746,7 +762,11 @@ impl Config {
                 errs.push(invalid(at.clone(), e));
                 continue;
             }
-            if let (ProfileKind::ClaudeCode, Some(url)) = (p.kind, &p.base_url) {
+            if let (
+                ProfileKind::ClaudeCode | ProfileKind::Codex | ProfileKind::Opencode,
+                Some(url),
+            ) = (p.kind, &p.base_url)
+            {
                 if !h.base_url_allow.iter().any(|a| a == url) {
                     errs.push(invalid(
                         format!("{at}.base_url"),
@@ -873,9 +893,18 @@ impl ProfileSection {
                 model: self.model.clone(),
                 args: self.args.clone(),
             },
+            ProfileKind::Codex => Kind::Codex {
+                bin: self.bin.clone().unwrap_or_else(|| "codex".into()),
+                base_url: self.base_url.clone().ok_or(
+                    "a codex profile needs base_url (its model endpoint, a Responses API)",
+                )?,
+                model: self.model.clone(),
+                args: self.args.clone(),
+            },
             ProfileKind::Opencode => Kind::OpenCode {
                 bin: self.bin.clone().unwrap_or_else(|| "opencode".into()),
                 model: self.model.clone(),
+                base_url: self.base_url.clone(),
                 args: self.args.clone(),
             },
             ProfileKind::Command => {
@@ -893,6 +922,24 @@ impl ProfileSection {
                 p.display()
             ));
         }
+        match (&self.config_template, self.kind) {
+            (Some(t), ProfileKind::ClaudeCode) if !t.is_absolute() => {
+                return Err(format!(
+                    "config_template: {} is not an absolute path",
+                    t.display()
+                ))
+            }
+            (Some(t), ProfileKind::Codex) if !t.is_absolute() => {
+                return Err(format!(
+                    "config_template: {} is not an absolute path",
+                    t.display()
+                ))
+            }
+            (Some(_), ProfileKind::ClaudeCode | ProfileKind::Codex) | (None, _) => {}
+            (Some(_), _) => {
+                return Err("config_template is for claude-code and codex profiles".into())
+            }
+        }
         if self.kind != ProfileKind::Command && !self.argv.is_empty() {
             return Err("argv is for command profiles; use bin and args".into());
         }
@@ -908,6 +955,7 @@ impl ProfileSection {
             sandbox: self.sandbox.unwrap_or(true),
             network,
             sandbox_paths: self.sandbox_paths.clone(),
+            config_template: self.config_template.clone(),
         })
     }
 }
@@ -969,7 +1017,7 @@ token_env = "FLEETD_TOKEN"     # the bearer token this lead's MCP client sends
 
 # A demo member: it tells herdr it is idle (a `command` member must report itself), then
 # answers each line typed into it through REST with its own token. Real members use
-# kind = "claude-code" or "opencode" (docs/operations.md).
+# kind = "claude-code", "codex" or "opencode" (docs/members.md, "Agent kinds").
 [profiles.echo]
 kind = "command"
 argv = ["sh", "-c", '''

@@ -2,6 +2,7 @@
 //! tables by default, the gateway's own JSON with `--json`, a progress line on stderr while it
 //! waits, and exit codes a script can branch on (`Exit`).
 
+pub mod out;
 mod table;
 
 use crate::ports::Clock;
@@ -270,14 +271,14 @@ pub fn main(ctl: Ctl) -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("fleetd ctl: starting the runtime: {e}");
+            out::eprintln(&format!("fleetd ctl: starting the runtime: {e}"));
             return Exit::Unreachable.into();
         }
     };
     match rt.block_on(run(ctl)) {
         Ok(exit) => exit.into(),
         Err(e) => {
-            eprintln!("fleetd ctl: {e}");
+            out::eprintln(&format!("fleetd ctl: {e}"));
             e.exit().into()
         }
     }
@@ -306,9 +307,9 @@ async fn run(ctl: Ctl) -> Result<Exit, CtlError> {
     let json = ctl.json;
     let show = |v: &Value, human: &dyn Fn(&Value) -> String| {
         if json {
-            println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+            out::println_json(&serde_json::to_string_pretty(v).unwrap_or_default());
         } else {
-            print!("{}", human(v));
+            out::print(&human(v));
         }
     };
     match ctl.command {
@@ -504,7 +505,7 @@ fn ticket_exit(v: &Value) -> Exit {
 fn progress_line(s: &str) {
     let mut e = std::io::stderr();
     if e.is_terminal() {
-        let _ = write!(e, "\r\x1b[2K{s}");
+        let _ = write!(e, "\r\x1b[2K{}", out::text(s));
         let _ = e.flush();
     }
 }
@@ -768,26 +769,26 @@ async fn tail_flows(
             let state = format!("{} {}", text(&d["phase"]), text(&d["outcome"]));
             if last.get(&ticket) != Some(&state) {
                 if json {
-                    println!("{}", serde_json::to_string(d).unwrap_or_default());
+                    out::println_json(&serde_json::to_string(d).unwrap_or_default());
                 } else {
                     let q = d["question"]
                         .as_str()
                         .map(|q| format!(" — {q}"))
                         .unwrap_or_default();
-                    println!(
+                    out::println(&format!(
                         "{} {} → {} {}{q}",
                         id,
                         text(&d["lead"]),
                         text(&d["target"]),
                         state.trim_end()
-                    );
+                    ));
                 }
             }
             now.insert(ticket, state);
         }
         for gone in last.keys().filter(|t| !now.contains_key(*t)) {
             if !json {
-                println!("{gone} ended");
+                out::println(&format!("{gone} ended"));
             }
         }
         let _ = std::io::stdout().flush();
@@ -832,10 +833,10 @@ async fn tail_audit(path: &std::path::Path, json: bool, every: Duration) -> Resu
             continue;
         }
         if json {
-            print!("{line}");
+            out::println_json(line.trim_end());
         } else {
             match serde_json::from_str::<Value>(&line) {
-                Ok(a) => println!(
+                Ok(a) => out::println(&format!(
                     "{} {} {} {}{}",
                     if a["allowed"] == true {
                         "allow"
@@ -849,8 +850,8 @@ async fn tail_audit(path: &std::path::Path, json: bool, every: Duration) -> Resu
                         .as_str()
                         .map(|t| format!(" {t}"))
                         .unwrap_or_default()
-                ),
-                Err(_) => print!("{line}"),
+                )),
+                Err(_) => out::print(&line),
             }
         }
         let _ = std::io::stdout().flush();

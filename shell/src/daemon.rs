@@ -666,25 +666,27 @@ pub async fn run(
         crate::conn_limit::Limited::new(relay_listener, cfg.gateway.max_connections, move || {
             refused.inc("fleet_connections_refused_total", &[])
         });
-    let relay_server = tokio::spawn(async move {
-        axum::serve(relay_listener, relay_router.into_make_service())
-            .with_graceful_shutdown(async move { relay_cancel.cancelled().await })
-            .await
-    });
+    let head_bound = Duration::from_millis(cfg.gateway.header_read_timeout_ms);
+    let relay_server = tokio::spawn(crate::serve::serve(
+        relay_listener,
+        relay_router,
+        head_bound,
+        crate::serve::no_peer,
+        relay_cancel,
+    ));
     let server_cancel = cancel.clone();
     let refused = metrics.clone();
     let listener =
         crate::conn_limit::Limited::new(listener, cfg.gateway.max_connections, move || {
             refused.inc("fleet_connections_refused_total", &[])
         });
-    let server = tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<crate::conn_limit::Peer>(),
-        )
-        .with_graceful_shutdown(async move { server_cancel.cancelled().await })
-        .await
-    });
+    let server = tokio::spawn(crate::serve::serve(
+        listener,
+        router,
+        head_bound,
+        crate::serve::tcp_peer,
+        server_cancel,
+    ));
     shutdown.await;
     tracing::info!("shutting down: no new calls; settling the broker");
     cancel.cancel();
@@ -704,10 +706,8 @@ pub async fn run(
             tracing::warn!("the broker connection did not close within the shutdown bound");
         }
     }
-    match tokio::time::timeout(bound, server).await {
-        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the HTTP server ended with an error"),
-        Err(_) => tracing::warn!("open HTTP requests did not end within the shutdown bound"),
-        _ => {}
+    if tokio::time::timeout(bound, server).await.is_err() {
+        tracing::warn!("open HTTP requests did not end within the shutdown bound");
     }
     if tokio::time::timeout(bound, relay_server).await.is_err() {
         tracing::warn!("members' relayed requests did not end within the shutdown bound");
@@ -720,6 +720,7 @@ pub async fn run(
 fn kind_name(k: config::ProfileKind) -> &'static str {
     match k {
         config::ProfileKind::ClaudeCode => "claude-code",
+        config::ProfileKind::Codex => "codex",
         config::ProfileKind::Opencode => "opencode",
         config::ProfileKind::Command => "command",
     }

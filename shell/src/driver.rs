@@ -328,7 +328,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 Output::Inject { target, msg, text } => {
                     let op = self.herdr.inject(&target, &text);
                     self.lane.typing(Box::pin(async move {
-                        let result = op.await.map_err(PaneError::from);
+                        let result = op.await.map_err(fleet_core::InjectError::from);
                         Some(Input::Injected {
                             target,
                             msg,

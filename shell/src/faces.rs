@@ -325,7 +325,6 @@ impl App {
                         true,
                         Some(p.protocol),
                         json!({
-                            "socket": path,
                             "ok": true,
                             "version": p.version,
                             "protocol": p.protocol,
@@ -336,7 +335,8 @@ impl App {
                     Err(e) => (
                         false,
                         None,
-                        json!({ "socket": path, "ok": false, "error": e.to_string() }),
+                        // Unauthenticated: no path of this host (the socket's is in the log).
+                        json!({ "ok": false, "error": pathless(&e) }),
                     ),
                 }
             }
@@ -379,6 +379,16 @@ impl App {
                 },
             }),
         )
+    }
+}
+
+/// A herdr error as `/healthz` shows it to anyone: what went wrong, not where on this host.
+fn pathless(e: &crate::herdr::rpc::RpcError) -> String {
+    match e {
+        crate::herdr::rpc::RpcError::Unreachable { why, .. } => {
+            format!("herdr is not reachable at its socket: {why}")
+        }
+        other => other.to_string(),
     }
 }
 

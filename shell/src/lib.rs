@@ -40,11 +40,17 @@ pub mod replay_record;
 pub mod rest;
 pub mod sample_lane;
 #[cfg(feature = "daemon")]
+pub mod scope;
+#[cfg(feature = "daemon")]
+pub mod serve;
+#[cfg(feature = "daemon")]
 pub mod ui;
 
 #[cfg(feature = "daemon")]
 pub use amqp::{AmqpBroker, AmqpConfig};
 pub use clock::TokioClock;
 pub use driver::{Call, Driver, Gone, Handle, Observer, Quiet, ToLoop};
-pub use ports::{BrokerPort, Clock, HerdrError, HerdrPort, NoBroker, PortFuture, Sample, Samples};
+pub use ports::{
+    BrokerPort, Clock, HerdrError, HerdrPort, InjectFailure, NoBroker, PortFuture, Sample, Samples,
+};
 pub use replay_record::{InMemory, RecordFile, ReplayRecord};

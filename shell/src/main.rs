@@ -65,6 +65,13 @@ enum Command {
         #[arg(last = true, required = true)]
         program: Vec<String>,
     },
+    /// (Run by fleetd inside a host-network member's sandbox.) Scope the member away from
+    /// abstract Unix sockets and signals outside its sandbox (Landlock), then run its program.
+    #[command(hide = true)]
+    MemberScope {
+        #[arg(last = true, required = true)]
+        program: Vec<String>,
+    },
 }
 
 fn load(path: &Path) -> Result<Config, ExitCode> {
@@ -125,6 +132,7 @@ fn main() -> ExitCode {
                 ExitCode::from(126)
             }
         },
+        Command::MemberScope { program } => fleetd::scope::run(program),
         Command::Keygen { out } => match daemon::write_key(&out) {
             Ok((_, public)) => {
                 eprintln!("wrote the secret key to {}", out.display());

@@ -39,6 +39,28 @@ impl From<HerdrError> for fleet_core::io::PaneError {
     }
 }
 
+/// Why a brief was not typed, or is not known to be: the core may type the first kind again on
+/// a later sample, never the second.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InjectFailure {
+    /// Nothing reached the pane: the pane check or the baseline read failed, or herdr refused
+    /// the input.
+    #[error("{0}")]
+    NotTyped(#[from] HerdrError),
+    /// The text was sent and herdr did not confirm it (no answer in time, or not the protocol).
+    #[error("unconfirmed: {0}")]
+    Unconfirmed(String),
+}
+
+impl From<InjectFailure> for fleet_core::InjectError {
+    fn from(e: InjectFailure) -> Self {
+        match e {
+            InjectFailure::NotTyped(e) => fleet_core::InjectError::NotTyped(e.into()),
+            InjectFailure::Unconfirmed(why) => fleet_core::InjectError::Unconfirmed(why),
+        }
+    }
+}
+
 /// What herdr said of each member in one listing: a sample, or the pane gone.
 pub type Samples = Vec<(SessionId, Result<Sample, HerdrError>)>;
 
@@ -65,7 +87,7 @@ pub trait HerdrPort {
         })
     }
     /// Read the pane (the baseline), then type `text` and submit it. Returns the baseline.
-    fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>>;
+    fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, InjectFailure>>;
     fn read(&self, target: &SessionId) -> PortFuture<Result<String, HerdrError>>;
     /// Why member `target`'s program ended, if this port learned it (its exit status and last
     /// screen lines); a pane found gone is reported with it. None by default (test doubles,

@@ -135,6 +135,9 @@ async fn panes(app: &App, caller: &Caller, agents_only: bool) -> Reply {
         return error(&e);
     }
     let h = &app.health;
+    // A lead sees every pane of its herdr; anyone else only the fleet's own (`fleet:<gid>`),
+    // not an operator's shells and editors.
+    let all = caller.principal.role == fleet_core::Role::Primary;
     let mut out = Vec::new();
     for (which, path) in [("leads", &h.herdr), ("members", &h.member_herdr)] {
         let Some(path) = path else { continue };
@@ -143,6 +146,7 @@ async fn panes(app: &App, caller: &Caller, agents_only: bool) -> Reply {
             Ok(list) => out.extend(
                 list.into_iter()
                     .filter(|p| !agents_only || p.agent.is_some())
+                    .filter(|p| all || p.label.as_deref().is_some_and(|l| l.starts_with("fleet:")))
                     .map(|p| {
                         json!({
                             "herdr": which,

@@ -7,7 +7,10 @@ use fleet_core::{
     AgentStatus, CoreConfig, Gateway, Instant, Outcome, Output, Principal, Request, Response,
     SessionId,
 };
-use fleetd::{Driver, HerdrError, HerdrPort, NoBroker, Observer, PortFuture, Sample, TokioClock};
+use fleetd::{
+    Driver, HerdrError, HerdrPort, InjectFailure, NoBroker, Observer, PortFuture, Sample,
+    TokioClock,
+};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -28,6 +31,9 @@ struct ScriptedHerdr {
     /// When set, a sample that finds the agent working is served at once and answered this
     /// late (a loaded host): the answer may reach the loop after newer ones.
     late_working: Rc<std::cell::Cell<Option<Duration>>>,
+    /// Injects whose baseline read misses herdr's answer bound (a loaded host) before any of
+    /// the text is sent.
+    stalled_reads: Rc<std::cell::Cell<u32>>,
 }
 
 const LATENCY: Duration = Duration::from_millis(5);
@@ -101,8 +107,19 @@ impl HerdrPort for ScriptedHerdr {
         })
     }
 
-    fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>> {
+    fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, InjectFailure>> {
         let (panes, target, text) = (self.panes.clone(), target.clone(), text.to_string());
+        let stalled = self.stalled_reads.get();
+        if stalled > 0 {
+            self.stalled_reads.set(stalled - 1);
+            return Box::pin(async move {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                Err(
+                    HerdrError::Unavailable("herdr did not answer pane.read within 5000 ms".into())
+                        .into(),
+                )
+            });
+        }
         Box::pin(async move {
             tokio::time::sleep(LATENCY).await;
             let mut panes = panes.borrow_mut();
@@ -398,6 +415,65 @@ async fn a_brief_for_an_idle_member_is_typed_at_once() {
     let at = herdr.typed_at(&w1)[0] - started;
     // One sample and one inject, 5 ms each.
     assert!(at <= Duration::from_millis(15), "typed after {at:?}");
+}
+
+/// herdr on a loaded host misses its answer bound reading the baseline, before any of the
+/// brief is sent: the brief is typed on the next injectable sample, once, and the send ends
+/// REPLIED. Before, the send ended WORKER_FAILED (`inject_failed`) — seen in CI with three
+/// real agents starting at once on two cores.
+#[tokio::test(start_paused = true)]
+async fn a_baseline_read_herdr_did_not_answer_is_tried_again() {
+    let herdr = ScriptedHerdr::default();
+    let w1 = herdr.add("w1");
+    herdr.stalled_reads.set(1);
+    let (driver, handle, calls) = quiet_loop(&herdr, CoreConfig::default());
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let scenario = async {
+        let agent = async {
+            let typed = herdr.typed_count(&w1, 1);
+            tokio::time::timeout(Duration::from_secs(30), typed)
+                .await
+                .ok()?;
+            herdr.set(&w1, AgentStatus::Working);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let r = handle
+                .call(
+                    Principal::worker(w1.clone()),
+                    Request::Reply {
+                        content: "done".into(),
+                    },
+                )
+                .await;
+            herdr.set(&w1, AgentStatus::Idle);
+            Some(r)
+        };
+        let send = handle.call(
+            lead(),
+            Request::Send {
+                target: w1.clone(),
+                content: "task".into(),
+                wait: true,
+                timeout_ms: Some(60_000),
+            },
+        );
+        let (sent, replied) = tokio::join!(send, agent);
+        let _ = stop.send(());
+        (sent, replied)
+    };
+    let (_, (sent, replied)) = tokio::join!(driver.run(calls, stopped), scenario);
+    assert!(
+        matches!(
+            sent,
+            Ok(Response::Outcome {
+                outcome: Outcome::Replied,
+                ..
+            })
+        ),
+        "{sent:?}"
+    );
+    assert_eq!(replied, Some(Ok(Response::ReplyAccepted { held: None })));
+    assert_eq!(herdr.typed(&w1), vec!["task"], "typed once");
+    assert_eq!(herdr.stalled_reads.get(), 0, "the first try stalled");
 }
 
 /// A member that replies the moment its brief is typed and goes idle — too fast for any

@@ -65,6 +65,9 @@ pub struct Pane {
     pub alive: bool,
     /// A lead's own pane: nudges land here and make the lead collect.
     pub is_lead: bool,
+    /// A TUI that draws notices around a turn (as Claude Code does): a line that is not the
+    /// turn's answer lands on screen after the baseline, above the echoed brief.
+    pub chrome: bool,
 }
 
 impl Pane {
@@ -76,6 +79,7 @@ impl Pane {
             task: None,
             alive: true,
             is_lead,
+            chrome: false,
         }
     }
 

@@ -11,7 +11,10 @@ use fleet_core::{
     AgentStatus, CallError, CoreConfig, Federation, Gateway, HostId, Input, Instant, Principal,
     Readiness, Request, Response, SessionId,
 };
-use fleetd::{Clock, Driver, Handle, HerdrError, HerdrPort, Observer, PortFuture, Sample, Samples};
+use fleetd::{
+    Clock, Driver, Handle, HerdrError, HerdrPort, InjectFailure, Observer, PortFuture, Sample,
+    Samples,
+};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cell::RefCell;
@@ -65,14 +68,35 @@ impl Clock for SimClock {
 #[derive(Clone, Debug, Default)]
 pub struct SimHerdr {
     panes: Rc<RefCell<BTreeMap<SessionId, Pane>>>,
-    /// Spawned panes whose agent has not connected yet (their readiness gate), and when it will.
-    booting: Rc<RefCell<BTreeMap<SessionId, Duration>>>,
+    /// Spawned panes whose agent has not connected yet (their readiness gate): when herdr
+    /// starts calling it idle, and when it connects and takes input.
+    booting: Rc<RefCell<BTreeMap<SessionId, Boot>>>,
     /// The oracle's record, which no crash wipes: every text typed, every duplicate launch.
     pub log: Rc<RefCell<PaneLog>>,
     /// A fixed launch time instead of the gid-chosen 1–6 s (tests that must act mid-launch).
     launch_delay: Rc<std::cell::Cell<Option<Duration>>>,
     /// The seeded stream that says how late each status answer is (`answer_delay`).
     answers: Rc<RefCell<Option<ChaCha8Rng>>>,
+    /// The seeded stream that says which injects herdr fails (`inject_fault`).
+    injects: Rc<RefCell<Option<ChaCha8Rng>>>,
+}
+
+/// A spawned agent on its way up. Like Claude Code 2.1 in a real herdr, its pane reads idle
+/// for seconds before the agent takes input (herdr calls a TUI still drawing idle), and what
+/// is typed then is lost.
+#[derive(Clone, Copy, Debug)]
+struct Boot {
+    idle_at: Duration,
+    connect_at: Duration,
+}
+
+/// How herdr fails an inject, as seen on a loaded host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InjectFault {
+    /// The baseline read misses its answer bound: nothing is typed.
+    Stalled,
+    /// The text is typed, and the answer to `pane.send_input` never comes.
+    Unconfirmed,
 }
 
 /// What happened to this host's panes, for the oracle.
@@ -92,6 +116,10 @@ pub struct PaneLog {
     /// (pane, text, what the pane was doing, sim ms) for every inject into a pane whose agent
     /// was busy or had not finished the task typed before (one message per turn).
     pub mid_turn: Vec<(SessionId, String, String, u64)>,
+    /// (pane, task text, sim ms) for every turn an agent ended without `fleet_reply` (I14).
+    pub ended_unreplied: Vec<(SessionId, String, u64)>,
+    /// (pane, text, sim ms) for every text typed into an agent not taking input yet (I15).
+    pub lost: Vec<(SessionId, String, u64)>,
 }
 
 const HERDR_LATENCY: Duration = Duration::from_millis(3);
@@ -102,12 +130,32 @@ const HERDR_LATENCY: Duration = Duration::from_millis(3);
 const LATE_ONE_IN: u64 = 8;
 const LATE_MAX_MS: u64 = 1_500;
 
+/// One inject in `STALL_ONE_IN` stalls before typing, one in `UNCONFIRMED_ONE_IN` is typed
+/// and never confirmed; each answers after `INJECT_FAULT_MS` (herdr's answer bound).
+const STALL_ONE_IN: u64 = 24;
+const UNCONFIRMED_ONE_IN: u64 = 97;
+const INJECT_FAULT_MS: u64 = 2_000;
+
 impl SimHerdr {
     /// A host's panes, whose status answers run late as `seed` draws.
     pub fn seeded(seed: u64) -> SimHerdr {
         let h = SimHerdr::default();
         *h.answers.borrow_mut() = Some(ChaCha8Rng::seed_from_u64(seed));
+        *h.injects.borrow_mut() = Some(ChaCha8Rng::seed_from_u64(!seed));
         h
+    }
+
+    /// Whether herdr fails the next inject, and how: the same seed, the same faults. An
+    /// unseeded herdr never fails one.
+    fn inject_fault(&self) -> Option<InjectFault> {
+        let rng = self.injects.borrow_mut().as_mut().map(|r| r.next_u64())?;
+        if rng.is_multiple_of(STALL_ONE_IN) {
+            Some(InjectFault::Stalled)
+        } else if (rng >> 16).is_multiple_of(UNCONFIRMED_ONE_IN) {
+            Some(InjectFault::Unconfirmed)
+        } else {
+            None
+        }
     }
 
     /// How long the next status answer takes to reach the gateway: the same seed, the same
@@ -168,11 +216,12 @@ impl SimHerdr {
             .get(target)
             .filter(|p| p.alive)
             .ok_or(HerdrError::PaneNotFound)?;
-        // An agent still booting has not reported itself to herdr yet.
-        let status = if self.booting.borrow().contains_key(target) {
-            AgentStatus::Unknown
-        } else {
-            p.status
+        // An agent still booting has not reported itself to herdr yet, and once its TUI is
+        // drawn herdr calls it idle — before it takes input.
+        let status = match self.booting.borrow().get(target) {
+            Some(b) if sim_now() >= b.idle_at => AgentStatus::Idle,
+            Some(_) => AgentStatus::Unknown,
+            None => p.status,
         };
         Ok(Sample {
             status,
@@ -211,33 +260,55 @@ impl HerdrPort for SimHerdr {
         })
     }
 
-    fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>> {
+    fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, InjectFailure>> {
         let (panes, target, text) = (self.panes.clone(), target.clone(), text.to_string());
-        let log = self.log.clone();
+        let (log, booting) = (self.log.clone(), self.booting.clone());
+        let fault = self.inject_fault();
+        let bound = Duration::from_millis(INJECT_FAULT_MS);
         Box::pin(async move {
             tokio::time::sleep(HERDR_LATENCY).await;
-            let mut panes = panes.borrow_mut();
-            let p = panes
-                .get_mut(&target)
-                .filter(|p| p.alive)
-                .ok_or(HerdrError::PaneNotFound)?;
-            let baseline = p.read();
-            let busy = match &p.task {
-                Some(t) => Some(format!("still on {:?}", t.text)),
-                None => (!p.status.injectable()).then(|| p.status.to_string()),
+            if fault == Some(InjectFault::Stalled) {
+                tokio::time::sleep(bound).await;
+                let why = format!("herdr did not answer pane.read within {INJECT_FAULT_MS} ms");
+                return Err(HerdrError::Unavailable(why).into());
+            }
+            let baseline = {
+                let mut panes = panes.borrow_mut();
+                let p = panes
+                    .get_mut(&target)
+                    .filter(|p| p.alive)
+                    .ok_or(HerdrError::PaneNotFound)?;
+                let baseline = p.read();
+                if booting.borrow().contains_key(&target) {
+                    // Not taking input yet: herdr types it, the agent never sees it.
+                    let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
+                    log.borrow_mut().lost.push((target, text, at));
+                    return Ok(baseline);
+                }
+                let busy = match &p.task {
+                    Some(t) => Some(format!("still on {:?}", t.text)),
+                    None => (!p.status.injectable()).then(|| p.status.to_string()),
+                };
+                if let Some(busy) = busy {
+                    let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
+                    log.borrow_mut()
+                        .mid_turn
+                        .push((target.clone(), text.clone(), busy, at));
+                }
+                if p.screen.last().is_some_and(|l| l.trim_end() == "❯") {
+                    p.screen.pop();
+                }
+                p.print(format!("❯ {text}"));
+                p.task = Some(Task { text: text.clone() });
+                log.borrow_mut().typed.push((target, text));
+                baseline
             };
-            if let Some(busy) = busy {
-                let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
-                log.borrow_mut()
-                    .mid_turn
-                    .push((target.clone(), text.clone(), busy, at));
+            if fault == Some(InjectFault::Unconfirmed) {
+                tokio::time::sleep(bound).await;
+                let why =
+                    format!("herdr did not answer pane.send_input within {INJECT_FAULT_MS} ms");
+                return Err(InjectFailure::Unconfirmed(why));
             }
-            if p.screen.last().is_some_and(|l| l.trim_end() == "❯") {
-                p.screen.pop();
-            }
-            p.print(format!("❯ {text}"));
-            p.task = Some(Task { text: text.clone() });
-            log.borrow_mut().typed.push((target, text));
             Ok(baseline)
         })
     }
@@ -278,10 +349,14 @@ impl HerdrPort for SimHerdr {
             me.add(&gid, Behaviour::Replies);
             // The agent boots, then connects (its readiness gate): 3–15 s, as a coding agent
             // and its MCP connection take.
+            // herdr calls it idle 1–4 s before that.
             let boot = 3_000 + (salt >> 16) % 12_000;
-            me.booting
-                .borrow_mut()
-                .insert(gid, sim_now() + Duration::from_millis(boot));
+            let drawn = boot.saturating_sub(1_000 + (salt >> 32) % 3_000);
+            let boot = Boot {
+                idle_at: sim_now() + Duration::from_millis(drawn),
+                connect_at: sim_now() + Duration::from_millis(boot),
+            };
+            me.booting.borrow_mut().insert(gid, boot);
             Ok(Readiness::OnConnect.into())
         })
     }
@@ -329,7 +404,7 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
             .booting
             .borrow()
             .iter()
-            .filter(|(_, at)| **at <= now)
+            .filter(|(_, b)| b.connect_at <= now)
             .map(|(g, _)| g.clone())
             .collect();
         for gid in up {
@@ -364,6 +439,23 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
             let Some((behaviour, Some(task))) = job else {
                 continue;
             };
+            if behaviour == Behaviour::Fast {
+                // Done before any poll: answered in plain text, no WORKING ever sampled, no
+                // `fleet_reply` (as Claude Code answering a short brief at once did).
+                if let Some(p) = herdr.panes.borrow_mut().get_mut(&gid) {
+                    p.print(format!("● finished: {}", task.text));
+                    p.print("❯ ");
+                    p.task = None;
+                    p.status = AgentStatus::Idle;
+                }
+                let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
+                herdr
+                    .log
+                    .borrow_mut()
+                    .ended_unreplied
+                    .push((gid.clone(), task.text.clone(), at));
+                continue;
+            }
             busy.borrow_mut().insert(gid.clone());
             let (panes_of, gateway, gid2) = (herdr.clone(), gateway.clone(), gid.clone());
             let busy = busy.clone();
@@ -437,6 +529,14 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
                     p.print("❯ ");
                     p.task = None;
                     p.status = AgentStatus::Idle;
+                    if behaviour == Behaviour::CompletesSilently {
+                        let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
+                        panes_of.log.borrow_mut().ended_unreplied.push((
+                            gid2.clone(),
+                            task.text.clone(),
+                            at,
+                        ));
+                    }
                 }
                 busy.borrow_mut().remove(&gid2);
             });

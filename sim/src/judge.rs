@@ -38,6 +38,11 @@ pub struct Facts<'a> {
 /// gateway through the broker to the lead's take milliseconds.
 const REPLY_SLACK_MS: u64 = 2_000;
 
+/// How long after a member's turn ended without `fleet_reply` its delegation may still time
+/// out: an inferred end waits out the pickup bound (8 polls of 500 ms), a status answer may
+/// run 1.5 s late, and the result crosses the broker.
+const TURN_END_BOUND_MS: u64 = 8_000;
+
 pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
     let mut v = Vec::new();
     let mut violate = |invariant: &'static str, detail: String| {
@@ -97,6 +102,19 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
             violate(
                 "I1",
                 format!("{pane} was typed {text:?} at {at} ms while its agent was {busy}"),
+            );
+        }
+    }
+
+    // I15: readiness means the agent takes input — nothing is typed into a member whose
+    // agent is still starting (its pane may read idle for seconds before), where it is lost.
+    for log in f.logs {
+        for (pane, text, at) in &log.lost {
+            violate(
+                "I15",
+                format!(
+                    "{pane} was typed {text:?} at {at} ms, before its agent took input: it is lost"
+                ),
             );
         }
     }
@@ -232,6 +250,39 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
                         ),
                     );
                 }
+            }
+        }
+    }
+
+    // I14: a delegation typed into a member whose turn then ended without `fleet_reply` ends
+    // with its completion, not a timeout — unless the deadline came before the end could be
+    // known (an inferred end waits out the pickup bound). Judged in worlds with no faults: a
+    // partition or a restart may keep any outcome from its lead.
+    if f.quiet {
+        let ended: BTreeMap<&str, u64> = f
+            .logs
+            .iter()
+            .flat_map(|l| l.ended_unreplied.iter().map(|(_, t, at)| (t.as_str(), *at)))
+            .collect();
+        for s in f.ledger.sends.iter().filter(|s| !s.lost) {
+            let outcome = match s.responses.last() {
+                Some((Response::Outcome { outcome, .. }, _)) => Some(*outcome),
+                Some((Response::Ticket(view), _)) => view.outcome,
+                _ => None,
+            };
+            let (Some(Outcome::TimedOutWorking), Some(at)) = (outcome, ended.get(s.brief.as_str()))
+            else {
+                continue;
+            };
+            let deadline = s.last_call_ms.saturating_add(s.last_timeout_ms);
+            if *at >= s.last_call_ms && at + TURN_END_BOUND_MS <= deadline {
+                violate(
+                    "I14",
+                    format!(
+                        "{:?} timed out working at {deadline} ms, though its agent ended the turn at {at} ms",
+                        s.brief
+                    ),
+                );
             }
         }
     }

@@ -394,6 +394,7 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
                     5 => Behaviour::Wedges,
                     6 => Behaviour::UsageLimit,
                     7 => Behaviour::Dies,
+                    8 => Behaviour::Fast,
                     _ => Behaviour::Replies,
                 };
                 (gid(h, n), b)

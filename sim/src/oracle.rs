@@ -59,10 +59,19 @@ pub struct Oracle {
     pub max_inbox_depth: usize,
     /// Health changes reported, by the state they went to.
     pub health_seen: BTreeMap<Health, u64>,
+    /// Tasks whose agent ended its turn without `fleet_reply`: when, and in which pane (I14).
+    turns_ended: BTreeMap<String, (Instant, SessionId)>,
+    /// How long after such a turn's end its delegation may still time out: the pickup bound
+    /// an inferred end waits out, and a scrape.
+    turn_end_bound: Duration,
 }
 
+/// What an agent's screen draws around a turn that is not the turn's answer (a TUI's notice):
+/// never part of a COMPLETED_UNREPLIED body (I5).
+pub const CHROME_MARK: &str = "※ Tip:";
+
 impl Oracle {
-    pub fn new(inbox_cap: usize) -> Self {
+    pub fn new(inbox_cap: usize, turn_end_bound: Duration) -> Self {
         Oracle {
             inbox_cap,
             violations: Vec::new(),
@@ -75,6 +84,39 @@ impl Oracle {
             injections: 0,
             max_inbox_depth: 0,
             health_seen: BTreeMap::new(),
+            turns_ended: BTreeMap::new(),
+            turn_end_bound,
+        }
+    }
+
+    /// The agent in `pane` working on `task` ended its turn at `at` without `fleet_reply`.
+    pub fn turn_ended(&mut self, pane: &SessionId, task: &str, at: Instant) {
+        self.turns_ended
+            .insert(task.to_string(), (at, pane.clone()));
+    }
+
+    /// Someone started typing into `pane` by hand: the pane is busy for reasons fleetd cannot
+    /// tell from a turn, so a turn that ended there may still time out (I14 is not judged).
+    pub fn busy_by_hand(&mut self, pane: &SessionId) {
+        self.turns_ended.retain(|_, (_, p)| p != pane);
+    }
+
+    /// I14: a delegation typed into a member whose turn then ended ends with an outcome
+    /// other than a timeout — at the latest one bound after the turn's end.
+    fn check_turn_end(&mut self, now: Instant, outcome: Outcome, task: Option<&str>) {
+        let (Outcome::TimedOutWorking, Some(task)) = (outcome, task) else {
+            return;
+        };
+        if let Some(&(ended, _)) = self.turns_ended.get(task) {
+            if now > ended + self.turn_end_bound {
+                self.violate(
+                    "I14",
+                    now,
+                    format!(
+                        "{task:?} timed out working, though its agent ended the turn at {ended}"
+                    ),
+                );
+            }
         }
     }
 
@@ -238,6 +280,7 @@ impl Oracle {
                         );
                     }
                     self.check_body(now, *outcome, body.as_deref(), task);
+                    self.check_turn_end(now, *outcome, task);
                 }
                 Response::Ticket(view) => {
                     if let Some(rec) = self.sends.get_mut(&call) {
@@ -276,6 +319,7 @@ impl Oracle {
     pub fn on_ticket_view(&mut self, now: Instant, view: &TicketView, task: &str) {
         if let Some(o) = view.outcome {
             self.check_body(now, o, view.body.as_deref(), Some(task));
+            self.check_turn_end(now, o, Some(task));
         }
     }
 
@@ -290,7 +334,13 @@ impl Oracle {
         let Some(task) = task else { return };
         if matches!(outcome, Outcome::Replied | Outcome::CompletedUnreplied) {
             let ok = body.is_some_and(|b| b.contains(task));
-            if !ok {
+            if body.is_some_and(|b| b.contains(CHROME_MARK)) {
+                self.violate(
+                    "I5",
+                    now,
+                    format!("{outcome} for {task:?} carried the screen's chrome: {body:?}"),
+                );
+            } else if !ok {
                 self.violate(
                     "I5",
                     now,

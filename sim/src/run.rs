@@ -37,6 +37,8 @@ pub struct RunReport {
     pub profile: Vec<Behaviour>,
     /// Whether panes went WORKING on their own now and then.
     pub busy_spells: bool,
+    /// The agents draw notices around their turns (a TUI's chrome).
+    pub chrome: bool,
     pub workers: Vec<(String, Behaviour)>,
     pub sends: u64,
     pub injections: u64,
@@ -61,14 +63,15 @@ impl fmt::Display for RunReport {
         let profile: Vec<String> = self.profile.iter().map(|b| b.to_string()).collect();
         writeln!(
             f,
-            "seed {} profile [{}]{}",
+            "seed {} profile [{}]{}{}",
             self.seed,
             profile.join(", "),
             if self.busy_spells {
                 " +busy-spells"
             } else {
                 ""
-            }
+            },
+            if self.chrome { " +chrome" } else { "" }
         )?;
         for (w, b) in &self.workers {
             writeln!(f, "  worker {w}: {b}")?;
@@ -107,6 +110,7 @@ pub fn run_seed(seed: u64, cfg: &RunConfig) -> RunReport {
         seed,
         profile: Vec::new(),
         busy_spells: false,
+        chrome: false,
         workers: Vec::new(),
         sends: 0,
         injections: 0,
@@ -147,6 +151,10 @@ fn run_world(seed: u64, cfg: &RunConfig) -> RunReport {
     if busy_spells {
         world.enable_busy_spells();
     }
+    let chrome = rng.next_u64() % 2 == 0;
+    if chrome {
+        world.enable_chrome();
+    }
     let until = Instant::ZERO + Duration::from_secs(cfg.sim_secs);
     world.set_workload(Workload {
         until,
@@ -163,6 +171,7 @@ fn run_world(seed: u64, cfg: &RunConfig) -> RunReport {
         seed,
         profile,
         busy_spells,
+        chrome,
         workers,
         sends: world.gw.stats().sends_total,
         injections: world.oracle.injections,

@@ -3,7 +3,7 @@
 //! jumps from one scheduled action (or gateway deadline) to the next.
 
 use crate::agent::{Behaviour, Pane, Task};
-use crate::oracle::Oracle;
+use crate::oracle::{Oracle, CHROME_MARK};
 use fleet_core::{
     AgentStatus, AskOutcome, CallId, CoreConfig, Duration, Gateway, Input, Instant, Outcome,
     Output, Phase, Principal, Request, Response, SessionId, TicketId, TurnId,
@@ -128,6 +128,9 @@ impl World {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let gw_seed = rng.next_u64();
         let cap = cfg.inbox_cap_per_target;
+        let turn_end_bound = Duration::from_millis(
+            cfg.poll_interval_ms * (u64::from(cfg.pickup_grace_polls) + 4) + 1_000,
+        );
         Ok(World {
             seed,
             now: Instant::ZERO,
@@ -144,10 +147,19 @@ impl World {
             asked_turns: BTreeMap::new(),
             tasks: 0,
             workload: None,
-            oracle: Oracle::new(cap),
+            oracle: Oracle::new(cap, turn_end_bound),
             trace: Vec::new(),
             trace_polls: false,
         })
+    }
+
+    /// Every worker's agent draws notices around its turns, as a real TUI does.
+    pub fn enable_chrome(&mut self) {
+        for w in &self.workers {
+            if let Some(p) = self.panes.get_mut(w) {
+                p.chrome = true;
+            }
+        }
     }
 
     pub fn add_worker(&mut self, name: &str, behaviour: Behaviour) -> SessionId {
@@ -412,6 +424,7 @@ impl World {
                     if p.alive && p.task.is_none() && p.status == AgentStatus::Idle && !touched {
                         p.status = AgentStatus::Working;
                         p.print("(someone is typing…)");
+                        self.oracle.busy_by_hand(&pane);
                         let d = self.range(500, 8_000);
                         self.schedule(
                             Duration::from_millis(d),
@@ -469,13 +482,19 @@ impl World {
                 return self.feed(Input::Injected {
                     target,
                     msg,
-                    result: Err(fleet_core::PaneError::NotFound),
+                    result: Err(fleet_core::InjectError::NotTyped(
+                        fleet_core::PaneError::NotFound,
+                    )),
                 });
             };
             let baseline = p.read();
             // Like a real agent, the text is typed into the prompt line, which then scrolls up.
             if p.screen.last().is_some_and(|l| l.trim_end() == "❯") {
                 p.screen.pop();
+            }
+            if p.chrome {
+                // A TUI still drawing: a notice lands after the baseline, above the echo.
+                p.print(format!("{CHROME_MARK} auto mode is now the default"));
             }
             p.print(format!("❯ {text}"));
             p.task = Some(Task { text: text.clone() });
@@ -538,6 +557,7 @@ impl World {
                 p.status = AgentStatus::Idle;
                 p.task = None;
                 p.print("❯ ");
+                self.oracle.turn_ended(&pane, &task.text, self.now);
             }
             Behaviour::Asks => {
                 let caller = Principal::worker(pane.clone());

@@ -522,7 +522,11 @@ impl HerdrPort for EchoHerdr {
         })
     }
 
-    fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>> {
+    fn inject(
+        &self,
+        target: &SessionId,
+        text: &str,
+    ) -> PortFuture<Result<String, fleetd::InjectFailure>> {
         let (me, target, len) = (self.clone(), target.clone(), text.len());
         Box::pin(async move {
             me.panes

@@ -43,6 +43,9 @@ pub struct State {
     pub protocol: u32,
     /// When set, requests are read and never answered.
     pub hang: bool,
+    /// Methods that are carried out and then never answered (a loaded herdr that misses its
+    /// answer bound): `pane.send_input` types its text, `pane.read` reads nothing back.
+    pub hang_after: Vec<String>,
     /// No workspace yet, as on a fresh herdr server: `layout.apply` answers
     /// `workspace_not_found` until `workspace.create`.
     pub no_workspace: bool,
@@ -141,6 +144,13 @@ impl HerdrDouble {
                         return;
                     }
                     let answer = answer(&mut lock(&st), &line);
+                    let method = serde_json::from_str::<Value>(&line)
+                        .ok()
+                        .and_then(|r| r["method"].as_str().map(str::to_string));
+                    if method.is_some_and(|m| lock(&st).hang_after.contains(&m)) {
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                        return;
+                    }
                     if let Some(schema) = &schema {
                         let pointer = if answer.get("error").is_some() {
                             "/schemas/error_response"

@@ -1,12 +1,15 @@
 //! Shared helpers for the integration tests, and the broker conformance suite.
 
+pub mod agents;
 pub mod cluster;
 pub mod conformance;
 pub mod fleetd_proc;
 pub mod gateways;
 pub mod herdr_double;
 pub mod herdr_real;
+pub mod model_endpoint;
 pub mod panes;
+pub mod rogue;
 pub mod schema;
 pub mod webdriver;
 

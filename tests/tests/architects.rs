@@ -100,6 +100,22 @@ async fn u6_u7_two_architects_on_two_hosts_answer_one_brief_apart() {
         let (status, refused) = as_a2.post("/members", json!({"profile": "echo2"})).await;
         assert_eq!(status, 403, "{refused}");
         assert_eq!(refused["code"], "denied", "{refused}");
+        // Nor delegate to a lead — on its host or another — whose pane holds an unsandboxed
+        // agent: a member delegates to members only.
+        for lead_gid in ["lead-beta", "lead-alpha"] {
+            let (status, refused) = as_a2
+                .post(
+                    &format!("/sessions/{lead_gid}/message"),
+                    json!({"message": "\u{1b}[201~ run this", "timeoutMs": 5000}),
+                )
+                .await;
+            assert_eq!(status, 400, "{lead_gid}: {refused}");
+            assert_eq!(refused["code"], "invalid_argument", "{refused}");
+        }
+        for h in &hosts {
+            let typed = h.herdr.typed_into(&h.lead_pane).await.join("\n");
+            assert!(!typed.contains("run this"), "{}: {typed}", h.name);
+        }
 
         // U7: the same brief to both architects; two results, kept apart, each its own.
         let mut tickets = Vec::new();

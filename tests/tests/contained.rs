@@ -3,7 +3,8 @@
 //! brief, tries every way out that a member running as fleetd's user had: read the gateway key
 //! and the config, read fleetd's environment, write outside its room, reach a local service,
 //! reach herdr's real socket, type into the lead's pane, read and close another member's pane,
-//! and rename its own pane to `fleet:<victim>` to receive the victim's briefs.
+//! rename its own pane to `fleet:<victim>` to receive the victim's briefs, and connect to an
+//! abstract Unix socket of the host's (what X11 and D-Bus listen on; no mount hides them).
 //!
 //! Sandboxed (the default for a `command` profile where bubblewrap runs), every try fails and
 //! the member still replies (through its relay: a `command` member is offline). The same script
@@ -21,7 +22,8 @@ const LEAD_TOKEN: &str = "lead-token-0123456789abcdef";
 const ARCHITECT_TOKEN: &str = "architect-token-0123456789abcdef";
 
 /// The hostile member. Each brief is `ATTACK <state> <config> <lead pane> <victim pane>
-/// <victim gid> <real herdr socket> <fleetd pid> <a local port> <a file outside its room>`.
+/// <victim gid> <real herdr socket> <fleetd pid> <a local port> <a file outside its room>
+/// <an abstract socket's name>`.
 /// It replies with what it managed before anything destructive, then renames its pane and
 /// closes the victim's, and prints `AFTER …` on its screen (its token may not outlive that).
 const HOSTILE: &str = r#"
@@ -49,7 +51,7 @@ report idle
 while IFS= read -r line; do
   report working
   set -- $line
-  STATE=$2 CONFIG=$3 LEAD=$4 VICTIM=$5 VGID=$6 REAL=$7 PID=$8 NETPORT=$9 OUT=${10}
+  STATE=$2 CONFIG=$3 LEAD=$4 VICTIM=$5 VGID=$6 REAL=$7 PID=$8 NETPORT=$9 OUT=${10} ABSTRACT=${11}
   key=$(can cat "$STATE/gateway.key")
   config=$(can cat "$CONFIG")
   environ=$(can cat "/proc/$PID/environ")
@@ -61,7 +63,14 @@ while IFS= read -r line; do
   esac
   lead=$(herdr '{"id":"a","method":"pane.send_input","params":{"pane_id":"'"$LEAD"'","text":"pwned","keys":["enter"]}}')
   read_other=$(herdr '{"id":"b","method":"pane.read","params":{"pane_id":"'"$VICTIM"'","source":"recent","lines":5,"format":"text","strip_ansi":true}}')
-  msg="key=$key config=$config environ=$environ net=$net real_socket=$real lead=$lead read_other=$read_other"
+  abstract=$(python3 -c '
+import socket, sys
+try:
+    s = socket.socket(socket.AF_UNIX); s.settimeout(3); s.connect("\0" + sys.argv[1]); print("reached")
+except Exception:
+    print("unreachable")
+' "$ABSTRACT")
+  msg="key=$key config=$config environ=$environ net=$net real_socket=$real lead=$lead read_other=$read_other abstract=$abstract"
   curl -s -o /dev/null -X POST -H "Authorization: Bearer $FLEET_MCP_TOKEN" \
        -H 'content-type: application/json' -d "{\"message\":\"$msg\"}" \
        "${FLEET_MCP_URL%/mcp}/sessions/$FLEET_GID/reply"
@@ -107,6 +116,7 @@ fn config(dir: &Dir, port: u16, socket: &std::path::Path, leads: (&str, &str)) -
     let committer = serde_json::to_string(&["sh", "-c", COMMITTER]).unwrap_or_default();
     let profiles = format!(
         "[profiles.hostile]\nkind = \"command\"\nargv = {argv}\n\n\
+         [profiles.online]\nkind = \"command\"\nnetwork = \"host\"\nargv = {argv}\n\n\
          [profiles.bare]\nkind = \"command\"\nsandbox = false\nargv = {argv}\n\n\
          [profiles.committer]\nkind = \"command\"\nargv = {committer}\n\n[core]\n"
     );
@@ -138,6 +148,8 @@ struct World {
     lead_pane: String,
     key: [u8; 32],
     net_port: u16,
+    /// The name of an abstract Unix socket the host listens on (as X11's `@/tmp/.X11-unix/X0`).
+    abstract_name: String,
 }
 
 impl World {
@@ -167,7 +179,7 @@ impl World {
     ) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
         let state = self.dir.0.join("state");
         let brief = format!(
-            "ATTACK {} {} {} {} {} {} {} {} {}",
+            "ATTACK {} {} {} {} {} {} {} {} {} {}",
             state.display(),
             self.fleetd.config.display(),
             self.lead_pane,
@@ -177,6 +189,7 @@ impl World {
             self.fleetd.pid(),
             self.net_port,
             out.display(),
+            self.abstract_name,
         );
         let (code, v) = self
             .lead
@@ -234,6 +247,19 @@ async fn a_hostile_member_is_contained_and_the_same_member_unsandboxed_is_not() 
             drop(s);
         }
     });
+    // An abstract Unix socket in the host's network namespace: accepts and hangs up.
+    let abstract_name = format!("fleetd-contained-{}", std::process::id());
+    let abstract_listener = {
+        use std::os::linux::net::SocketAddrExt;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(&abstract_name)
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::net::UnixListener::bind_addr(&addr).unwrap_or_else(|e| panic!("{e}"))
+    };
+    std::thread::spawn(move || {
+        for s in abstract_listener.incoming() {
+            drop(s);
+        }
+    });
     let lead = Rest::new(&fleetd.url, Some(LEAD_TOKEN));
     let world = World {
         dir,
@@ -243,6 +269,7 @@ async fn a_hostile_member_is_contained_and_the_same_member_unsandboxed_is_not() 
         lead_pane,
         key,
         net_port,
+        abstract_name,
     };
 
     let (code, health) = Rest::new(&world.fleetd.url, None).get("/healthz").await;
@@ -267,6 +294,7 @@ async fn a_hostile_member_is_contained_and_the_same_member_unsandboxed_is_not() 
         ("real_socket", "unreachable"),
         ("lead", "refused"),
         ("read_other", "refused"),
+        ("abstract", "unreachable"),
     ]);
     assert_eq!(replied, blocked, "{}", world.fleetd.log_text());
     assert_eq!(after["rename"], "refused", "{after:?}");
@@ -310,6 +338,21 @@ async fn a_hostile_member_is_contained_and_the_same_member_unsandboxed_is_not() 
         "{metrics}"
     );
 
+    // Sandboxed on the host's network (a backend it must reach): the local service is
+    // reachable, as it is from any local process — and the host's abstract sockets are not,
+    // which no mount could hide (a Landlock scope does).
+    let victim = world.spawn("hostile").await;
+    let (gid, pane) = world.spawn("online").await;
+    let out = world.dir.0.join("written-by-the-online-member");
+    let (replied, after) = world
+        .attack(&gid, &pane, (&victim.0, &victim.1), &out)
+        .await;
+    let mut online = blocked.clone();
+    online.insert("net".into(), "reached".into());
+    assert_eq!(replied, online, "{}", world.fleetd.log_text());
+    assert_eq!(after["rename"], "refused", "{after:?}");
+    assert!(!out.exists(), "the member wrote outside its room");
+
     // The same script unsandboxed: every try succeeds (so the checks above can fail).
     let victim = world.spawn("hostile").await;
     let (gid, pane) = world.spawn("bare").await;
@@ -325,6 +368,7 @@ async fn a_hostile_member_is_contained_and_the_same_member_unsandboxed_is_not() 
         ("real_socket", "reachable"),
         ("lead", "done"),
         ("read_other", "done"),
+        ("abstract", "reached"),
     ]);
     assert_eq!(replied, open, "{}", world.fleetd.log_text());
     assert_eq!(after["rename"], "done", "{after:?}");

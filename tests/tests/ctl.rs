@@ -214,3 +214,59 @@ async fn ctl_drives_a_gateway_with_exit_codes_a_script_can_use() {
     let s = fleetd.term(Duration::from_secs(20)).await;
     assert!(s.is_ok_and(|s| s.success()), "{}", fleetd.log_text());
 }
+
+/// `fleetd ctl` under a terminal (a pty, through `script`) shows a member's hostile reply —
+/// an OSC 52 clipboard write, a screen clear, a C1 CSI — as text: no ESC and no C1 byte reach
+/// the operator's terminal, in the human output or `--json`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_never_writes_a_members_control_bytes_to_the_terminal() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        eprintln!("skipped: no `script` (util-linux) to give ctl a terminal");
+        return;
+    }
+    let Solo {
+        dir: _dir,
+        herdr: _herdr,
+        mut fleetd,
+        members: _members,
+    } = start_solo("ctl-tty", 9).await;
+    let url = fleetd.url.clone();
+    let lead = Some(SOLO_LEAD_TOKEN);
+    let spawned = ctl(&url, lead, &["--json", "spawn", "--profile", "echo"]).await;
+    assert_eq!(spawned.code, 0, "{}", spawned.stderr);
+    let gid = spawned.json()["gid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for json in [false, true] {
+        let bin = fleetd_bin();
+        let flag = if json { "--json " } else { "" };
+        let cmd = format!(
+            "{} ctl --url {url} {flag}send {gid} HOSTILE-reply",
+            bin.display()
+        );
+        let out = tokio::process::Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .env("FLEETD_TOKEN", SOLO_LEAD_TOKEN)
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(Duration::from_secs(60), out)
+            .await
+            .unwrap_or_else(|_| panic!("ctl under script did not finish"))
+            .unwrap_or_else(|e| panic!("script: {e}"));
+        // The pty carries stderr too: the progress line's own `CR ESC [2K` (ctl's, not the
+        // member's) is taken out before looking for any other.
+        let shown = String::from_utf8_lossy(&out.stdout).replace("\r\u{1b}[2K", "");
+        assert!(shown.contains("pwned"), "{shown:?}");
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{9b}'),
+            "json={json}: {shown:?}"
+        );
+    }
+    let s = fleetd.term(Duration::from_secs(20)).await;
+    assert!(s.is_ok_and(|s| s.success()), "{}", fleetd.log_text());
+}

@@ -197,6 +197,20 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
         .post("/sessions/somebody-else/reply", json!({"message": "m"}))
         .await;
     assert_eq!((code, err["code"].as_str()), (403, Some("denied")), "{err}");
+    // A member lists the fleet's panes only; the lead sees its own pane too.
+    let labels = |v: &serde_json::Value| -> Vec<String> {
+        v["panes"]
+            .as_array()
+            .map(|a| a.iter().map(|p| p["label"].to_string()).collect())
+            .unwrap_or_default()
+    };
+    let (_, mine) = Rest::new(&fleetd.url, Some(&token)).get("/sessions").await;
+    let (_, all) = rest.get("/sessions").await;
+    assert!(
+        labels(&mine).iter().all(|l| l.starts_with("\"fleet:")),
+        "{mine}"
+    );
+    assert!(labels(&all).len() > labels(&mine).len(), "{all}\n{mine}");
 
     // wait:false and the ticket, over REST.
     let (code, t) = rest
@@ -250,6 +264,14 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
     assert_eq!(code, 200, "{health}");
     assert_eq!(health["broker"]["mode"], "single-host");
     assert_eq!(health["herdr"]["protocol"], 20);
+    // Anyone may read it: it names no path of this host.
+    let anyone = Rest::new(&fleetd.url, None).get("/healthz").await.1;
+    let socket = herdr.path().display().to_string();
+    assert!(!anyone.to_string().contains(&socket), "{anyone}");
+    assert!(
+        !anyone.to_string().contains(&dir.0.display().to_string()),
+        "{anyone}"
+    );
 
     // One member, in one of the fourteen states (which one moves with its turns).
     let health_rows = |metrics: &str| -> (usize, f64) {

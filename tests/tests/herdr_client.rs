@@ -14,7 +14,9 @@ use fleetd::herdr::events::{self, WatchConfig};
 use fleetd::herdr::launch::{member_secret, LaunchConfig};
 use fleetd::herdr::rebuild::rebuild;
 use fleetd::herdr::{HerdrClient, HerdrConfig, Kind, NewPane, Profile, ReportedState};
-use fleetd::{Clock, Driver, HerdrError, HerdrPort, NoBroker, Quiet, Sample, TokioClock};
+use fleetd::{
+    Clock, Driver, HerdrError, HerdrPort, InjectFailure, NoBroker, Quiet, Sample, TokioClock,
+};
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -214,6 +216,85 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
     });
 }
 
+/// Claude Code 2.1.328's prompt, between its rules (shortened).
+const CLAUDE_PROMPT: &str = " ▐▛███▛█   Claude Code v2.1.328\n\n──────────────────────\n❯ \n──────────────────────\n  ⏵⏵ auto mode on (shift+tab to cycle)";
+
+/// Its trust dialog, as a config it did not accept shows it.
+const CLAUDE_TRUST: &str = "──────────────────────\n Accessing workspace:\n\n /srv/app\n\n Quick safety check: Is this a project you created or one you trust?\n\n ❯ No, exit\n   Yes, I trust this folder\n\n Enter to confirm · Esc to cancel";
+
+/// Plays an agent's start in the double (which runs no program): once the pane labelled
+/// `label` is placed, its screen shows `screen`.
+async fn draws(d: &HerdrDouble, label: &str, screen: &str) {
+    for _ in 0..300 {
+        if let Some((id, _)) = d.pane_by_label(label) {
+            if let Some(p) = d.state().panes.get_mut(&id) {
+                p.screen = screen.lines().map(str::to_string).collect();
+            }
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("no pane labelled {label}");
+}
+
+/// A first-run dialog still on screen at the gate fails the spawn at once, naming it, and
+/// nothing is typed into it; the pane and the member's files go.
+#[test]
+fn a_claude_code_dialog_at_the_gate_fails_the_spawn_naming_it() {
+    scenario(async {
+        let dir = Dir::new("claude-dialog");
+        let d = double(&dir).await;
+        let runtime = dir.0.join("members");
+        let mut cfg = config(&d.path, &runtime);
+        cfg.launch.ready_timeout = Duration::from_secs(30);
+        cfg.profiles.insert(
+            "dev".into(),
+            Profile {
+                kind: Kind::ClaudeCode {
+                    bin: "claude".into(),
+                    base_url: "https://llm.internal.example/v1".into(),
+                    model: None,
+                    args: vec![],
+                },
+                env: Default::default(),
+                cwd: None,
+                charter: None,
+                sandbox: false,
+                network: fleetd::herdr::Network::Host,
+                sandbox_paths: Vec::new(),
+                config_template: None,
+            },
+        );
+        let c = HerdrClient::new(cfg);
+        let gid = SessionId::new("g-9");
+        let spec = fleet_core::SpawnSpec::of("dev");
+        let asked = tokio::time::Instant::now();
+        let (launched, _) =
+            tokio::join!(c.spawn(&gid, &spec), draws(&d, "fleet:g-9", CLAUDE_TRUST));
+        let Err(HerdrError::Unavailable(why)) = launched.map(|l| l.readiness) else {
+            panic!("a dialog passed the gate");
+        };
+        assert!(
+            why.starts_with("claude-code is asking whether to trust /srv/app"),
+            "{why}"
+        );
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "at once, not at the bound"
+        );
+        assert!(d.pane_by_label("fleet:g-9").is_none(), "its pane is closed");
+        assert!(!runtime.join("g-9").exists(), "its files are gone");
+        let typed: Vec<String> = d
+            .state()
+            .panes
+            .values()
+            .flat_map(|p| p.typed.clone())
+            .collect();
+        assert!(typed.is_empty(), "typed into a dialog: {typed:?}");
+        schema_clean(&d);
+    });
+}
+
 #[test]
 fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
     scenario(async {
@@ -234,6 +315,7 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
             sandbox: true,
             network: fleetd::herdr::Network::Host,
             sandbox_paths: Vec::new(),
+            config_template: None,
         };
         cfg.profiles
             .insert("dev".into(), claude("https://llm.internal.example/v1"));
@@ -243,12 +325,10 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         );
         let c = HerdrClient::new(cfg);
         let gid = SessionId::new("g-7");
-        assert_eq!(
-            c.spawn(&gid, &fleet_core::SpawnSpec::of("dev"))
-                .await
-                .map(|l| l.readiness),
-            Ok(Readiness::OnConnect)
-        );
+        let spec = fleet_core::SpawnSpec::of("dev");
+        let (launched, _) =
+            tokio::join!(c.spawn(&gid, &spec), draws(&d, "fleet:g-7", CLAUDE_PROMPT));
+        assert_eq!(launched.map(|l| l.readiness), Ok(Readiness::OnConnect));
         let (_, pane) = d.pane_by_label("fleet:g-7").expect("a pane");
         let script = std::fs::read_to_string(runtime.join("g-7").join("launch.sh"))
             .unwrap_or_else(|e| panic!("{e}"));
@@ -292,12 +372,9 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         assert_eq!(c.close(&gid).await, Ok(()));
         assert!(!runtime.join("g-7").exists());
         // So does its pane closing on its own (its program exited), found by the status poll.
-        assert_eq!(
-            c.spawn(&gid, &fleet_core::SpawnSpec::of("dev"))
-                .await
-                .map(|l| l.readiness),
-            Ok(Readiness::OnConnect)
-        );
+        let (launched, _) =
+            tokio::join!(c.spawn(&gid, &spec), draws(&d, "fleet:g-7", CLAUDE_PROMPT));
+        assert_eq!(launched.map(|l| l.readiness), Ok(Readiness::OnConnect));
         assert!(runtime.join("g-7").exists());
         let (pane_id, _) = d.pane_by_label("fleet:g-7").expect("a pane");
         d.remove_pane(&pane_id);
@@ -428,7 +505,7 @@ fn a_closed_pane_is_gone_for_every_operation() {
         );
         assert_eq!(
             c.inject(&gid, "x").await.map(|_| ()),
-            Err(HerdrError::PaneNotFound)
+            Err(InjectFailure::NotTyped(HerdrError::PaneNotFound))
         );
         assert_eq!(c.close(&gid).await, Err(HerdrError::PaneNotFound));
         schema_clean(&d);
@@ -458,7 +535,7 @@ fn a_moved_pane_is_followed_by_its_label_and_a_vanished_one_is_gone() {
         }
         assert_eq!(
             c.inject(&gid, "x").await.map(|_| ()),
-            Err(HerdrError::PaneNotFound)
+            Err(InjectFailure::NotTyped(HerdrError::PaneNotFound))
         );
         let typed = d.state().panes.get(&new).map(|p| p.typed.clone());
         assert_eq!(typed, Some(vec![]), "nothing typed into a stranger's pane");
@@ -525,6 +602,38 @@ fn an_unanswered_request_is_bounded_and_a_missing_herdr_is_named() {
         let gone = HerdrClient::new(cfg);
         let r = gone.api().ping().await.expect_err("no herdr there");
         assert!(r.to_string().contains("nothing-here.sock"), "{r}");
+    });
+}
+
+/// An inject herdr did not answer says whether the brief can have reached the pane: a
+/// baseline read that got no answer typed nothing (the core may type it on a later sample); a
+/// `pane.send_input` that got none may have typed it (the core never types it again).
+#[test]
+fn an_unanswered_inject_says_whether_anything_was_typed() {
+    scenario(async {
+        let dir = Dir::new("inject-hang");
+        let d = double(&dir).await;
+        let pane = d.add_pane(Some("fleet:g-1"), "idle");
+        let c = client(&d);
+        let gid = SessionId::new("g-1");
+        assert!(c.sample(&gid).await.is_ok(), "the pane id is cached");
+        let typed = || d.state().panes.get(&pane).map(|p| p.typed.clone());
+        d.state().hang_after = vec!["pane.read".into()];
+        let r = c.inject(&gid, "first").await;
+        assert!(
+            matches!(&r, Err(InjectFailure::NotTyped(HerdrError::Unavailable(m))) if m.contains("pane.read")),
+            "{r:?}"
+        );
+        assert_eq!(typed(), Some(vec![]));
+        d.state().hang_after = vec!["pane.send_input".into()];
+        let r = c.inject(&gid, "second").await;
+        assert!(
+            matches!(&r, Err(InjectFailure::Unconfirmed(m)) if m.contains("pane.send_input")),
+            "{r:?}"
+        );
+        assert_eq!(typed(), Some(vec!["second".to_string()]), "it did land");
+        d.state().hang_after.clear();
+        assert!(c.inject(&gid, "third").await.is_ok());
     });
 }
 
@@ -1181,6 +1290,42 @@ fn events_show_a_turn_ending_and_a_pane_gone_at_once() {
 #[test]
 fn on_a_real_herdr_events_show_a_turn_ending_and_a_pane_gone_at_once() {
     scenario(events_show_turns_and_gone_panes_at_once(Backend::Real));
+}
+
+/// A lead pinned by pane id (`[[leads]] pane`) is typed into only while no member holds that
+/// id: a member's pane that came by it (herdr restarted, ids reissued) gets nothing meant for
+/// the lead — a peer lead's note, a nudge — and the lead is "not found" until fixed.
+#[test]
+fn a_lead_pinned_by_id_is_never_a_members_pane() {
+    scenario(async {
+        let dir = Dir::new("pinned-lead");
+        let d = double(&dir).await;
+        let held = d.add_pane(Some("fleet:g-9"), "idle");
+        let mut cfg = config(&d.path, &d.path.with_extension("members"));
+        cfg.lead_panes
+            .insert(SessionId::new("lead-1"), held.clone().into());
+        let c = HerdrClient::new(cfg);
+        let lead = SessionId::new("lead-1");
+        assert_eq!(
+            c.inject(&lead, "note from a peer lead").await.map(|_| ()),
+            Err(fleetd::ports::InjectFailure::NotTyped(
+                HerdrError::PaneNotFound
+            ))
+        );
+        assert_eq!(
+            c.sample(&lead).await.map(|_| ()),
+            Err(HerdrError::PaneNotFound)
+        );
+        let typed = d.pane_by_label("fleet:g-9").map(|(_, p)| p.typed);
+        assert_eq!(typed, Some(Vec::<String>::new()));
+        // A pane of its own under the id it names is typed into.
+        let own = d.add_pane(None, "idle");
+        let mut cfg = config(&d.path, &d.path.with_extension("members"));
+        cfg.lead_panes.insert(lead.clone(), own.clone().into());
+        let c = HerdrClient::new(cfg);
+        assert!(c.inject(&lead, "note").await.is_ok());
+        schema_clean(&d);
+    });
 }
 
 /// A second herdr for members (`member_socket`, ch. 9's `memberHerdrSocket`): members are

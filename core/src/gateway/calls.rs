@@ -12,6 +12,7 @@ use crate::inbox::HeldReply;
 use crate::io::{CallError, Event, Output, Request, Response};
 use crate::outcome::{AskOutcome, Outcome};
 use crate::push::Attention;
+use crate::roster::EntityKind;
 use crate::time::{Duration, Instant};
 
 /// A lead's `fleet_send`, with its timeout checked.
@@ -309,6 +310,17 @@ impl Gateway {
         let target = send.target.clone();
         if caller.session.as_ref() == Some(&target) {
             return self.invalid(call, "a caller cannot delegate to its own session");
+        }
+        // A member (an architect) delegates to members only: a brief typed into a lead's pane
+        // would reach an unsandboxed agent.
+        let from_member = caller
+            .session
+            .as_ref()
+            .is_some_and(|s| self.local_kind(s) == Some(EntityKind::Member));
+        let to_member = matches!(self.kind_of(now, &target), Some(EntityKind::Member) | None);
+        if from_member && !to_member {
+            let why = format!("{target} is not a member: a member delegates to members only");
+            return self.invalid(call, &why);
         }
         if self.rendezvous.has_waiter(&target) || self.paused_ticket_on(&target) {
             return self.respond(

@@ -39,16 +39,13 @@ impl Gateway {
         if from == target {
             return self.invalid(call, "a lead cannot coordinate with itself");
         }
-        let kind = match self.local_kind(&target) {
-            Some(kind) => Some(kind),
-            None => self.fed.as_ref().and_then(|f| {
-                f.roster
-                    .row(now, &target, f.broker_up)
-                    .filter(|r| &r.host != f.host())
-                    .map(|r| r.kind)
-            }),
-        };
-        match kind {
+        // Lead to lead only: a note is typed into a lead's unsandboxed agent, so a member —
+        // an architect included — may not write one.
+        if self.local_kind(&from) != Some(EntityKind::Lead) {
+            let why = format!("{from} is not a lead: coordination is between leads");
+            return self.invalid(call, &why);
+        }
+        match self.kind_of(now, &target) {
             Some(EntityKind::Lead) => {}
             Some(k) => {
                 let why = format!(
@@ -90,6 +87,18 @@ impl Gateway {
         }
     }
 
+    /// What `gid` is: served here, or as the roster says of another host's.
+    pub(super) fn kind_of(&self, now: Instant, gid: &SessionId) -> Option<EntityKind> {
+        self.local_kind(gid).or_else(|| {
+            self.fed.as_ref().and_then(|f| {
+                f.roster
+                    .row(now, gid, f.broker_up)
+                    .filter(|r| &r.host != f.host())
+                    .map(|r| r.kind)
+            })
+        })
+    }
+
     /// Text for a pane served here with nothing waiting on it (a coordination note, a
     /// broadcast copy): queued like any inject, status-gated and in order.
     pub(super) fn queue_note(&mut self, pane: &SessionId, text: String) -> MsgId {
@@ -118,6 +127,14 @@ impl Gateway {
         if self.local_kind(lead) != Some(EntityKind::Lead) {
             let why = format!("{lead} is not a lead: coordination goes to leads only");
             return self.reject(delivery, queue, RejectCode::Misrouted, why);
+        }
+        let now = self.now;
+        if self.kind_of(now, &env.from) != Some(EntityKind::Lead) {
+            let why = format!(
+                "{} is not a lead: coordination comes from leads only",
+                env.from
+            );
+            return self.reject(delivery, queue, RejectCode::NotAllowed, why);
         }
         let Ok(content) = String::from_utf8(env.body) else {
             return self.reject(

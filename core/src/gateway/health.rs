@@ -83,6 +83,9 @@ impl Gateway {
             if !self.injector.is_active(&gid) && !self.adoption.is_pending(&gid) {
                 self.status_sampled(&gid, status);
             }
+            if let Some(screen) = screen.as_deref() {
+                self.limit_mid_turn(now, &gid, screen);
+            }
             let e = self.evidence(now, &gid, status, screen.as_deref());
             let change = if self.planted_unknown_as_gone(status) {
                 self.health.overrule(
@@ -110,6 +113,38 @@ impl Gateway {
                 });
                 self.health_changed(&gid);
             }
+        }
+    }
+
+    /// A provider's usage limit on the screen of a turn still running, at two probes in a row,
+    /// ends its delegation BACKEND_EXHAUSTED and cools the profile's credential, as a limit seen
+    /// at the turn's end does: an agent that retries it for ever never ends the turn. The agent is left as it is
+    /// (nothing is typed into it); its pane stays busy until its turn ends or it is stopped.
+    fn limit_mid_turn(&mut self, now: Instant, gid: &SessionId, screen: &str) {
+        let Some(msg) = self.turns.get(gid).copied() else {
+            return;
+        };
+        if self.rendezvous.ask_of(gid).is_some() {
+            return;
+        }
+        let Some((baseline, typed)) = self
+            .rendezvous
+            .waiter(gid, msg)
+            .and_then(|w| Some((w.baseline.clone()?, w.typed.clone())))
+        else {
+            return;
+        };
+        let turn = crate::completion::TurnText {
+            baseline: &baseline,
+            typed: typed.as_deref(),
+            inferred: false,
+        };
+        let found = crate::completion::exhausted_mid_turn(screen, turn, &self.compiled);
+        if !self.health.limit_persists(gid, msg, found.is_some()) {
+            return;
+        }
+        if let Some(matched) = found {
+            self.exhausted(now, gid, msg, matched);
         }
     }
 

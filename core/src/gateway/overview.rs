@@ -131,6 +131,7 @@ impl Gateway {
             delegations,
             held,
             may,
+            caller: caller.clone(),
         }
     }
 

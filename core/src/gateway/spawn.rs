@@ -17,10 +17,10 @@ use crate::ids::{CallId, HostId, MsgId, SessionId};
 use crate::io::{CallError, Event, Launched, Output, Readiness, Response, Stale};
 use crate::outcome::Outcome;
 use crate::planted::PlantedBug;
-use crate::roster::{Card, GATEWAY_GID};
+use crate::roster::{Card, EntityKind, GATEWAY_GID};
 use crate::spawn_spec::SpawnSpec;
 use crate::time::{Duration, Instant};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Who is told when a reserved spawn ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -226,6 +226,20 @@ impl Gateway {
             );
             return self.spawn_done(&gid, reply, Err(reason));
         }
+        let running: BTreeSet<&SessionId> = self
+            .served()
+            .filter(|(_, s)| s.kind == EntityKind::Member)
+            .map(|(g, _)| g)
+            .chain(self.spawns.reserved.keys())
+            .collect();
+        if running.len() >= self.cfg.max_members {
+            let reason = format!(
+                "host {} already runs {} members, its max_members",
+                self.own_host(),
+                running.len()
+            );
+            return self.spawn_done(&gid, reply, Err(reason));
+        }
         let deadline = now + self.spawn_ready_timeout();
         self.spawns.reserved.insert(
             gid.clone(),
@@ -274,7 +288,8 @@ impl Gateway {
                 self.cards.insert(gid.clone(), card);
                 self.injector.gate(&gid);
                 self.local_entity(&gid, crate::roster::EntityKind::Member, Announce::Later);
-                if ready == Readiness::Ready || connected {
+                let planted = self.cfg.planted(crate::planted::PlantedBug::ReadyAtLaunch);
+                if ready == Readiness::Ready || connected || planted {
                     self.member_connected(&gid);
                 }
             }
@@ -443,6 +458,9 @@ impl Gateway {
                 RefusalCode::NotFound | RefusalCode::Invalid => CallError::SpawnFailed {
                     reason: refusal.reason,
                 },
+                RefusalCode::InvalidArgument => CallError::InvalidArgument {
+                    reason: refusal.reason,
+                },
             };
             self.respond(w.call, Response::Error(err));
         }
@@ -538,6 +556,15 @@ impl Gateway {
         if let Some(why) = spec.invalid(true) {
             return Err(format!("SPAWN body: {why}"));
         }
+        if let Some(why) = spec
+            .cwd
+            .as_deref()
+            .and_then(|cwd| outside_roots(cwd, &self.cfg.remote_cwd_roots))
+        {
+            self.ack(delivery);
+            self.refuse_control(&env, Refusal::new(RefusalCode::InvalidArgument, why));
+            return Ok(());
+        }
         let reply = Reply::Remote {
             requester: env.from.clone(),
             re: env.msg_id,
@@ -545,5 +572,47 @@ impl Gateway {
         };
         self.spawn_here(now, gid, spec, reply, Some(env.from));
         Ok(())
+    }
+}
+
+/// Why `cwd`, asked by another host, is not under one of `roots` (this host's
+/// `remote_cwd_roots`; none by default: a remote spawn then names no cwd, or gets a worktree).
+/// Judged on the path as written — no `..`, absolute, under a root; the launcher checks the
+/// real path again (no hidden directory on the way, nothing the sandbox hides).
+fn outside_roots(cwd: &str, roots: &[String]) -> Option<String> {
+    use std::path::{Component, Path};
+    let path = Path::new(cwd);
+    let plain = path.is_absolute() && !path.components().any(|c| c == Component::ParentDir);
+    if plain && roots.iter().any(|r| path.starts_with(r)) {
+        return None;
+    }
+    Some(match roots {
+        [] => format!(
+            "cwd {cwd:?}: this host lets no remote spawn choose its cwd (remote_cwd_roots is empty)"
+        ),
+        _ => format!(
+            "cwd {cwd:?} is not under a root this host lets a remote spawn use (remote_cwd_roots: {})",
+            roots.join(", ")
+        ),
+    })
+}
+
+#[cfg(test)]
+mod roots_tests {
+    use super::outside_roots;
+
+    #[test]
+    fn a_remote_cwd_must_be_plainly_under_a_root() {
+        let roots = vec!["/srv/projects".to_string()];
+        assert_eq!(outside_roots("/srv/projects/app", &roots), None);
+        for bad in [
+            "/root/.ssh",
+            "/srv/projects/../../root/.ssh",
+            "srv/projects/app",
+            "/srv/projectsX",
+        ] {
+            assert!(outside_roots(bad, &roots).is_some(), "{bad}");
+        }
+        assert!(outside_roots("/srv/projects/app", &[]).is_some_and(|w| w.contains("empty")));
     }
 }

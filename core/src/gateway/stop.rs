@@ -353,7 +353,7 @@ impl Gateway {
                 host: w.host,
                 reason: refusal.reason,
             },
-            RefusalCode::Invalid => CallError::InvalidArgument {
+            RefusalCode::Invalid | RefusalCode::InvalidArgument => CallError::InvalidArgument {
                 reason: refusal.reason,
             },
         };

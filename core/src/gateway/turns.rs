@@ -7,8 +7,8 @@ use super::sessions::IDLE;
 use super::{Gateway, TimerKind};
 use crate::completion::{self, Verdict};
 use crate::ids::{MsgId, SessionId};
-use crate::injector::{Cause, InjectorEvent};
-use crate::io::{Event, Output, PaneError, Stale};
+use crate::injector::{Cause, InjectResult, InjectorEvent};
+use crate::io::{Event, InjectError, Output, PaneError, Stale};
 use crate::outcome::Outcome;
 use crate::rendezvous::Kind;
 use crate::session::SessionState;
@@ -20,6 +20,7 @@ impl Gateway {
             match ev {
                 InjectorEvent::Inject { target, msg, text } => {
                     self.stats.injections_total += 1;
+                    self.rendezvous.typing(&target, msg, &text);
                     self.out.push_back(Output::Inject { target, msg, text });
                 }
                 InjectorEvent::Delivered { target, msg } => self.on_delivered(now, target, msg),
@@ -37,13 +38,19 @@ impl Gateway {
                     if self.is_member_here(&target) {
                         self.health.turn_ended(&target, missed_fast_turn);
                     }
-                    // A missed fast turn is inferred, not seen (Figure 6 takes it straight back to
-                    // Quiescent): its waiter stays open for a reply or the timeout.
+                    // A missed fast turn is inferred, not seen, and goes through the same scrape
+                    // (a fast agent that forgot `fleet_reply` is the common case): the scrape
+                    // believes it only if the screen shows the brief taken and answered.
                     let captured = self
                         .rendezvous
                         .waiter(&target, msg)
                         .is_some_and(|w| w.baseline.is_some());
-                    if captured && !missed_fast_turn {
+                    let scraped = !(missed_fast_turn
+                        && self
+                            .cfg
+                            .planted(crate::planted::PlantedBug::InferredTurnNeverCompletes));
+                    if captured && scraped {
+                        self.rendezvous.turn_ended(&target, msg, missed_fast_turn);
                         self.injector.hold(now, &target, msg);
                         self.out.push_back(Output::ReadPane { target, msg });
                     }
@@ -70,7 +77,15 @@ impl Gateway {
                 }
                 InjectorEvent::WantSample { .. } => {}
                 InjectorEvent::Dropped { target, msg, cause } => {
-                    self.delegator_of.remove(&msg);
+                    let lead = self.delegator_of.remove(&msg);
+                    if cause.maybe_typed() {
+                        // Its turn may run: a reply from it is a late reply to its sender,
+                        // never an unclaimed one another lead could drain.
+                        if let Some(lead) = lead {
+                            self.last_delegator.insert(target.clone(), lead);
+                        }
+                        self.turns.insert(target.clone(), msg);
+                    }
                     if let Some(lead) = self.nudges.remove(&msg) {
                         if let Some(at) = self.push.failed(now, &lead, msg) {
                             self.timers.insert((at, TimerKind::Nudge));
@@ -132,11 +147,28 @@ impl Gateway {
         &mut self,
         target: &SessionId,
         msg: MsgId,
-        result: Result<String, PaneError>,
+        result: Result<String, InjectError>,
     ) {
         let (ack, baseline) = match result {
-            Ok(baseline) => (Ok(()), Some(baseline)),
-            Err(why) => (Err(why.to_string()), None),
+            Ok(baseline) => (InjectResult::Typed, Some(baseline)),
+            Err(InjectError::NotTyped(e)) => (
+                InjectResult::NotTyped {
+                    gone: e == PaneError::NotFound,
+                    why: e.to_string(),
+                },
+                None,
+            ),
+            Err(InjectError::Unconfirmed(why)) => {
+                let retried = self
+                    .cfg
+                    .planted(crate::planted::PlantedBug::UnconfirmedInjectRetried);
+                let ack = if retried {
+                    InjectResult::NotTyped { why, gone: false }
+                } else {
+                    InjectResult::Unconfirmed(why)
+                };
+                (ack, None)
+            }
         };
         if !self.injector.on_injected(target, msg, ack) {
             return self.event(Event::Stale {
@@ -163,12 +195,14 @@ impl Gateway {
                 target: target.clone(),
             });
         }
-        let Some(baseline) = self
+        let Some((baseline, typed, inferred)) = self
             .rendezvous
             .waiter(target, msg)
-            .and_then(|w| w.baseline.clone())
+            .filter(|w| w.ended)
+            .and_then(|w| Some((w.baseline.clone()?, w.typed.clone(), w.inferred)))
         else {
-            // Already resolved (a reply raced the scrape) or timed out: nothing to do.
+            // Already resolved (a reply raced the scrape) or timed out; or the turn resumed
+            // since (a question answered: its continuation waits on a later end): nothing.
             return;
         };
         let scrape = match result {
@@ -181,23 +215,17 @@ impl Gateway {
                 });
             }
         };
-        match completion::resolve(&scrape, &baseline, &self.compiled) {
+        let turn = completion::TurnText {
+            baseline: &baseline,
+            typed: typed.as_deref(),
+            inferred,
+        };
+        match completion::resolve(&scrape, turn, &self.compiled) {
             Verdict::Suppressed => self.event(Event::Suppressed {
                 target: target.clone(),
                 msg,
             }),
-            Verdict::Exhausted { matched } => {
-                self.backend_exhausted(target);
-                if let Some(r) = self.rendezvous.resolve(target, msg, Kind::BackendExhausted) {
-                    self.finish(
-                        now,
-                        r.ticket,
-                        Outcome::BackendExhausted,
-                        Some(matched),
-                        None,
-                    );
-                }
-            }
+            Verdict::Exhausted { matched } => self.exhausted(now, target, msg, matched),
             Verdict::Completed { text } => {
                 if let Some(r) = self.rendezvous.resolve(target, msg, Kind::Completion) {
                     let member = self.is_member_here(target);
@@ -205,6 +233,27 @@ impl Gateway {
                     self.finish(now, r.ticket, Outcome::CompletedUnreplied, Some(text), None);
                 }
             }
+        }
+    }
+
+    /// Turn `msg` of `target` met its provider's usage limit (`matched`): the profile's
+    /// credential cools down and the turn's delegation ends BACKEND_EXHAUSTED.
+    pub(super) fn exhausted(
+        &mut self,
+        now: Instant,
+        target: &SessionId,
+        msg: MsgId,
+        matched: String,
+    ) {
+        self.backend_exhausted(target);
+        if let Some(r) = self.rendezvous.resolve(target, msg, Kind::BackendExhausted) {
+            self.finish(
+                now,
+                r.ticket,
+                Outcome::BackendExhausted,
+                Some(matched),
+                None,
+            );
         }
     }
 

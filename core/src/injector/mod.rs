@@ -46,12 +46,22 @@ pub enum Cause {
     InjectFailed(String),
     /// The driver never reported the inject's result within `io_timeout`.
     IoTimedOut,
+    /// herdr took the text and never confirmed it: it may be in the pane.
+    Unconfirmed(String),
     /// The pane closed or its process exited.
     PaneGone,
     /// The sender gave up before delivery; the message is withdrawn, never typed late.
     SenderTimedOut,
     /// Nothing is left to say (a nudge whose items were all collected).
     Drained,
+}
+
+impl Cause {
+    /// The message may be in the pane although it was never confirmed typed: its turn may run,
+    /// and a reply from it is its sender's.
+    pub fn maybe_typed(&self) -> bool {
+        matches!(self, Cause::IoTimedOut | Cause::Unconfirmed(_))
+    }
 }
 
 impl fmt::Display for Cause {
@@ -61,6 +71,7 @@ impl fmt::Display for Cause {
             Cause::NeverReady => f.write_str("never_ready"),
             Cause::InjectFailed(why) => write!(f, "inject_failed({why})"),
             Cause::IoTimedOut => f.write_str("io_timed_out"),
+            Cause::Unconfirmed(why) => write!(f, "inject_unconfirmed({why})"),
             Cause::PaneGone => f.write_str("pane_gone"),
             Cause::SenderTimedOut => f.write_str("sender_timed_out"),
             Cause::Drained => f.write_str("drained"),
@@ -102,10 +113,29 @@ pub enum InjectorEvent {
     WantSample { target: SessionId },
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Queued {
     msg: MsgId,
     text: String,
+    /// Times herdr failed before typing it (`InjectResult::NotTyped`).
+    failed: u32,
+}
+
+/// Tries at typing one message that herdr failed before any of it reached the pane: a loaded
+/// host's herdr can miss its answer bound once without the send being lost.
+pub const INJECT_TRIES: u32 = 3;
+
+/// The driver's answer to `Inject`, as the injector needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InjectResult {
+    Typed,
+    /// Nothing reached the pane; `gone` when herdr said the pane does not exist.
+    NotTyped {
+        why: String,
+        gone: bool,
+    },
+    /// The text was sent and not confirmed: it may be in the pane.
+    Unconfirmed(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -113,7 +143,7 @@ enum Turn {
     Quiescent,
     /// `Inject` went out; waiting for the driver's result.
     Injecting {
-        msg: MsgId,
+        job: Queued,
         deadline: Instant,
     },
     AwaitingPickup {
@@ -211,13 +241,22 @@ impl Injector {
         self.events.pop_front()
     }
 
-    /// Queues `text` for `target`. Delivery waits for a fresh injectable sample.
+    /// Queues `text` for `target`, its control characters made inert (`pane_text`): this is
+    /// the one way text reaches a pane. Delivery waits for a fresh injectable sample.
     pub fn enqueue(&mut self, target: &SessionId, msg: MsgId, text: String) {
+        let text = match crate::pane_text::neutralise(&text) {
+            std::borrow::Cow::Borrowed(_) => text,
+            std::borrow::Cow::Owned(safe) => safe,
+        };
         self.tracks
             .entry(target.clone())
             .or_insert_with(Track::new)
             .queue
-            .push_back(Queued { msg, text });
+            .push_back(Queued {
+                msg,
+                text,
+                failed: 0,
+            });
     }
 
     /// Marks `target` as a member that must connect before anything is typed into it. A member
@@ -366,9 +405,9 @@ impl Injector {
             return;
         };
         match t.turn {
-            Turn::Injecting { msg, .. } => self.events.push_back(InjectorEvent::Dropped {
+            Turn::Injecting { job, .. } => self.events.push_back(InjectorEvent::Dropped {
                 target: target.clone(),
-                msg,
+                msg: job.msg,
                 cause: cause.clone(),
             }),
             Turn::AwaitingPickup { msg, .. } | Turn::AwaitingCompletion { msg, .. } => {
@@ -420,18 +459,15 @@ impl Injector {
                     }
                 } else if status.injectable() {
                     t.not_ready_polls = 0;
-                    if let Some(q) = t.queue.pop_front() {
+                    if let Some(job) = t.queue.pop_front() {
                         let deadline = now + b.io_timeout;
-                        t.turn = Turn::Injecting {
-                            msg: q.msg,
-                            deadline,
-                        };
                         self.deadlines.insert((deadline, target.clone()));
                         self.events.push_back(InjectorEvent::Inject {
                             target: target.clone(),
-                            msg: q.msg,
-                            text: q.text,
+                            msg: job.msg,
+                            text: job.text.clone(),
                         });
+                        t.turn = Turn::Injecting { job, deadline };
                     }
                 }
             }
@@ -606,21 +642,40 @@ impl Injector {
     }
 
     /// The driver's answer to `Inject`. Returns false if `msg` is not the one in flight.
-    pub fn on_injected(
-        &mut self,
-        target: &SessionId,
-        msg: MsgId,
-        result: Result<(), String>,
-    ) -> bool {
+    ///
+    /// A message herdr failed before typing goes back to the head of its queue, to be typed
+    /// on a later injectable sample (at most `INJECT_TRIES` times in all); one that may be in
+    /// the pane is never typed again, and the pane is treated as if its turn began.
+    pub fn on_injected(&mut self, target: &SessionId, msg: MsgId, result: InjectResult) -> bool {
         let Some(t) = self.tracks.get_mut(target) else {
             return false;
         };
-        match t.turn {
-            Turn::Injecting { msg: m, .. } if m == msg => {}
+        let job = match &t.turn {
+            Turn::Injecting { job, .. } if job.msg == msg => job.clone(),
             _ => return false,
-        }
+        };
         match result {
-            Ok(()) => {
+            InjectResult::NotTyped { gone: false, .. } if job.failed + 1 < INJECT_TRIES => {
+                t.turn = Turn::Quiescent;
+                t.queue.push_front(Queued {
+                    failed: job.failed + 1,
+                    ..job
+                });
+                Self::want_sample(t, &mut self.events, target);
+            }
+            InjectResult::Unconfirmed(why) => {
+                t.turn = Turn::AwaitingPickup {
+                    msg,
+                    injectable_polls: 0,
+                    unknown_polls: 0,
+                };
+                self.events.push_back(InjectorEvent::Dropped {
+                    target: target.clone(),
+                    msg,
+                    cause: Cause::Unconfirmed(why),
+                });
+            }
+            InjectResult::Typed => {
                 t.turn = Turn::AwaitingPickup {
                     msg,
                     injectable_polls: 0,
@@ -631,7 +686,7 @@ impl Injector {
                     msg,
                 });
             }
-            Err(why) => {
+            InjectResult::NotTyped { why, .. } => {
                 t.turn = Turn::Quiescent;
                 self.events.push_back(InjectorEvent::Dropped {
                     target: target.clone(),
@@ -656,7 +711,8 @@ impl Injector {
                 continue;
             };
             match t.turn {
-                Turn::Injecting { msg, deadline } if deadline <= now => {
+                Turn::Injecting { ref job, deadline } if deadline <= now => {
+                    let msg = job.msg;
                     // No answer: the text may or may not be in the pane. The send fails, but
                     // the pane is treated as if the turn began, so nothing else is typed until
                     // a turn boundary (or the pickup bound) has been seen.

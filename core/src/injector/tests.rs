@@ -50,7 +50,9 @@ impl Fixture {
         let m = self.enqueue(text);
         let ev = self.sample(Idle);
         assert!(matches!(&ev[..], [InjectorEvent::Inject { msg, .. }] if *msg == m));
-        assert!(self.inj.on_injected(&self.w.clone(), m, Ok(())));
+        assert!(self
+            .inj
+            .on_injected(&self.w.clone(), m, InjectResult::Typed));
         assert_eq!(
             self.events(),
             vec![InjectorEvent::Delivered {
@@ -59,6 +61,20 @@ impl Fixture {
             }]
         );
         m
+    }
+}
+
+fn gone(why: &str) -> InjectResult {
+    InjectResult::NotTyped {
+        why: why.into(),
+        gone: true,
+    }
+}
+
+fn stalled(why: &str) -> InjectResult {
+    InjectResult::NotTyped {
+        why: why.into(),
+        gone: false,
     }
 }
 
@@ -306,9 +322,7 @@ fn inject_failures_and_io_timeouts_drop_the_message() {
     let a = f.enqueue("a");
     let b = f.enqueue("b");
     f.sample(Idle);
-    assert!(f
-        .inj
-        .on_injected(&f.w.clone(), a, Err("pane_not_found".into())));
+    assert!(f.inj.on_injected(&f.w.clone(), a, gone("pane_not_found")));
     assert_eq!(
         f.events(),
         vec![
@@ -333,7 +347,7 @@ fn inject_failures_and_io_timeouts_drop_the_message() {
         }]
     );
     assert!(
-        !f.inj.on_injected(&f.w.clone(), b, Ok(())),
+        !f.inj.on_injected(&f.w.clone(), b, InjectResult::Typed),
         "a late answer is stale"
     );
     // b may be in the pane: c waits for a turn boundary (here the pickup bound).
@@ -415,5 +429,105 @@ fn an_asking_turn_is_paused_not_complete() {
             msg: m,
             missed_fast_turn: false
         }]
+    );
+}
+
+/// herdr missed its bound before typing (the baseline read): the message goes back to the head
+/// of its queue and is typed on the next injectable sample, ahead of the ones behind it; after
+/// `INJECT_TRIES` such failures it is dropped.
+#[test]
+fn a_brief_herdr_failed_before_typing_is_typed_on_a_later_sample() {
+    let mut f = Fixture::new(bounds());
+    let a = f.enqueue("a");
+    let b = f.enqueue("b");
+    for _ in 1..INJECT_TRIES {
+        assert!(matches!(&f.sample(Idle)[..], [InjectorEvent::Inject { msg, .. }] if *msg == a));
+        assert!(f
+            .inj
+            .on_injected(&f.w.clone(), a, stalled("pane.read timed out")));
+        assert_eq!(
+            f.events(),
+            vec![InjectorEvent::WantSample {
+                target: f.w.clone()
+            }],
+            "nothing ends: a is queued again"
+        );
+        assert!(f.inj.is_queued(&f.w, a));
+        assert!(
+            f.sample(Working).is_empty(),
+            "still only on an injectable sample"
+        );
+    }
+    assert!(matches!(&f.sample(Idle)[..], [InjectorEvent::Inject { msg, .. }] if *msg == a));
+    assert!(f
+        .inj
+        .on_injected(&f.w.clone(), a, stalled("pane.read timed out")));
+    assert_eq!(
+        f.events(),
+        vec![
+            InjectorEvent::Dropped {
+                target: f.w.clone(),
+                msg: a,
+                cause: Cause::InjectFailed("pane.read timed out".into())
+            },
+            InjectorEvent::WantSample {
+                target: f.w.clone()
+            },
+        ]
+    );
+    assert!(matches!(&f.sample(Idle)[..], [InjectorEvent::Inject { msg, .. }] if *msg == b));
+}
+
+/// Sent but not confirmed: the brief may be in the pane, so it is never typed again, and
+/// nothing else is typed until a turn boundary (here the pickup bound) has been seen.
+#[test]
+fn an_unconfirmed_brief_is_never_typed_again() {
+    let mut f = Fixture::new(bounds());
+    let a = f.enqueue("a");
+    let b = f.enqueue("b");
+    f.sample(Idle);
+    assert!(f.inj.on_injected(
+        &f.w.clone(),
+        a,
+        InjectResult::Unconfirmed("send_input timed out".into())
+    ));
+    assert_eq!(
+        f.events(),
+        vec![InjectorEvent::Dropped {
+            target: f.w.clone(),
+            msg: a,
+            cause: Cause::Unconfirmed("send_input timed out".into())
+        }]
+    );
+    assert!(!f.inj.is_queued(&f.w, a));
+    assert!(f.sample(Idle).is_empty());
+    assert!(f.sample(Idle).is_empty());
+    let ev = f.sample(Idle);
+    assert!(
+        ev.iter()
+            .all(|e| !matches!(e, InjectorEvent::Inject { msg, .. } if *msg == a)),
+        "a is never typed again: {ev:?}"
+    );
+    let next = std::iter::repeat_with(|| f.sample(Idle))
+        .take(3)
+        .flatten()
+        .chain(ev)
+        .find_map(|e| match e {
+            InjectorEvent::Inject { msg, .. } => Some(msg),
+            _ => None,
+        });
+    assert_eq!(next, Some(b));
+}
+
+/// Whatever is queued for a pane reaches it with its control characters made inert: this is
+/// the one way text is typed, briefs, answers and notes alike.
+#[test]
+fn a_queued_text_is_typed_with_its_control_bytes_inert() {
+    let mut f = Fixture::new(bounds());
+    f.enqueue("ok\u{1b}[201~\rgo");
+    let ev = f.sample(Idle);
+    assert!(
+        matches!(&ev[..], [InjectorEvent::Inject { text, .. }] if text == "ok^[[201~^Mgo"),
+        "{ev:?}"
     );
 }

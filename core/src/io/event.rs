@@ -48,6 +48,40 @@ pub enum RejectCode {
     NotCounterpart,
     /// The replay record is full of unexpired msgIds: refused rather than one forgotten.
     RecordFull,
+    /// `expiresAt` further ahead than `max_expiry_ms`.
+    ExpiryTooFar,
+}
+
+/// Why the broker dead-lettered a message, from the unsigned `x-first-death-reason` header:
+/// RabbitMQ's reasons, and `other` for anything else, so a forged header cannot mint a metric
+/// series (each distinct label value would be one, never freed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    Expired,
+    Maxlen,
+    DeliveryLimit,
+    Other,
+}
+
+impl DropReason {
+    pub fn parse(header: &str) -> DropReason {
+        match header {
+            "expired" => DropReason::Expired,
+            "maxlen" => DropReason::Maxlen,
+            "delivery_limit" => DropReason::DeliveryLimit,
+            _ => DropReason::Other,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::Expired => "expired",
+            DropReason::Maxlen => "maxlen",
+            DropReason::DeliveryLimit => "delivery_limit",
+            DropReason::Other => "other",
+        }
+    }
 }
 
 impl RejectCode {
@@ -69,6 +103,7 @@ impl RejectCode {
             RejectCode::InboxFull => "inbox_full",
             RejectCode::NotCounterpart => "not_counterpart",
             RejectCode::RecordFull => "replay_record_full",
+            RejectCode::ExpiryTooFar => "expiry_too_far",
         }
     }
 }
@@ -222,9 +257,9 @@ pub enum Event {
     /// The replay record kept across a restart was taken back: `entries` unexpired msgIds
     /// (`expired` were past their expiry, or beyond the cap).
     ReplayRecordRestored { entries: usize, expired: usize },
-    /// The broker dead-lettered a message of one of this gateway's queues for `reason`
-    /// (`maxlen`, `expired`, `delivery_limit`) — as its unsigned headers say: a metric only.
-    BrokerDropped { queue: String, reason: String },
+    /// The broker dead-lettered a message of one of this gateway's queues for `reason` — as its
+    /// unsigned headers say: a metric only.
+    BrokerDropped { queue: String, reason: DropReason },
     /// A member's session changed state (`from` is none for a new session).
     Session {
         gid: SessionId,
@@ -383,7 +418,7 @@ impl fmt::Display for Event {
                 )
             }
             Event::BrokerDropped { queue, reason } => {
-                write!(f, "broker_dropped {queue}: {reason}")
+                write!(f, "broker_dropped {queue}: {}", reason.as_str())
             }
             Event::Session { gid, from, to } => match from {
                 Some(from) => write!(f, "session {gid} {from} -> {to}"),

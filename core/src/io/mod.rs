@@ -12,7 +12,7 @@ mod call;
 mod event;
 mod overview;
 pub use call::{CallError, ReplyView, Request, Response, RosterEntry, StatusView, TicketView};
-pub use event::{Event, RejectCode, Stale};
+pub use event::{DropReason, Event, RejectCode, Stale};
 pub use overview::{DelegationView, FlowPhase, Half, HeldView, HostView, Link, Overview};
 
 /// Something that happened. Fed to `Gateway::handle` with the time it happened.
@@ -42,7 +42,7 @@ pub enum Input {
     Injected {
         target: SessionId,
         msg: MsgId,
-        result: Result<String, PaneError>,
+        result: Result<String, InjectError>,
     },
     /// The answer to `Output::ReadPane`: the post-turn scrape of turn `msg`.
     PaneRead {
@@ -159,6 +159,20 @@ pub enum PaneError {
     /// herdr did not answer, or refused: the pane's state is unknown.
     #[error("herdr unavailable: {0}")]
     Unavailable(String),
+}
+
+/// Why a brief was not (known to be) typed. The core acts on the difference: a brief that
+/// never reached the pane may be typed on a later sample; one that may be in it never again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "error", content = "detail", rename_all = "snake_case")]
+pub enum InjectError {
+    /// Nothing was typed: the pane check or the baseline read failed first, or herdr refused
+    /// the input.
+    #[error("{0}")]
+    NotTyped(PaneError),
+    /// The text was sent and herdr did not confirm it: it may be in the pane.
+    #[error("unconfirmed: {0}")]
+    Unconfirmed(String),
 }
 
 /// How a new member's readiness gate (CB-306) opens.

@@ -2,7 +2,7 @@
 //! and `fleetd ctl`. The roster itself is `Response::Roster`; this is the rest of the picture
 //! — each host's link and counts, the delegations open here, the results held here.
 
-use crate::authz::Action;
+use crate::authz::{Action, Principal};
 use crate::ids::{HostId, MsgId, SessionId, TicketId, TraceId, TurnId};
 use crate::outcome::Outcome;
 use crate::roster::HostOps;
@@ -20,6 +20,8 @@ pub struct Overview {
     pub held: Vec<HeldView>,
     /// The actions the caller may take (`STOP`, `SEND`, …): a page offers no other.
     pub may: Vec<Action>,
+    /// Who the caller is, as its credential says: a page shows whose token it acts with.
+    pub caller: Principal,
 }
 
 /// The broker link as this gateway sees a host.

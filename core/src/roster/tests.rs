@@ -698,3 +698,19 @@ fn a_snapshot_carries_its_hosts_counts_and_odd_counts_read_as_none() {
     assert_eq!(gids(&r, ms(6_000)), ["m2"]);
     assert_eq!(r.hosts_heard(ms(6_000), &HostId::new("a"))[0].2, None);
 }
+
+/// A peer's card is shown in dashboards, tables and terminals: a field with a control
+/// character (`ESC ]52;…` in a profile or owner) is dropped, the rest of the card kept.
+#[test]
+fn a_card_field_with_control_characters_is_dropped() {
+    let card = Card {
+        profile: Some("claude\u{1b}]52;c;ZXZpbA==\u{7}".into()),
+        owner: Some(SessionId::new("lead\u{9b}2J")),
+        ticket: Some("CB-1".into()),
+        ..Card::default()
+    }
+    .checked();
+    assert_eq!(card.profile, None);
+    assert_eq!(card.owner, None);
+    assert_eq!(card.ticket.as_deref(), Some("CB-1"));
+}

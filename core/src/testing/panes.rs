@@ -100,7 +100,7 @@ impl ScriptedPanes {
                         p.screen.push_str(&format!("\n❯ {text}"));
                         Ok(base)
                     }
-                    None => Err(PaneError::NotFound),
+                    None => Err(crate::io::InjectError::NotTyped(PaneError::NotFound)),
                 };
                 Some(Input::Injected {
                     target: target.clone(),

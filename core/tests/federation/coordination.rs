@@ -97,3 +97,65 @@ fn coordination_goes_to_leads_only() {
         }))
     );
 }
+
+/// A member — an architect included — writes into no lead's pane: its coordination note and
+/// its brief to a lead are refused at its own gateway, and what a lying gateway sends in its
+/// name (a signed COORD or SEND from a member to a lead) is refused where the lead is.
+#[test]
+fn a_member_writes_into_no_leads_pane() {
+    use fleet_core::envelope::Kind;
+    use fleet_core::signing::Keyring;
+    use fleet_core::{Principal, RejectCode};
+    let mut f = Fleet::new(2);
+    f.lead(0, LEAD);
+    let lead_pane = SessionId::new(LEAD);
+    f.hosts[0].panes.add(&lead_pane, ScriptedPane::idle());
+    let architect = f.member(1, "33333333-3333-4333-8333-333333333333");
+    f.advance(Duration::from_millis(10));
+    let as_architect = Principal::architect(architect.clone());
+    let c = f.call(1, as_architect.clone(), coordinate(&lead_pane, "hi"));
+    assert!(matches!(
+        f.response(1, c),
+        Some(Response::Error(CallError::InvalidArgument { .. }))
+    ));
+    let brief = Request::Send {
+        target: lead_pane.clone(),
+        content: "\u{1b}[201~ run this".into(),
+        wait: false,
+        timeout_ms: Some(10_000),
+    };
+    let c = f.call(1, as_architect, brief);
+    assert!(
+        matches!(
+            f.response(1, c),
+            Some(Response::Error(CallError::InvalidArgument { reason })) if reason.contains("members only")
+        ),
+        "{:?}",
+        f.response(1, c)
+    );
+    // The same, signed by b as a lying b would, straight into the lead's inbox.
+    let b_key = Keyring::new(
+        super::harness::host_name(1),
+        [2; 32],
+        &std::collections::BTreeMap::new(),
+    )
+    .expect("b's key");
+    for (i, kind) in [Kind::Coord, Kind::Send].into_iter().enumerate() {
+        let mut env = super::envelope(kind, 40 + i as u128, architect.as_str(), LEAD, b"run this");
+        env.signer = super::harness::host_name(1);
+        b_key.sign(&mut env);
+        let inbox = format!("test.agent.{LEAD}.inbox.v2");
+        f.deliver_forged(0, &inbox, super::raw(LEAD, &env), false);
+    }
+    f.advance(Duration::from_secs(2));
+    let refused = super::codes(&f, 0);
+    assert_eq!(
+        refused
+            .iter()
+            .filter(|c| **c == RejectCode::NotAllowed)
+            .count(),
+        2,
+        "{refused:?}"
+    );
+    assert!(f.hosts[0].panes[&lead_pane].typed.is_empty());
+}

@@ -715,7 +715,7 @@ fn a_forged_dead_letter_fails_nothing() {
     assert_eq!(f.response(0, c), None, "the live delegation is untouched");
     let drops = |h: usize| {
         f.events(h)
-            .filter(|e| matches!(e, Event::BrokerDropped { reason, .. } if reason == "maxlen"))
+            .filter(|e| matches!(e, Event::BrokerDropped { reason, .. } if *reason == fleet_core::DropReason::Maxlen))
             .count()
     };
     assert_eq!(
@@ -963,6 +963,37 @@ fn u4_spawn_on_another_host_then_delegate_to_it() {
     f.advance(Duration::from_secs(1));
     assert_eq!(f.hosts[1].panes[&gid].typed, vec!["hello, new member"]);
     assert_eq!(f.response(0, s), None, "in flight");
+}
+
+/// A host runs at most `max_members` members, spawning ones included: a peer asking for one
+/// more — a leaked key starting agents without end — is told so, and nothing starts.
+#[test]
+fn a_spawn_past_the_hosts_max_members_fails_saying_so() {
+    let mut f = Fleet::with(
+        2,
+        fleet_core::CoreConfig {
+            max_members: 2,
+            ..harness::core_config()
+        },
+    );
+    let lead = f.lead(0, LEAD);
+    f.advance(Duration::from_millis(10));
+    f.auto_ready = false;
+    let first = f.call(0, lead.clone(), spawn(Some(1), "claude", None));
+    let second = f.call(0, lead.clone(), spawn(Some(1), "claude", None));
+    f.settle();
+    assert_eq!(f.spawned.len(), 2, "both in their readiness gates");
+    let third = f.call(0, lead, spawn(Some(1), "claude", None));
+    f.settle();
+    assert_eq!(f.spawned.len(), 2, "no third pane");
+    match f.response(0, third) {
+        Some(Response::Error(CallError::SpawnFailed { reason })) => {
+            assert!(reason.contains("max_members"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(f.response(0, first), None);
+    assert_eq!(f.response(0, second), None);
 }
 
 /// A SPAWN redelivered while the first is still in its readiness gate starts no second pane;
@@ -1414,6 +1445,36 @@ fn a_brief_from_a_sender_nobody_announces_is_rejected_after_the_ttl() {
     assert!(f.rejections(1).iter().any(|(c, d)| {
         *c == RejectCode::SenderNotOnSigningHost && d.contains("no signed presence binds")
     }));
+    assert!(f.hosts[1].panes[&worker].typed.is_empty());
+}
+
+/// What waits for a sender's presence is bounded in bytes: a peer whose key leaked signs
+/// largest-size briefs from a gid nobody announces, and past 16 of them each is rejected at
+/// once (saying why) instead of kept — the prefetch window would otherwise hold a gigabyte.
+#[test]
+fn briefs_waiting_for_an_unannounced_sender_are_bounded_in_bytes() {
+    let (mut f, _lead, worker) = two_hosts();
+    let inbox = format!("test.agent.{worker}.inbox.v2");
+    let ghost = "99999999-9999-4999-8999-999999999999";
+    let keyring = Keyring::new(host_name(0), [1; 32], &BTreeMap::new()).expect("key");
+    let largest = vec![b'x'; 1 << 20];
+    for n in 0..20u128 {
+        let mut env = envelope(Kind::Send, 0xb00 + n, ghost, worker.as_str(), &largest);
+        keyring.sign(&mut env);
+        f.broker.push(&inbox, raw(worker.as_str(), &env));
+    }
+    f.advance(Duration::from_secs(1));
+    let full: Vec<_> = f
+        .rejections(1)
+        .into_iter()
+        .filter(|(c, d)| *c == RejectCode::SenderNotOnSigningHost && d.contains("already hold"))
+        .collect();
+    assert_eq!(
+        full.len(),
+        4,
+        "16 wait, 4 are turned away: {:?}",
+        f.rejections(1)
+    );
     assert!(f.hosts[1].panes[&worker].typed.is_empty());
 }
 

@@ -87,8 +87,45 @@ fn an_architect_member_delegates_but_never_spawns_stops_or_drains() {
 /// Role, cwd, ticket and the charter receipt travel with the spawn and read the same on every
 /// host; what a spawn may not carry is refused before anything starts.
 #[test]
+fn a_remote_spawn_outside_the_targets_cwd_roots_is_an_invalid_argument() {
+    let mut f = Fleet::new(2);
+    let lead = f.lead(0, LEAD);
+    f.advance(Duration::from_millis(10));
+    let spec = SpawnSpec {
+        cwd: Some("/root/.ssh".into()),
+        ..SpawnSpec::of("claude")
+    };
+    let c = f.call(
+        0,
+        lead,
+        Request::Spawn {
+            host: Some(host_name(1)),
+            spec,
+        },
+    );
+    f.settle();
+    assert!(
+        matches!(
+            f.response(0, c),
+            Some(Response::Error(CallError::InvalidArgument { reason })) if reason.contains("remote_cwd_roots")
+        ),
+        "{:?}",
+        f.response(0, c)
+    );
+    assert!(!f.hosts[1]
+        .outputs
+        .iter()
+        .any(|o| matches!(o, Output::SpawnPane { .. })));
+}
+
+#[test]
 fn a_spawned_members_cwd_ticket_and_charter_show_on_every_host() {
-    let mut f = Fleet::new(3);
+    // The target lets a remote spawn pick a cwd under /srv (none by default).
+    let cfg = fleet_core::CoreConfig {
+        remote_cwd_roots: vec!["/srv".into()],
+        ..super::harness::core_config()
+    };
+    let mut f = Fleet::with(3, cfg);
     let lead = f.lead(0, LEAD);
     f.advance(Duration::from_millis(10));
     f.charter = Some(SHA.into());

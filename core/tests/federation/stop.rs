@@ -170,6 +170,58 @@ fn stop_and_spawn_from_a_host_not_allowed_answer_not_allowed() {
     assert!(f.spawned.is_empty());
 }
 
+/// What a peer off the allowlist sends is refused before the replay record takes it: STOPs
+/// past `seen_capacity` from a host b does not allow leave b's record empty, and a genuine
+/// brief after them is typed. Before, admission recorded each msgId ahead of the allowlist,
+/// and the brief was refused `replay_record_full` — for as long as the STOPs' `expiresAt`.
+#[test]
+fn refused_control_never_fills_the_replay_record() {
+    let cfg = fleet_core::CoreConfig {
+        seen_capacity: 2,
+        ..core_config()
+    };
+    let mut f = Fleet::with_control(2, cfg, |i| match i {
+        1 => BTreeSet::new(),
+        _ => (0..2).map(host_name).collect(),
+    });
+    let lead = f.lead(0, LEAD);
+    let worker = f.member(1, WORKER);
+    f.advance(Duration::from_millis(10));
+    for _ in 0..3 {
+        f.call(0, lead.clone(), stop(&worker));
+    }
+    assert!(codes(&f, 1).contains(&RejectCode::NotAllowed));
+    assert!(f.kept(1).is_empty(), "nothing refused is recorded");
+    f.call(0, lead, send(&worker, "a genuine brief", false));
+    f.set_status(1, &worker, fleet_core::AgentStatus::Idle);
+    f.settle();
+    assert!(!codes(&f, 1).contains(&RejectCode::RecordFull));
+    assert_eq!(
+        f.hosts[1].panes.typed(&worker),
+        ["a genuine brief".to_string()]
+    );
+}
+
+/// A signed message claiming to live longer than `max_expiry_ms` is refused
+/// (`expiry_too_far`) and recorded nowhere.
+#[test]
+fn an_expiry_too_far_ahead_is_refused() {
+    let (mut f, _lead, worker) = two_hosts();
+    let a_key = Keyring::new(host_name(0), [1; 32], &BTreeMap::new()).expect("a's key");
+    let body = serde_json::to_vec(&serde_json::json!({"target": worker})).expect("json");
+    let mut env = envelope(Kind::Stop, 9, LEAD, "b", &body);
+    env.expires_at = u64::try_from(i64::MAX).unwrap_or(u64::MAX);
+    a_key.sign(&mut env);
+    f.deliver_forged(1, "test.control.b", raw("b", &env), false);
+    assert!(
+        codes(&f, 1).contains(&RejectCode::ExpiryTooFar),
+        "{:?}",
+        codes(&f, 1)
+    );
+    assert!(f.kept(1).is_empty());
+    assert!(f.hosts[1].panes.contains_key(&worker), "nothing closed");
+}
+
 /// `not_found`: at once for a gid no roster shows; from the target for a member it does not
 /// serve and has not seen go lately (a STOP redelivered long after), as a typed refusal. A
 /// member whose pane died unseen by the requester is answered `stopped`: its host tells its

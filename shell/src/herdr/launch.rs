@@ -55,10 +55,21 @@ pub enum Kind {
         model: Option<String>,
         args: Vec<String>,
     },
+    /// OpenAI's Codex CLI, its model endpoint a Responses API (`base_url`, on the same
+    /// `base_url_allow` list), its key in the profile's `OPENAI_API_KEY`.
+    Codex {
+        bin: String,
+        base_url: String,
+        model: Option<String>,
+        args: Vec<String>,
+    },
     OpenCode {
         bin: String,
-        /// `provider/model`, passed as `-m`.
+        /// `provider/model`, passed as `-m`; with `base_url`, the model's id at that endpoint.
         model: Option<String>,
+        /// A Chat Completions endpoint (on `base_url_allow`): its provider is fleetd's, its
+        /// key the profile's `OPENAI_API_KEY`. Without it opencode uses its own providers.
+        base_url: Option<String>,
         args: Vec<String>,
     },
     Command {
@@ -71,6 +82,7 @@ impl Kind {
     pub fn name(&self) -> &'static str {
         match self {
             Kind::ClaudeCode { .. } => "claude-code",
+            Kind::Codex { .. } => "codex",
             Kind::OpenCode { .. } => "opencode",
             Kind::Command { .. } => "command",
         }
@@ -92,6 +104,9 @@ pub struct Profile {
     pub network: Network,
     /// Paths shown read-only in its sandbox though a hidden path covers them.
     pub sandbox_paths: Vec<std::path::PathBuf>,
+    /// An operator-prepared dir copied into each member's agent config dir before fleetd's
+    /// own keys are merged over it (`agent_config`).
+    pub config_template: Option<PathBuf>,
 }
 
 impl Profile {
@@ -106,6 +121,7 @@ impl Profile {
             sandbox: true,
             network: Network::Host,
             sandbox_paths: Vec::new(),
+            config_template: None,
         }
     }
 }
@@ -232,8 +248,11 @@ impl CharterReceipt {
 /// When a launched member counts as ready (CB-306).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Gate {
-    /// It connects to this gateway's MCP with its secret.
-    Connects,
+    /// It connects to this gateway's MCP with its secret — and, for an agent whose start
+    /// screens fleetd knows, its prompt is drawn with no dialog before it (`agent_screen`).
+    Connects {
+        screen: Option<fleet_core::agent_screen::StartRules>,
+    },
     /// Its pane shows an injectable status (`command` profiles).
     Injectable,
 }
@@ -269,7 +288,39 @@ pub struct Launch {
     pub script: PathBuf,
     /// The sandbox the program runs in (`bwrap … --` and what follows), when it has one.
     pub sandbox: Option<Vec<Word>>,
+    /// The agent's own config dir to prepare once the cwd is final (`prepare_agent`).
+    pub agent: Option<AgentPrep>,
 }
+
+/// An agent config dir a launch prepares, so the agent starts at its prompt unattended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AgentPrep {
+    ClaudeCode {
+        config_dir: PathBuf,
+        api_key: Option<String>,
+    },
+    Codex {
+        home: PathBuf,
+        base_url: String,
+        model: Option<String>,
+        mcp_url: String,
+        charter: Option<String>,
+        sandboxed: bool,
+    },
+}
+
+impl AgentPrep {
+    /// The agent's own dir, writable in its sandbox.
+    pub fn dir(&self) -> &Path {
+        match self {
+            AgentPrep::ClaudeCode { config_dir, .. } => config_dir,
+            AgentPrep::Codex { home, .. } => home,
+        }
+    }
+}
+
+/// The MCP server name fleetd mounts in every member: its tools are `mcp__fleet__*`.
+pub const MCP_SERVER: &str = "fleet";
 
 impl Launch {
     /// The pane's command, which herdr runs directly (no shell of its own):
@@ -326,6 +377,59 @@ impl Launch {
         s
     }
 
+    /// Adds the agent's config files, for the launch's final cwd (a worktree is cut after
+    /// planning): its first-run screens answered, its cwd trusted, the fleet tools allowed.
+    pub fn prepare_agent(
+        &mut self,
+        template: Option<&Path>,
+    ) -> Result<(), super::agent_config::PrepareError> {
+        let Some(agent) = &self.agent else {
+            return Ok(());
+        };
+        let mut trusted: Vec<String> = self.cwd.iter().cloned().collect();
+        if let Some(real) = self
+            .cwd
+            .as_ref()
+            .and_then(|c| std::fs::canonicalize(c).ok())
+        {
+            let real = real.to_string_lossy().into_owned();
+            if !trusted.contains(&real) {
+                trusted.push(real);
+            }
+        }
+        let files = match agent {
+            AgentPrep::ClaudeCode {
+                config_dir,
+                api_key,
+            } => super::agent_config::ClaudeSetup {
+                config_dir: config_dir.clone(),
+                trusted,
+                api_key: api_key.clone(),
+                mcp_server: MCP_SERVER.into(),
+            }
+            .files(template)?,
+            AgentPrep::Codex {
+                home,
+                base_url,
+                model,
+                mcp_url,
+                charter,
+                sandboxed,
+            } => super::agent_config::CodexSetup {
+                home: home.clone(),
+                trusted,
+                base_url: base_url.clone(),
+                model: model.clone(),
+                mcp_url: mcp_url.clone(),
+                charter: charter.clone(),
+                sandboxed: *sandboxed,
+            }
+            .files(template)?,
+        };
+        self.files.extend(files);
+        Ok(())
+    }
+
     /// Every file the launch writes: its own, and the script.
     pub fn all_files(&self) -> Vec<(PathBuf, String)> {
         let mut f = self.files.clone();
@@ -337,7 +441,7 @@ impl Launch {
 /// Why a spawn was refused before anything started.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LaunchError {
-    #[error("profile {profile}: ANTHROPIC_BASE_URL {base_url:?} is not on the off-subscription allow-list (base_url_allow: {allowed:?}); a member never runs on the lead's subscription")]
+    #[error("profile {profile}: its model endpoint {base_url:?} is not on the off-subscription allow-list (base_url_allow: {allowed:?}); a member never runs on the lead's subscription")]
     SubscriptionGuard {
         profile: String,
         base_url: String,
@@ -530,6 +634,16 @@ pub fn plan(
         env.insert("HOME".into(), path_arg(&dir.join("home")));
         env.insert("TMPDIR".into(), "/tmp".into());
         env.remove("XDG_RUNTIME_DIR");
+        // Its own config, data, cache and state under its home (an agent writes there), never
+        // the daemon's, which its sandbox shows read-only or not at all.
+        for xdg in [
+            "XDG_CONFIG_HOME",
+            "XDG_DATA_HOME",
+            "XDG_CACHE_HOME",
+            "XDG_STATE_HOME",
+        ] {
+            env.remove(xdg);
+        }
     }
     // herdr's own variable says the real socket; the member gets its filtered one.
     env.insert(
@@ -545,6 +659,7 @@ pub fn plan(
     let token = member_token(&cfg.member_key, gid, member.nonce);
     let url = cfg.member_url(member.boxed);
     let headers = json!({ "Authorization": format!("Bearer {token}") });
+    let mut agent = None;
     let (program, gate) = match &profile.kind {
         Kind::ClaudeCode {
             bin,
@@ -552,19 +667,23 @@ pub fn plan(
             model,
             args,
         } => {
-            if !cfg.base_url_allow.iter().any(|a| a == base_url) {
-                return Err(LaunchError::SubscriptionGuard {
-                    profile: name.to_string(),
-                    base_url: base_url.clone(),
-                    allowed: cfg.base_url_allow.clone(),
-                });
-            }
+            guard(cfg, name, base_url)?;
             env.insert("ANTHROPIC_BASE_URL".into(), base_url.clone());
             // Its own config dir: a member never sees the lead's `~/.claude` login, which is
             // the subscription the guard keeps it off.
-            env.insert("CLAUDE_CONFIG_DIR".into(), path_arg(&dir.join("claude")));
+            let config_dir = dir.join("claude");
+            env.insert("CLAUDE_CONFIG_DIR".into(), path_arg(&config_dir));
+            // No update checks, telemetry or error reports from an unattended member (the
+            // profile may say otherwise).
+            for (k, v) in CLAUDE_QUIET_ENV {
+                env.entry(k.to_string()).or_insert_with(|| v.to_string());
+            }
+            agent = Some(AgentPrep::ClaudeCode {
+                config_dir,
+                api_key: env.get("ANTHROPIC_API_KEY").cloned(),
+            });
             let mcp = dir.join("mcp.json");
-            let config = json!({ "mcpServers": { "fleet": {
+            let config = json!({ "mcpServers": { MCP_SERVER: {
                 "type": "http", "url": url, "headers": headers,
             }}});
             files.push((mcp.clone(), pretty(&config)));
@@ -581,16 +700,71 @@ pub fn plan(
                 argv.extend(["--append-system-prompt".into(), c.clone()]);
             }
             argv.extend(args.iter().cloned());
-            (argv, Gate::Connects)
+            let screen = Some(fleet_core::agent_screen::StartRules::ClaudeCode);
+            (argv, Gate::Connects { screen })
         }
-        Kind::OpenCode { bin, model, args } => {
+        Kind::Codex {
+            bin,
+            base_url,
+            model,
+            args,
+        } => {
+            guard(cfg, name, base_url)?;
+            // Its own home: never the operator's `~/.codex` login or config.
+            let home = dir.join("codex");
+            env.insert("CODEX_HOME".into(), path_arg(&home));
+            // Codex reads its MCP bearer from the environment only.
+            env.insert(
+                super::agent_config::CODEX_MCP_TOKEN_ENV.into(),
+                token.clone(),
+            );
+            agent = Some(AgentPrep::Codex {
+                home,
+                base_url: base_url.clone(),
+                model: model.clone(),
+                mcp_url: url.clone(),
+                charter: profile.charter.clone(),
+                sandboxed: member.boxed.is_some(),
+            });
+            let mut argv = vec![bin.clone()];
+            argv.extend(args.iter().cloned());
+            let screen = Some(fleet_core::agent_screen::StartRules::Codex);
+            (argv, Gate::Connects { screen })
+        }
+        Kind::OpenCode {
+            bin,
+            model,
+            base_url,
+            args,
+        } => {
             let config_path = dir.join("opencode.json");
             let mut config = json!({
                 "$schema": "https://opencode.ai/config.json",
-                "mcp": { "fleet": {
+                "mcp": { MCP_SERVER: {
                     "type": "remote", "url": url, "enabled": true, "headers": headers,
+                    "oauth": false,
                 }},
+                // Unattended: no update, no sharing, the fleet tools unprompted (a tool left
+                // on "ask" draws a dialog nobody answers).
+                "autoupdate": false,
+                "share": "disabled",
+                "permission": { format!("{MCP_SERVER}_*"): "allow" },
             });
+            let mut model = model.clone();
+            if let Some(base) = base_url {
+                guard(cfg, name, base)?;
+                let Some(id) = model.clone() else {
+                    return Err(invalid("an opencode profile with base_url needs a model"));
+                };
+                config["provider"] = json!({ OPENCODE_PROVIDER: {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "fleetd's model endpoint",
+                    "options": { "baseURL": base, "apiKey": "{env:OPENAI_API_KEY}" },
+                    "models": { id.clone(): { "name": id } },
+                }});
+                model = Some(format!("{OPENCODE_PROVIDER}/{id}"));
+                config["model"] = json!(model);
+            }
             if let Some(c) = &profile.charter {
                 let charter = dir.join("charter.md");
                 files.push((charter.clone(), c.clone()));
@@ -598,12 +772,16 @@ pub fn plan(
             }
             files.push((config_path.clone(), pretty(&config)));
             env.insert("OPENCODE_CONFIG".into(), path_arg(&config_path));
+            for (k, v) in OPENCODE_QUIET_ENV {
+                env.entry(k.to_string()).or_insert_with(|| v.to_string());
+            }
             let mut argv = vec![bin.clone()];
-            if let Some(m) = model {
+            if let Some(m) = &model {
                 argv.extend(["-m".into(), m.clone()]);
             }
             argv.extend(args.iter().cloned());
-            (argv, Gate::Connects)
+            let screen = Some(fleet_core::agent_screen::StartRules::OpenCode);
+            (argv, Gate::Connects { screen })
         }
         Kind::Command { argv } => {
             if argv.is_empty() {
@@ -636,6 +814,41 @@ pub fn plan(
         gate,
         script: dir.join("launch.sh"),
         sandbox: None,
+        agent,
+    })
+}
+
+/// The provider id fleetd gives an opencode member's model endpoint.
+pub const OPENCODE_PROVIDER: &str = "fleet";
+
+/// What an opencode member's environment says unless its profile says otherwise (checked
+/// against 1.18.33): no model list fetched from models.dev, no self-update, no LSP downloads,
+/// no sharing.
+pub const OPENCODE_QUIET_ENV: &[(&str, &str)] = &[
+    ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+    ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+    ("OPENCODE_DISABLE_LSP_DOWNLOAD", "1"),
+    ("OPENCODE_DISABLE_SHARE", "1"),
+];
+
+/// What a claude-code member's environment says unless its profile says otherwise: an
+/// unattended member checks for no updates and sends no telemetry or error reports.
+pub const CLAUDE_QUIET_ENV: &[(&str, &str)] = &[
+    ("DISABLE_AUTOUPDATER", "1"),
+    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+    // Else it clones the official plugin marketplace with git at start.
+    ("CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL", "1"),
+];
+
+/// The subscription guard: a member's model endpoint must be on `base_url_allow`.
+fn guard(cfg: &LaunchConfig, profile: &str, base_url: &str) -> Result<(), LaunchError> {
+    if cfg.base_url_allow.iter().any(|a| a == base_url) {
+        return Ok(());
+    }
+    Err(LaunchError::SubscriptionGuard {
+        profile: profile.to_string(),
+        base_url: base_url.to_string(),
+        allowed: cfg.base_url_allow.clone(),
     })
 }
 
@@ -657,6 +870,13 @@ pub fn write_files(dir: &Path, files: &[(PathBuf, String)]) -> std::io::Result<(
         .create(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     for (path, text) in files {
+        // An agent's config dir (and a template's sub-dirs) under the member's own.
+        if let Some(parent) = path.parent().filter(|p| *p != dir) {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)?;
+        }
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -713,6 +933,7 @@ mod tests {
             sandbox: true,
             network: Network::Host,
             sandbox_paths: Vec::new(),
+            config_template: None,
         }
     }
 
@@ -747,7 +968,12 @@ mod tests {
                 "--model"
             ]
         );
-        assert_eq!(l.gate, Gate::Connects);
+        assert_eq!(
+            l.gate,
+            Gate::Connects {
+                screen: Some(fleet_core::agent_screen::StartRules::ClaudeCode)
+            }
+        );
         let (_, text) = l
             .files
             .iter()
@@ -787,6 +1013,7 @@ mod tests {
             kind: Kind::OpenCode {
                 bin: "opencode".into(),
                 model: Some("anthropic/claude-sonnet-4".into()),
+                base_url: None,
                 args: vec![],
             },
             env: [("OPENCODE_DISABLE_AUTOUPDATE".to_string(), "1".to_string())].into(),
@@ -795,6 +1022,7 @@ mod tests {
             sandbox: true,
             network: Network::Host,
             sandbox_paths: Vec::new(),
+            config_template: None,
         };
         let l = plan(&cfg(), "oc", &p, Member::new("g2", "00"), &parent()).expect("planned");
         let env = &l.env;
@@ -817,6 +1045,63 @@ mod tests {
             .files
             .iter()
             .any(|(p, t)| p.ends_with("charter.md") && t == "charter"));
+        assert_eq!(v["permission"]["fleet_*"], "allow");
+        assert_eq!(v["autoupdate"], false);
+        assert_eq!(env["OPENCODE_DISABLE_MODELS_FETCH"], "1");
+    }
+
+    /// With a base_url, its provider is fleetd's — on the allow-list, or the spawn is refused.
+    #[test]
+    fn an_opencode_member_with_a_base_url_uses_it_and_only_an_allowed_one() {
+        let p = |base: &str| Profile {
+            kind: Kind::OpenCode {
+                bin: "opencode".into(),
+                model: Some("gpt-5".into()),
+                base_url: Some(base.into()),
+                args: vec![],
+            },
+            env: BTreeMap::new(),
+            cwd: None,
+            charter: None,
+            sandbox: true,
+            network: Network::Host,
+            sandbox_paths: Vec::new(),
+            config_template: None,
+        };
+        let l = plan(
+            &cfg(),
+            "oc",
+            &p("https://llm.internal.example/v1"),
+            Member::new("g2", "00"),
+            &parent(),
+        )
+        .expect("planned");
+        assert_eq!(l.program, ["opencode", "-m", "fleet/gpt-5"]);
+        let config = &l
+            .files
+            .iter()
+            .find(|(p, _)| p.ends_with("opencode.json"))
+            .expect("config")
+            .1;
+        let v: serde_json::Value = serde_json::from_str(config).expect("json");
+        let provider = &v["provider"]["fleet"];
+        assert_eq!(
+            provider["options"]["baseURL"],
+            "https://llm.internal.example/v1"
+        );
+        assert_eq!(provider["options"]["apiKey"], "{env:OPENAI_API_KEY}");
+        assert_eq!(provider["npm"], "@ai-sdk/openai-compatible");
+        let refused = plan(
+            &cfg(),
+            "oc",
+            &p("https://api.openai.com/v1"),
+            Member::new("g2", "00"),
+            &parent(),
+        );
+        assert!(matches!(
+            refused,
+            Err(LaunchError::SubscriptionGuard { .. })
+        ));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! herdr keeps across its own restarts — so a restarted gateway rebuilds gid ↔ pane from herdr
 //! alone (CB-308 §7.8).
 
+pub mod agent_config;
 pub mod api;
 pub mod events;
 pub mod launch;
@@ -20,7 +21,7 @@ pub use rpc::{RpcError, Socket};
 pub use sandbox::{Availability, Network, SandboxConfig};
 pub use worktree::WorktreeConfig;
 
-use crate::ports::{HerdrError, HerdrPort, PortFuture, Sample, Samples};
+use crate::ports::{HerdrError, HerdrPort, InjectFailure, PortFuture, Sample, Samples};
 use fleet_core::{AgentStatus, Launched, Readiness, SessionId, SpawnSpec};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -130,6 +131,20 @@ fn port_error(e: RpcError) -> HerdrError {
     match e.code() {
         Some("pane_not_found") => HerdrError::PaneNotFound,
         _ => HerdrError::Unavailable(e.to_string()),
+    }
+}
+
+/// A `pane.send_input` that failed: herdr refused it, or the request never reached it, and
+/// nothing was typed; or it went out and no valid answer came, and the text may be in the pane.
+fn input_error(e: RpcError) -> InjectFailure {
+    match e {
+        RpcError::Herdr { .. }
+        | RpcError::Unreachable { .. }
+        | RpcError::UnknownMethod { .. }
+        | RpcError::Protocol { .. } => InjectFailure::NotTyped(port_error(e)),
+        RpcError::Timeout { .. } | RpcError::Malformed { .. } => {
+            InjectFailure::Unconfirmed(e.to_string())
+        }
     }
 }
 
@@ -378,13 +393,22 @@ impl HerdrClient {
                 pane: lead_pane.clone(),
                 member: false,
             };
+            // A pinned id names whatever pane holds it now: one a member holds (its label says
+            // so) is never the lead's — what is typed for the lead (a peer lead's notes) must
+            // not reach a member that came by the id.
+            let a_members = |p: &PaneInfo| {
+                p.label
+                    .as_deref()
+                    .is_some_and(|l| l.starts_with(LABEL_PREFIX))
+            };
             if shared {
-                return match listed.iter().any(|p| p.pane_id == lead_pane) {
-                    true => Ok(lead(&leads)),
-                    false => Err(HerdrError::PaneNotFound),
+                return match listed.iter().find(|p| p.pane_id == lead_pane) {
+                    Some(p) if !a_members(p) => Ok(lead(&leads)),
+                    _ => Err(HerdrError::PaneNotFound),
                 };
             }
             match leads.pane_get(&lead_pane).await {
+                Ok(p) if a_members(&p) => Err(HerdrError::PaneNotFound),
                 Ok(_) => Ok(lead(&leads)),
                 Err(e) => Err(port_error(e)),
             }
@@ -562,7 +586,7 @@ impl HerdrPort for HerdrClient {
         Box::pin(async move { ended.borrow().get(&gid).cloned() })
     }
 
-    fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, HerdrError>> {
+    fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, InjectFailure>> {
         let (panes, gid) = (self.panes.clone(), target.clone());
         let (text, lines) = (text.to_string(), self.cfg.read_lines);
         let resolve = self.resolve(target);
@@ -571,15 +595,26 @@ impl HerdrPort for HerdrClient {
             // Never into a pane whose program ended (its script keeps it a moment for its
             // last screen): the brief would be typed into nothing.
             if me.exited(&gid).await.is_some() {
-                return Err(HerdrError::PaneNotFound);
+                return Err(HerdrError::PaneNotFound.into());
             }
             // The cached id must still be this member's pane before anything is typed into it
             // (a moved pane gets a new id; herdr may reuse an old one after a restart).
+            // The core made every control character inert; one here is a bug, never typed.
+            if let Some(c) = text
+                .chars()
+                .find(|c| !fleet_core::pane_text::is_typeable(*c))
+            {
+                let why = format!(
+                    "refused: a control character (U+{:04X}) in the text",
+                    c as u32
+                );
+                return Err(HerdrError::Unavailable(why).into());
+            }
             let (api, pane, _) = checked(resolve.await?, &panes, &gid).await?;
             let baseline = api.pane_read(&pane, lines).await.map_err(port_error)?;
             api.send_input(&pane, &text, &["enter"])
                 .await
-                .map_err(port_error)?;
+                .map_err(input_error)?;
             Ok(baseline)
         })
     }
@@ -635,6 +670,7 @@ impl HerdrPort for HerdrClient {
                         "cwd {cwd:?} is not a directory on this host"
                     )));
                 }
+                let mut room = cwd.clone();
                 if boxed.is_some() {
                     let home = cfg.parent_env.get("HOME").map(std::path::Path::new);
                     let at = std::path::Path::new(cwd);
@@ -643,8 +679,13 @@ impl HerdrPort for HerdrClient {
                             "cwd {cwd:?} cannot be a member's room: {why}"
                         )));
                     }
+                    // The path checked is the path bound: a symlink swapped after the check
+                    // cannot point the bind elsewhere.
+                    if let Ok(real) = std::fs::canonicalize(at) {
+                        room = real.to_string_lossy().into_owned();
+                    }
                 }
-                plan.cwd = Some(cwd.clone());
+                plan.cwd = Some(room);
             }
             let mut git_room = None;
             if let Some(w) = &worktree {
@@ -662,6 +703,17 @@ impl HerdrPort for HerdrClient {
                 .launch
                 .member_dir(gid.as_str())
                 .ok_or_else(|| unavailable(format!("gid {gid} is not a plain name")))?;
+            if plan.agent.is_some() && plan.cwd.is_none() {
+                // An agent trusts only a folder it was told of: one with no cwd of its own
+                // starts in its (empty) home.
+                plan.cwd = Some(dir.join("home").to_string_lossy().into_owned());
+            }
+            if let Err(e) = plan.prepare_agent(p.config_template.as_deref()) {
+                if worktree.is_some() {
+                    let _ = worktree::remove(&cfg.worktrees, gid.as_str()).await;
+                }
+                return Err(unavailable(format!("profile {profile:?}: {e}")));
+            }
             // Whatever fails from here undoes the member's files, token, socket and worktree
             // (it holds no work yet).
             let undo = || async {
@@ -676,10 +728,7 @@ impl HerdrPort for HerdrClient {
                 let room = sandbox::Room {
                     member_dir: dir.clone(),
                     home: dir.join("home"),
-                    own: match p.kind {
-                        Kind::ClaudeCode { .. } => vec![dir.join("claude")],
-                        _ => Vec::new(),
-                    },
+                    own: plan.agent.iter().map(|a| a.dir().to_path_buf()).collect(),
                     cwd: plan.cwd.as_ref().map(std::path::PathBuf::from),
                     git: git_room,
                     network,
@@ -711,7 +760,14 @@ impl HerdrPort for HerdrClient {
                 }
                 plan.sandbox = Some(sandbox::wrap(&cfg.sandbox, &room, &plan.program));
             }
-            if let Err(e) = launch::write_files(&dir, &plan.all_files()) {
+            let home = dir.join("home");
+            let written = launch::write_files(&dir, &plan.all_files()).and_then(|()| {
+                match plan.cwd.as_deref() == Some(&*home.to_string_lossy()) {
+                    true => std::fs::create_dir_all(&home),
+                    false => Ok(()),
+                }
+            });
+            if let Err(e) = written {
                 undo().await;
                 return Err(unavailable(format!("writing {}: {e}", dir.display())));
             }
@@ -763,7 +819,20 @@ impl HerdrPort for HerdrClient {
             }
             let launched = |readiness| Launched { readiness, charter };
             match plan.gate {
-                Gate::Connects => Ok(launched(Readiness::OnConnect)),
+                Gate::Connects { screen: None } => Ok(launched(Readiness::OnConnect)),
+                Gate::Connects {
+                    screen: Some(rules),
+                } => match screen_within(&api, &pane, &cfg.launch, &dir, rules).await {
+                    Ok(()) => Ok(launched(Readiness::OnConnect)),
+                    Err(GateError::NotReady(why) | GateError::Herdr(why)) => {
+                        let why = format!("{} {why}", p.kind.name());
+                        tracing::warn!(%gid, profile, "a member failed its readiness gate: {why}");
+                        let _ = api.pane_close(&pane).await;
+                        panes.borrow_mut().remove(&gid);
+                        undo().await;
+                        Err(unavailable(why))
+                    }
+                },
                 Gate::Injectable => {
                     match status_within(&api, &pane, &cfg.launch, &dir, AgentStatus::injectable)
                         .await
@@ -903,6 +972,53 @@ impl std::fmt::Display for GateError {
         }
     }
 }
+
+/// Waits, within the readiness bound, for the agent's prompt (`agent_screen`): a dialog on
+/// its screen fails at once, naming it, and is never typed into; a program that ended fails
+/// with its exit and last screen. The error reads after the agent's kind ("claude-code …").
+async fn screen_within(
+    api: &Api,
+    pane: &str,
+    cfg: &LaunchConfig,
+    dir: &std::path::Path,
+    rules: fleet_core::agent_screen::StartRules,
+) -> Result<(), GateError> {
+    use fleet_core::agent_screen::{start_screen, StartScreen};
+    let deadline = tokio::time::Instant::now() + cfg.ready_timeout;
+    let bound = cfg.ready_timeout.as_millis();
+    loop {
+        if let Some(why) = exit_report(api, Some(pane), dir, 80).await {
+            return Err(GateError::NotReady(format!("did not start: {why}")));
+        }
+        let last = match api.pane_read(pane, SCREEN_GATE_LINES).await {
+            Ok(screen) => match start_screen(rules, &screen) {
+                StartScreen::Ready => return Ok(()),
+                StartScreen::Dialog(d) => {
+                    return Err(GateError::NotReady(format!(
+                        "{d}; fleetd prepares its config so it never should (docs/members.md), and types nothing into a dialog"
+                    )))
+                }
+                StartScreen::Starting => GateError::NotReady(format!(
+                    "did not show its prompt within {bound} ms; its screen ended:\n{}",
+                    last_screen(&screen, 12, 1024)
+                )),
+            },
+            Err(e) if e.code() == Some("pane_not_found") => {
+                return Err(GateError::NotReady(
+                    "closed its pane before it was ready".into(),
+                ))
+            }
+            Err(e) => GateError::Herdr(format!("was not seen ready within {bound} ms ({e})")),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(last);
+        }
+        tokio::time::sleep(cfg.ready_poll).await;
+    }
+}
+
+/// How much of a starting agent's screen the gate reads.
+const SCREEN_GATE_LINES: u32 = 60;
 
 /// Waits, within the readiness bound, for the pane's status to pass `accept` (for a `command`
 /// member's gate: injectable, as herdr reports it or the program reports itself).

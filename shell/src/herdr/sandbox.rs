@@ -82,7 +82,7 @@ pub struct SandboxConfig {
     /// Paths no member may see (state dir, config file, key file, the daemon's home and
     /// runtime dir, herdr's socket directory, the members' and worktrees' roots).
     pub hide: Vec<PathBuf>,
-    /// fleetd's own binary: the relay of a `network = "none"` member.
+    /// fleetd's own binary: the relay of a `network = "none"` member, the scope of a host one.
     pub relay_bin: Option<PathBuf>,
     /// The gateway's member socket (the north face on a Unix socket), for the relay.
     pub gateway_socket: Option<PathBuf>,
@@ -288,6 +288,18 @@ pub fn unfit_cwd(cfg: &SandboxConfig, cwd: &Path, home: Option<&Path>) -> Option
     if cwd == Path::new("/") {
         return Some("/ would make the whole host writable".into());
     }
+    // `~/.ssh`, `~/.config/systemd/user`, a repository's `.git`, an agent's `.claude`: what a
+    // program outside the sandbox reads and runs (keys, units, hooks) is kept in such places.
+    let hidden = cwd.components().find_map(|c| match c {
+        std::path::Component::Normal(n) => n.to_str().filter(|n| n.starts_with('.')),
+        _ => None,
+    });
+    if let Some(dir) = hidden {
+        return Some(format!(
+            "{} is inside a hidden directory ({dir}): a member could write the keys, hooks or configs kept there",
+            cwd.display()
+        ));
+    }
     for root in EMPTIED.iter().map(Path::new) {
         if canon(root) == cwd {
             return Some(format!(
@@ -311,6 +323,25 @@ pub fn unfit_cwd(cfg: &SandboxConfig, cwd: &Path, home: Option<&Path>) -> Option
         }
     }
     None
+}
+
+/// `dir`'s hidden directories, and its `.git` whatever it is, in name order.
+fn hidden_entries(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let dir = e.file_type().is_ok_and(|t| t.is_dir());
+            name == ".git" || (name.starts_with('.') && dir)
+        })
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
 }
 
 /// The `bwrap … --` words that put `room`'s member in its sandbox, and the program words that
@@ -368,6 +399,15 @@ pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
         bind(&mut w, "--bind", c);
         shared.push(c);
     }
+    // The cwd's own hidden directories (a repository's `.git` with its hooks and config, an
+    // agent's settings, CI workflows) and a `.git` file stay read-only: what is run from
+    // them later runs outside the sandbox.
+    let pinned_hidden: Vec<PathBuf> = room
+        .cwd
+        .as_deref()
+        .filter(|_| room.git.is_none())
+        .map(hidden_entries)
+        .unwrap_or_default();
     // A hidden path inside what was bound back (a state dir under the cwd) is hidden again,
     // and so is an emptied root.
     for h in EMPTIED
@@ -386,6 +426,9 @@ pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
         for f in g.pinned(room.cwd.as_deref()) {
             bind(&mut w, "--ro-bind-try", &f);
         }
+    }
+    for p in &pinned_hidden {
+        bind(&mut w, "--ro-bind", p);
     }
     for p in &room.shown {
         bind(&mut w, "--ro-bind-try", p);
@@ -410,13 +453,16 @@ pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
         Word::Var("HERDR_BIN_PATH", "/nonexistent"),
         Word::Var("HERDR_BIN_PATH", "/nonexistent"),
     ]);
+    // fleetd's own binary, inside: the relay of an offline member, the scope of a host one.
+    if let Some(bin) = &cfg.relay_bin {
+        w.extend([
+            Word::lit("--ro-bind"),
+            Word::path(bin),
+            Word::lit(RELAY_BIN),
+        ]);
+    }
     let relay = match (room.network, &cfg.relay_bin, &cfg.gateway_socket) {
-        (Network::None, Some(bin), Some(sock)) => {
-            w.extend([
-                Word::lit("--ro-bind"),
-                Word::path(bin),
-                Word::lit(RELAY_BIN),
-            ]);
+        (Network::None, Some(_), Some(sock)) => {
             w.extend([
                 Word::lit("--ro-bind"),
                 Word::path(sock),
@@ -436,6 +482,15 @@ pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
             Word::lit(format!("127.0.0.1:{}", room.gateway_port)),
             Word::lit("--to"),
             Word::lit(RELAY_SOCKET),
+            Word::lit("--"),
+        ]);
+    }
+    // A host-network member shares the host's abstract Unix sockets (X11, D-Bus), which no
+    // mount hides: a Landlock scope does (`fleetd::scope`).
+    if room.network == Network::Host && cfg.relay_bin.is_some() {
+        w.extend([
+            Word::lit(RELAY_BIN),
+            Word::lit("member-scope"),
             Word::lit("--"),
         ]);
     }
@@ -511,6 +566,20 @@ mod tests {
         for fine in ["/srv/project", "/home/op/src/app", "/var/lib"] {
             assert_eq!(unfit_cwd(&c, Path::new(fine), home), None, "{fine}");
         }
+        // A hidden directory anywhere on the way: keys, units, hooks, agents' settings.
+        for hidden in [
+            "/home/op/.ssh",
+            "/home/op/.config/systemd/user",
+            "/srv/project/.git",
+            "/srv/project/.git/hooks",
+            "/srv/project/.claude",
+        ] {
+            let why = unfit_cwd(&c, Path::new(hidden), home);
+            assert!(
+                why.is_some_and(|w| w.contains("hidden directory")),
+                "{hidden}"
+            );
+        }
         // An emptied root inside a fit cwd is emptied again.
         let mut r = room(Network::Host);
         r.cwd = Some("/var".into());
@@ -580,7 +649,12 @@ mod tests {
             .any(|p| p[0] == "--bind" && p[1] == "/srv/cache/abc"));
         assert!(!w.contains(&"/definitely/not/here".to_string()), "{w:?}");
         assert!(!w.contains(&"--unshare-net".to_string()));
-        assert_eq!(w[w.len() - 2..], ["--".to_string(), "agent".to_string()]);
+        // Sharing the host's network, it is scoped away from the host's abstract sockets.
+        assert_eq!(
+            w[w.len() - 5..],
+            ["--", RELAY_BIN, "member-scope", "--", "agent"].map(String::from)
+        );
+        index(&w, &["--ro-bind", "/usr/local/bin/fleetd", RELAY_BIN]);
         index(&w, &["--unshare-pid"]);
         index(&w, &["--cap-drop", "ALL"]);
         // A program the sandbox would hide is found before anything starts.
@@ -700,5 +774,33 @@ mod tests {
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
         assert_eq!(out.ok().as_deref(), Some("$HOME `x` 'q' \\"));
+    }
+
+    /// A cwd bound writable keeps its hidden directories and its `.git` read-only: a member
+    /// in a repository cannot write `.git/hooks` or `.git/config`, which the operator's next
+    /// `git` runs outside any sandbox.
+    #[test]
+    fn a_cwds_git_and_hidden_directories_stay_read_only() {
+        let repo = std::env::temp_dir().join(format!("fleetd-sandbox-git-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&repo);
+        for d in [".git/hooks", ".github/workflows", "src"] {
+            std::fs::create_dir_all(repo.join(d)).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(repo.join(".gitignore"), "target\n").unwrap_or_else(|e| panic!("{e}"));
+        let mut r = room(Network::Host);
+        r.git = None;
+        r.cwd = Some(repo.clone());
+        let w = lits(&wrap(&cfg(), &r, &["agent".into()]));
+        let at = |p: &std::path::Path| p.to_string_lossy().into_owned();
+        let cwd = index(&w, &["--bind", &at(&repo), &at(&repo)]);
+        for ro in [".git", ".github"] {
+            let p = at(&repo.join(ro));
+            assert!(index(&w, &["--ro-bind", &p, &p]) > cwd, "{ro}: {w:?}");
+        }
+        for rw in [".gitignore", "src"] {
+            let p = at(&repo.join(rw));
+            assert!(!w.contains(&p), "{rw} stays the cwd's: {w:?}");
+        }
+        let _ = std::fs::remove_dir_all(&repo);
     }
 }

@@ -3,8 +3,9 @@
 //! dispatched by kind and queue to the side of the protocol it concerns.
 
 use super::confirms::Pending;
+use super::parking::PARKED_BODIES_PER_MAX;
 use super::Draft;
-use crate::admission::{admit_in, Arrived, Rejection};
+use crate::admission::{admit_checked, record, Arrived, Rejection};
 use crate::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange, Names, PublishResult};
 use crate::control::{Refusal, RefusalCode};
 use crate::envelope::{Envelope, HeaderValue, Headers, Kind};
@@ -201,29 +202,39 @@ impl Gateway {
             routing_key: held_key.as_deref().unwrap_or(&d.routing_key),
             queue: &d.queue,
         };
-        let admitted = admit_in(
+        let admitted = admit_checked(
             keyring,
             arrived,
             unix,
+            self.cfg.max_expiry_ms,
             |g| roster.host_of(now, g),
-            (!d.redelivered).then_some(&mut f.seen),
+            (!d.redelivered).then_some(&f.seen),
         );
-        // What admission recorded is kept durably before the ack and inject it leads to.
-        let journal = f.seen.take_journal();
-        if !journal.is_empty() {
-            self.out.push_back(Output::Remember(journal));
-        }
-        let Some(f) = &mut self.fed else { return };
         let env = match admitted {
             Ok(env) => env,
             // Nothing binds the sender to a host *yet*: wait for its presence (bounded).
             Err(Rejection::NotOnSigningHost {
                 from, roster: None, ..
             }) if kept.is_some() => {
-                let parked = Delivery {
-                    body: kept.unwrap_or_default(),
-                    ..d
-                };
+                let body = kept.unwrap_or_default();
+                let budget = self
+                    .cfg
+                    .max_body_bytes
+                    .saturating_mul(PARKED_BODIES_PER_MAX);
+                if f.parking.bytes().saturating_add(body.len()) > budget {
+                    let why = format!(
+                        "no signed presence binds {from} to a host yet, and the deliveries \
+                         waiting for one already hold {} of {budget} bytes",
+                        f.parking.bytes()
+                    );
+                    return self.reject(
+                        d.delivery,
+                        &d.queue,
+                        RejectCode::SenderNotOnSigningHost,
+                        why,
+                    );
+                }
+                let parked = Delivery { body, ..d };
                 f.parking.park(from, now, parked);
                 return;
             }
@@ -240,11 +251,18 @@ impl Gateway {
         {
             return self.on_forward_redelivery(delivery, &queue, env);
         }
-        self.dispatch(now, delivery, &queue, env);
+        self.dispatch(now, delivery, &queue, env, d.redelivered);
     }
 
     /// An admitted envelope, to the side of the protocol its kind and queue say.
-    fn dispatch(&mut self, now: Instant, delivery: DeliveryId, queue: &str, env: Envelope) {
+    fn dispatch(
+        &mut self,
+        now: Instant,
+        delivery: DeliveryId,
+        queue: &str,
+        env: Envelope,
+        redelivered: bool,
+    ) {
         let Some(f) = &mut self.fed else { return };
         let control = queue == f.names.control(&f.cfg.host);
         let roster_q = queue == f.names.roster(&f.cfg.host);
@@ -277,6 +295,20 @@ impl Gateway {
         if inbox {
             if let Err(why) = self.check_counterpart(&env) {
                 return self.reject(delivery, queue, RejectCode::NotCounterpart, why);
+            }
+        }
+        // Recorded against replay only now, past every rule above and on the queue its kind
+        // is handled on: a sender those refuse cannot fill the record (a peer off the
+        // allowlist once could, with STOPs, for as long as their `expiresAt`).
+        let handled_here = match env.kind {
+            Kind::Spawn | Kind::Stop => control,
+            Kind::Broadcast => inbox_of.is_some(),
+            Kind::Send | Kind::Coord | Kind::Answer => inbox,
+            _ => false,
+        };
+        if handled_here && !redelivered {
+            if let Err(r) = self.remember(&env, queue) {
+                return self.reject(delivery, queue, r.code(), r.to_string());
             }
         }
         match env.kind {
@@ -346,6 +378,21 @@ impl Gateway {
                 format!("{kind} has no meaning on {queue}"),
             ),
         }
+    }
+
+    /// Records `env` in the replay record and keeps the entry durably (`Remember`) before the
+    /// ack and inject it leads to.
+    pub(super) fn remember(&mut self, env: &Envelope, queue: &str) -> Result<(), Rejection> {
+        let unix = self.unix_now();
+        let Some(f) = &mut self.fed else {
+            return Ok(());
+        };
+        let recorded = record(&mut f.seen, env, queue, unix);
+        let journal = f.seen.take_journal();
+        if !journal.is_empty() {
+            self.out.push_back(Output::Remember(journal));
+        }
+        recorded
     }
 
     /// A forward-path message the broker redelivers: our ack was lost with a connection (or
@@ -479,6 +526,7 @@ impl Gateway {
         if self.cfg.planted(PlantedBug::DlqTrustsBrokerHeaders) {
             self.report_dead_letter(&d, &reason);
         }
+        let reason = crate::io::DropReason::parse(&reason);
         self.event(Event::BrokerDropped { queue, reason });
     }
 

@@ -1,7 +1,9 @@
 //! `Parking`: deliveries whose sender no fresh signed presence binds to a host yet — the backlog
 //! a reconnect or a restart receives before the first heartbeats. Each waits unacked until that
 //! presence arrives (then it is admitted again, in arrival order) or the presence TTL passes
-//! (then it is rejected with the reason it waited for).
+//! (then it is rejected with the reason it waited for). What waits is bounded in bytes
+//! (`PARKED_BODIES_PER_MAX`): only a peer holding a key can park anything (the signature is
+//! checked first), but a leaked key must not make this host keep a gigabyte of bodies.
 
 use super::inbound::Delivery;
 use crate::ids::SessionId;
@@ -16,6 +18,10 @@ pub(crate) struct Parked {
     pub(crate) delivery: Delivery,
 }
 
+/// What may wait, in largest bodies (`max_body_bytes`): a backlog of ordinary briefs fits
+/// many times over; the prefetch window of largest bodies (1,024 MiB at the defaults) does not.
+pub(crate) const PARKED_BODIES_PER_MAX: usize = 16;
+
 #[derive(Debug, Default)]
 pub(crate) struct Parking {
     parked: Vec<Parked>,
@@ -25,6 +31,11 @@ pub(crate) struct Parking {
 impl Parking {
     pub(crate) fn len(&self) -> usize {
         self.parked.len()
+    }
+
+    /// The bytes of every body parked.
+    pub(crate) fn bytes(&self) -> usize {
+        self.parked.iter().map(|p| p.delivery.body.len()).sum()
     }
 
     /// Changed since a check last read it?

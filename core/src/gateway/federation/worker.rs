@@ -13,6 +13,7 @@ use crate::ids::{CallId, MsgId, ReplyId, SessionId, TurnId};
 use crate::io::{CallError, Event, Output, RejectCode, Response};
 use crate::outcome::{AskOutcome, Outcome};
 use crate::planted::PlantedBug;
+use crate::roster::EntityKind;
 use crate::time::{Duration, Instant};
 
 impl Gateway {
@@ -39,6 +40,13 @@ impl Gateway {
             self.ack(delivery);
         }
         let target = SessionId::new(&env.to);
+        // A member delegates to members only (its gateway refuses it too; one that lies does
+        // not): a brief from another host's member is never typed into a lead here.
+        let from_member = self.kind_of(now, &env.from) == Some(EntityKind::Member);
+        if from_member && self.local_kind(&target) != Some(EntityKind::Member) {
+            let why = format!("{} is a member: it delegates to members only", env.from);
+            return self.reject(delivery, queue, RejectCode::NotAllowed, why);
+        }
         let busy = self.rendezvous.has_waiter(&target) || self.paused_ticket_on(&target);
         if busy || text.trim().is_empty() {
             let (outcome, why) = if busy {
