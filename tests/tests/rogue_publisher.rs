@@ -10,64 +10,20 @@
 
 use fleet_core::broker::{Exchange, Names};
 use fleet_core::envelope::{Envelope, HeaderValue, Headers, Kind, Version, VERSION};
-use fleet_core::signing::Keyring;
-use fleet_core::{HostId, MsgId, SessionId, TraceId};
+use fleet_core::SessionId;
 use fleet_tests::fleetd_proc::{
     eventually, logs, start_host_edited, stop_all, ticket_end, typed, Dir, Host, Mcp, Rest, HOSTS,
 };
-use lapin::options::{
-    BasicAckOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueBindOptions,
-    QueueDeclareOptions,
-};
+use fleet_tests::rogue::{envelope, fresh, keyring};
+use lapin::options::{BasicAckOptions, BasicGetOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use lapin::Channel;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// Inboxes this small overflow quickly when nobody consumes them.
 const MAX_LENGTH: u64 = 50;
-
-/// The rogue stamps its messages with the real clock, as a real one would.
-#[allow(clippy::disallowed_methods)] // the test's wall clock, against real gateways
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// A fresh id, as any publisher can mint.
-#[allow(clippy::disallowed_methods)] // ids outside any gateway's seeded stream
-fn fresh() -> uuid::Uuid {
-    uuid::Uuid::new_v4()
-}
-
-/// An unsigned envelope from `from` on `signer` to `to`, valid for a minute.
-fn envelope(kind: Kind, from: &str, to: &str, signer: &str, body: &[u8]) -> Envelope {
-    let now = now_ms();
-    Envelope {
-        v: VERSION,
-        kind,
-        msg_id: MsgId(fresh()),
-        trace_id: TraceId(fresh()),
-        from: SessionId::new(from),
-        to: to.into(),
-        signer: HostId::new(signer),
-        re: None,
-        turn_id: None,
-        spawn_id: None,
-        outcome: None,
-        ts: now,
-        expires_at: now + 60_000,
-        sig: None,
-        body: body.to_vec(),
-    }
-}
-
-fn keyring(host: &str, secret: u8) -> Keyring {
-    Keyring::new(HostId::new(host), [secret; 32], &BTreeMap::new())
-        .unwrap_or_else(|e| panic!("{e}"))
-}
 
 /// One message the rogue publishes, and the code the receiving gateway must reject it with.
 struct Rogue {
@@ -100,20 +56,8 @@ impl Rogue {
 }
 
 async fn publish(ch: &Channel, names: &Names, r: &Rogue) {
-    let table = fleetd::amqp::to_table(&r.headers).unwrap_or_else(|e| panic!("{e}"));
-    let confirm = ch
-        .basic_publish(
-            names.exchange(r.exchange).as_str().into(),
-            r.key.as_str().into(),
-            BasicPublishOptions::default(),
-            &r.body,
-            BasicProperties::default()
-                .with_headers(table)
-                .with_delivery_mode(2),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{}: {e}", r.what));
-    confirm.await.unwrap_or_else(|e| panic!("{}: {e}", r.what));
+    let to = (r.exchange, r.key.as_str());
+    fleet_tests::rogue::publish(ch, names, to, &r.headers, &r.body, r.what).await;
 }
 
 /// A queue of the rogue's own, bound to `exchange` by `key`: what the broker routes there.
@@ -224,19 +168,7 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
     .await;
 
     // The rogue: broker credentials, no gateway key. It taps the DLX and beta's inbox key.
-    let conn = Connection::connect(
-        &fleet_tests::gateways::amqp_uri(),
-        ConnectionProperties::default(),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("the rogue's connection: {e}"));
-    let ch = conn
-        .create_channel()
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    ch.confirm_select(ConfirmSelectOptions::default())
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (conn, ch) = fleet_tests::rogue::channel().await;
     let dead = tap(&ch, &names, "dlx", Exchange::Dlx, "").await;
     let captured = tap(&ch, &names, "capture", Exchange::Msg, &gid_b).await;
 
@@ -291,6 +223,34 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
         broker_drops(&hosts[1]).await.get("maxlen").copied() == Some(1)
     })
     .await;
+    // Forged reasons, each new: counted under `other`, never a series of their own (each
+    // distinct label value was one, never freed). Two thousand, one confirm each, keeps the
+    // step well inside CI's time (10,000 outran a 60 s wait there); the set stays closed.
+    const REASONS: u64 = 2_000;
+    let rss_before = rss_kib(hosts[1].proc.pid());
+    for n in 0..REASONS {
+        let mut h = dlx_copy.headers.clone();
+        let reason = format!("reason-{n}-{}", fresh());
+        h.insert("x-first-death-reason".into(), HeaderValue::Str(reason));
+        let to = (Exchange::Dlx, "");
+        fleet_tests::rogue::publish(&ch, &names, to, &h, &copy_body, "a forged reason").await;
+    }
+    eventually("beta counts the forged reasons as other", 120, || async {
+        broker_drops(&hosts[1]).await.get("other").copied() == Some(REASONS)
+    })
+    .await;
+    let drops = broker_drops(&hosts[1]).await;
+    assert_eq!(
+        drops.keys().collect::<Vec<_>>(),
+        ["maxlen", "other"],
+        "a closed set of reasons: {drops:?}"
+    );
+    // A figure for the note, not a bound (memory is measured, never asserted on).
+    eprintln!(
+        "beta's RSS before and after {REASONS} forged reasons: {:?} KiB -> {:?} KiB",
+        rss_before,
+        rss_kib(hosts[1].proc.pid())
+    );
 
     let stranger = keyring("alpha", 99);
     let alpha_key = keyring("alpha", 10);
@@ -591,4 +551,11 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
     beta_lead.close().await;
     stop_all(&mut hosts).await;
     fleet_tests::gateways::delete_namespace(&ns, &HOSTS, &["lead-alpha", "lead-beta"]).await;
+}
+
+/// A process's resident set (KiB), from `/proc/<pid>/status`.
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
