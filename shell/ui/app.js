@@ -36,17 +36,51 @@ function ago(ms) {
   return Math.floor(s / 3600) + "h" + String(Math.floor(s % 3600 / 60)).padStart(2, "0") + "m";
 }
 
-// A link's token replaces the one this tab holds only when its user says so: anyone can send
-// an operator a link, and a page quietly acting as someone else is how they would be fooled.
-function offerToken(offered) {
-  if (!token || offered === token) {
-    useToken(offered);
-    return;
-  }
+const ROLE_WORDS = { PRIMARY: "lead", ARCHITECT: "architect", WORKER: "member, read only" };
+
+function who(caller) {
+  if (!caller) return "an unknown caller";
+  return caller.name + " (" + (ROLE_WORDS[caller.role] || caller.role) + ")";
+}
+
+// A link's token is never used unasked, not even in a fresh tab: anyone can send an operator a
+// link, and a page quietly acting as someone else is how they would be fooled. The page first
+// reads whose token it is (GET /overview, a read), says so, and waits for a choice.
+async function offerToken(offered) {
+  if (offered === token) return;
   const box = $("token-offer");
+  const text = $("token-offer-text");
+  const use = $("token-use");
+  const keep = $("token-keep");
+  let caller = null;
+  let refused = false;
+  try {
+    caller = (await getAs(offered, "/overview")).caller;
+  } catch (e) {
+    refused = e.status === 401;
+    if (!refused) {
+      text.textContent = "Could not ask this gateway whose the link's token is (" + e.message +
+        "). Reload the link to ask again.";
+    }
+  }
+  box.dataset.offer = refused ? "refused" : caller ? "ask" : "error";
+  box.dataset.role = caller ? caller.role : "";
+  box.dataset.name = caller ? caller.name : "";
+  const mine = data && data.overview ? who(data.overview.caller) : null;
+  if (refused) {
+    text.textContent = "This link carries a token this gateway refused." +
+      (mine ? " This tab goes on acting as " + mine + "." : "");
+  } else if (caller) {
+    text.textContent = "This link would have this page show and act as " + who(caller) +
+      (token ? ", instead of " + (mine || "the token this tab holds") : "") +
+      ". Use it only if you made the link yourself or trust whoever sent it.";
+  }
+  use.hidden = !caller;
+  use.textContent = caller ? "act as " + caller.name : "";
+  keep.textContent = token ? "keep mine" : (caller ? "don't use it" : "dismiss");
   box.hidden = false;
-  $("token-use").onclick = () => { box.hidden = true; useToken(offered); schedule(0); };
-  $("token-keep").onclick = () => { box.hidden = true; };
+  use.onclick = () => { box.hidden = true; useToken(offered); schedule(0); };
+  keep.onclick = () => { box.hidden = true; };
 }
 
 function useToken(t) {
@@ -66,8 +100,12 @@ function readHash() {
   history.replaceState(null, "", location.pathname + (rest ? "#" + rest : ""));
 }
 
-async function get(path) {
-  const r = await fetch(path, { headers: { "Authorization": "Bearer " + token }, cache: "no-store" });
+function get(path) {
+  return getAs(token, path);
+}
+
+async function getAs(bearer, path) {
+  const r = await fetch(path, { headers: { "Authorization": "Bearer " + bearer }, cache: "no-store" });
   const body = await r.json().catch(() => ({}));
   if (!r.ok) {
     const e = new Error(body.message || ("HTTP " + r.status));
@@ -154,6 +192,10 @@ function draw() {
   const acting = $("actions").checked && may.size > 0;
   $("actions-toggle").hidden = may.size === 0;
   $("host").textContent = "· " + o.host;
+  // Whose token this page acts with, always in sight.
+  $("who").textContent = "as " + who(o.caller);
+  $("who").dataset.role = o.caller ? o.caller.role : "";
+  $("who").dataset.name = o.caller ? o.caller.name : "";
   $("fleet").hidden = false;
 
   let delegations = o.delegations || [];

@@ -1,6 +1,7 @@
 //! Just enough W3C WebDriver to click through a page in headless Chromium: chromedriver (Debian's
 //! `chromium-driver`) started on a free port, one session, elements found by CSS selector with
-//! a bounded wait, clicks, typing, dialogs. Every call is bounded; a failure says which call.
+//! a bounded wait, clicks, typing, dialogs, attributes, the page's source and a screenshot.
+//! Every call is bounded; a failure says which call.
 
 use crate::fleetd_proc::free_port;
 use serde_json::{json, Value};
@@ -212,6 +213,31 @@ impl Browser {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         panic!("no dialog opened within 10 s")
+    }
+
+    /// An element's attribute `name` (empty when it has none).
+    pub async fn attr(&self, element: &str, name: &str) -> String {
+        self.call(
+            reqwest::Method::GET,
+            &self.path(&format!("/element/{element}/attribute/{name}")),
+            Value::Null,
+        )
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+    }
+
+    /// The window as a PNG, written to `png`.
+    pub async fn screenshot(&self, png: &std::path::Path) {
+        use base64::Engine as _;
+        let v = self
+            .call(reqwest::Method::GET, &self.path("/screenshot"), Value::Null)
+            .await;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(v.as_str().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("the screenshot is not base64: {e}"));
+        std::fs::write(png, bytes).unwrap_or_else(|e| panic!("{}: {e}", png.display()));
     }
 
     pub async fn source(&self) -> String {

@@ -5,6 +5,7 @@
 //! Compiled as ignored where no Chromium is installed (`.ci/run` installs Debian's).
 
 use fleet_tests::fleetd_proc::{eventually, logs, start_host, stop_all, Dir, Host, Mcp, Rest};
+use fleet_tests::webdriver::Browser;
 use scraper::{Html, Selector};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -71,8 +72,8 @@ fn attr<'a>(e: &scraper::ElementRef<'a>, name: &str) -> &'a str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
-    not(chromium),
-    ignore = "needs a headless Chromium: apt-get install chromium (.ci/run does)"
+    not(chromedriver),
+    ignore = "needs Chromium and chromedriver: apt-get install chromium chromium-driver (.ci/run does)"
 )]
 async fn the_dashboard_shows_hosts_members_a_delegation_in_flight_and_a_held_result() {
     let dir = Dir::new("dashboard");
@@ -146,7 +147,56 @@ async fn the_dashboard_shows_hosts_members_a_delegation_in_flight_and_a_held_res
         .await;
 
         let url = format!("{}/ui#token={}", alpha.proc.url, alpha.token);
-        let doc = dom(&dir.0, &url).await;
+        let me = rest.get("/overview").await.1["caller"].clone();
+        assert_eq!(me["role"], "PRIMARY", "{me}");
+        // Even a fresh tab asks before it acts with a link's token, and says whose it is;
+        // nothing of the fleet is shown meanwhile.
+        let asked = dom(&dir.0, &url).await;
+        let offer = select(&asked, "#token-offer[data-offer=\"ask\"]:not([hidden])");
+        assert_eq!(offer.len(), 1, "{}", asked.html());
+        assert_eq!(
+            (attr(&offer[0], "data-role"), attr(&offer[0], "data-name")),
+            ("PRIMARY", me["name"].as_str().unwrap_or("?"))
+        );
+        assert!(
+            select(&asked, "tr[data-gid]").is_empty(),
+            "{}",
+            asked.html()
+        );
+        // A link whose token the gateway refuses offers nothing to use.
+        let bogus = dom(&dir.0, &format!("{}/ui#token=nobodys", alpha.proc.url)).await;
+        assert_eq!(
+            select(
+                &bogus,
+                "#token-offer[data-offer=\"refused\"] #token-use[hidden]"
+            )
+            .len(),
+            1,
+            "{}",
+            bogus.html()
+        );
+        assert_eq!(attr(&select(&bogus, "#state")[0], "data-state"), "login");
+
+        // The operator takes the link's token: the page shows the fleet, as that lead.
+        let browser = Browser::start(&chromium(), &dir.0.join("webdriver-profile")).await;
+        browser.goto(&url).await;
+        browser
+            .click_on("#token-offer:not([hidden]) #token-use", 20)
+            .await;
+        browser.find("#state[data-state=\"live\"]", 20).await;
+        browser
+            .find(
+                &format!(".host[data-host=\"beta\"] tr[data-gid=\"{far}\"]"),
+                20,
+            )
+            .await;
+        browser.find("#held tbody tr", 20).await;
+        let who = browser.find("#who", 5).await;
+        assert_eq!(
+            browser.attr(&who, "data-name").await,
+            me["name"].as_str().unwrap_or("?")
+        );
+        let doc = Html::parse_document(&browser.source().await);
         let state = select(&doc, "#state");
         assert_eq!(attr(&state[0], "data-state"), "live", "{}", doc.html());
         // Both hosts, each with its link up, beta's counts as its snapshot said them.
@@ -197,7 +247,10 @@ async fn the_dashboard_shows_hosts_members_a_delegation_in_flight_and_a_held_res
         assert!(select(&doc, "button[data-action]").is_empty());
 
         // A flow link filters everything to that flow: its delegation and its members only.
-        let filtered = dom(&dir.0, &format!("{url}&flow={flow}")).await;
+        browser.goto(&format!("{url}&flow={flow}")).await;
+        browser.find("#flow-filter:not([hidden])", 20).await;
+        assert_eq!(browser.count("#token-offer:not([hidden])").await, 0);
+        let filtered = Html::parse_document(&browser.source().await);
         let rows: Vec<String> = select(&filtered, "tr[data-gid]")
             .iter()
             .map(|r| attr(r, "data-gid").to_string())
@@ -216,15 +269,12 @@ async fn the_dashboard_shows_hosts_members_a_delegation_in_flight_and_a_held_res
         std::fs::create_dir_all(&shots).unwrap_or_else(|e| panic!("{e}"));
         let png = shots.join("dashboard.png");
         let _ = std::fs::remove_file(&png);
-        browse(
-            &dir.0,
-            &url,
-            &[
-                &format!("--screenshot={}", png.display()),
-                "--window-size=1400,1000",
-            ],
-        )
-        .await;
+        browser.goto(&format!("{}/ui", alpha.proc.url)).await;
+        browser
+            .find(".host[data-host=\"beta\"] tr[data-gid]", 20)
+            .await;
+        browser.screenshot(&png).await;
+        browser.quit().await;
         assert!(
             std::fs::metadata(&png).is_ok_and(|m| m.len() > 10_000),
             "{}",
@@ -253,7 +303,6 @@ async fn the_dashboard_shows_hosts_members_a_delegation_in_flight_and_a_held_res
 )]
 async fn a_lead_answers_and_stops_from_the_dashboard_and_an_architect_is_offered_no_stop() {
     use fleet_tests::fleetd_proc::{start_solo, Solo, SOLO_ARCHITECT_TOKEN, SOLO_LEAD_TOKEN};
-    use fleet_tests::webdriver::Browser;
     let Solo {
         dir,
         herdr: _herdr,
@@ -283,6 +332,12 @@ async fn a_lead_answers_and_stops_from_the_dashboard_and_an_architect_is_offered
     let browser = Browser::start(&chromium(), &dir.0.join("webdriver-profile")).await;
     browser
         .goto(&format!("{}/ui#token={SOLO_LEAD_TOKEN}", fleetd.url))
+        .await;
+    browser
+        .click_on(
+            "#token-offer[data-role=\"PRIMARY\"]:not([hidden]) #token-use",
+            20,
+        )
         .await;
     browser.find("tr[data-phase=\"ASKING\"]", 20).await;
     assert_eq!(
@@ -325,9 +380,16 @@ async fn a_lead_answers_and_stops_from_the_dashboard_and_an_architect_is_offered
     .await;
 
     // A link carrying another token does not quietly replace the one the tab acts with: the
-    // page asks, and "keep mine" leaves it acting as before.
+    // page asks the gateway whose it is (here: nobody's, refused), offers nothing to use, and
+    // "keep mine" leaves it acting as before.
     browser
         .goto(&format!("{}/ui?from=mail#token=someone-elses", fleetd.url))
+        .await;
+    browser
+        .find(
+            "#token-offer[data-offer=\"refused\"] #token-use[hidden]",
+            10,
+        )
         .await;
     browser
         .click_on("#token-offer:not([hidden]) #token-keep", 10)
@@ -344,8 +406,15 @@ async fn a_lead_answers_and_stops_from_the_dashboard_and_an_architect_is_offered
         ))
         .await;
     browser
+        .find(
+            "#token-offer[data-offer=\"ask\"][data-role=\"ARCHITECT\"]:not([hidden])",
+            10,
+        )
+        .await;
+    browser
         .click_on("#token-offer:not([hidden]) #token-use", 10)
         .await;
+    browser.find("#who[data-role=\"ARCHITECT\"]", 20).await;
     browser.find(&format!("tr[data-gid=\"{asker}\"]"), 20).await;
     browser.click_on("#actions", 5).await;
     tokio::time::sleep(Duration::from_millis(2_500)).await;
