@@ -231,7 +231,7 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
     const REASONS: u64 = 10_000;
     const BATCH: u64 = MAX_LENGTH * 4 / 5;
     let rss_before = rss_kib(hosts[1].proc.pid());
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let mut sent = 0;
     while sent < REASONS {
         let n = BATCH.min(REASONS - sent);
