@@ -1,4 +1,5 @@
 use super::*;
+use crate::spawn_spec::MemberRole;
 
 const TTL: u64 = 20_000;
 
