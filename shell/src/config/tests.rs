@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn errors(text: &str) -> Vec<String> {

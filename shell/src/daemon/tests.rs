@@ -1,4 +1,3 @@
-
 use super::{assert_primary_clean, cross_site, DaemonError};
 
 #[test]
