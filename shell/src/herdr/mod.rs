@@ -6,6 +6,7 @@
 pub mod agent_config;
 pub mod api;
 pub mod events;
+mod gate;
 pub mod launch;
 #[cfg(feature = "daemon")]
 pub mod lead_launch;
@@ -13,6 +14,7 @@ pub mod member_socket;
 pub mod rebuild;
 pub mod rpc;
 pub mod sandbox;
+mod spawn;
 pub mod worktree;
 
 pub use api::{Api, NewPane, PaneInfo, Pong, ReportedState, PROTOCOL};
@@ -22,7 +24,7 @@ pub use sandbox::{Availability, Network, SandboxConfig};
 pub use worktree::WorktreeConfig;
 
 use crate::ports::{HerdrError, HerdrPort, InjectFailure, PortFuture, Sample, Samples};
-use fleet_core::{AgentStatus, Launched, Readiness, SessionId, SpawnSpec};
+use fleet_core::{AgentStatus, Launched, SessionId, SpawnSpec};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -629,227 +631,8 @@ impl HerdrPort for HerdrClient {
     }
 
     fn spawn(&self, gid: &SessionId, spec: &SpawnSpec) -> PortFuture<Result<Launched, HerdrError>> {
-        let (worktree, cwd) = (spec.worktree.clone(), spec.cwd.clone());
-        let (api, cfg, panes, gid) = (
-            self.api.clone(),
-            self.cfg.clone(),
-            self.panes.clone(),
-            gid.clone(),
-        );
-        let (receipts, sockets, me) = (self.receipts.clone(), self.sockets.clone(), self.clone());
-        let on_placed = self.placed.clone();
-        let (profile, group) = (spec.profile.clone(), spec.group.clone());
-        Box::pin(async move {
-            let unavailable = |why: String| HerdrError::Unavailable(why);
-            let Some(p) = cfg.profiles.get(&profile) else {
-                return Err(unavailable(format!("no profile {profile:?} on this host")));
-            };
-            let boxed = match (p.sandbox, &cfg.sandbox.availability) {
-                (false, _) => None,
-                (true, Availability::Ready) => Some(p.network),
-                (true, Availability::Unavailable(why)) if cfg.sandbox_required => {
-                    return Err(unavailable(format!(
-                        "profile {profile:?} runs sandboxed and this host cannot: {why}"
-                    )));
-                }
-                (true, _) => None,
-            };
-            let nonce = launch::fresh_nonce();
-            let member = launch::Member {
-                gid: gid.as_str(),
-                group: group.as_deref(),
-                nonce: &nonce,
-                boxed,
-            };
-            let mut plan = launch::plan(&cfg.launch, &profile, p, member, &cfg.parent_env)
-                .map_err(|e| unavailable(e.to_string()))?;
-            if let Some(cwd) = &cwd {
-                // Checked here, on the member's host: a path means nothing anywhere else.
-                if !std::path::Path::new(cwd).is_dir() {
-                    return Err(unavailable(format!(
-                        "cwd {cwd:?} is not a directory on this host"
-                    )));
-                }
-                let mut room = cwd.clone();
-                if boxed.is_some() {
-                    let home = cfg.parent_env.get("HOME").map(std::path::Path::new);
-                    let at = std::path::Path::new(cwd);
-                    if let Some(why) = sandbox::unfit_cwd(&cfg.sandbox, at, home) {
-                        return Err(unavailable(format!(
-                            "cwd {cwd:?} cannot be a member's room: {why}"
-                        )));
-                    }
-                    // The path checked is the path bound: a symlink swapped after the check
-                    // cannot point the bind elsewhere.
-                    if let Ok(real) = std::fs::canonicalize(at) {
-                        room = real.to_string_lossy().into_owned();
-                    }
-                }
-                plan.cwd = Some(room);
-            }
-            let mut git_room = None;
-            if let Some(w) = &worktree {
-                let cut = worktree::cut(&cfg.worktrees, gid.as_str(), w)
-                    .await
-                    .map_err(|e| unavailable(e.to_string()))?;
-                plan.cwd = Some(cut.dir.to_string_lossy().into_owned());
-                git_room = Some(sandbox::GitRoom {
-                    common_dir: cut.common_dir,
-                    admin_dir: cut.admin_dir,
-                    borrowed: cut.borrowed,
-                });
-            }
-            let dir = cfg
-                .launch
-                .member_dir(gid.as_str())
-                .ok_or_else(|| unavailable(format!("gid {gid} is not a plain name")))?;
-            if plan.agent.is_some() && plan.cwd.is_none() {
-                // An agent trusts only a folder it was told of: one with no cwd of its own
-                // starts in its (empty) home.
-                plan.cwd = Some(dir.join("home").to_string_lossy().into_owned());
-            }
-            if let Err(e) = plan.prepare_agent(p.config_template.as_deref()) {
-                if worktree.is_some() {
-                    let _ = worktree::remove(&cfg.worktrees, gid.as_str()).await;
-                }
-                return Err(unavailable(format!("profile {profile:?}: {e}")));
-            }
-            // Whatever fails from here undoes the member's files, token, socket and worktree
-            // (it holds no work yet).
-            let undo = || async {
-                sockets.borrow_mut().remove(&gid);
-                let _ = launch::remove_files(&dir);
-                cfg.launch.tokens.revoke(gid.as_str());
-                if worktree.is_some() {
-                    let _ = worktree::remove(&cfg.worktrees, gid.as_str()).await;
-                }
-            };
-            if let Some(network) = boxed {
-                let room = sandbox::Room {
-                    member_dir: dir.clone(),
-                    home: dir.join("home"),
-                    own: plan.agent.iter().map(|a| a.dir().to_path_buf()).collect(),
-                    cwd: plan.cwd.as_ref().map(std::path::PathBuf::from),
-                    git: git_room,
-                    network,
-                    shown: p.sandbox_paths.clone(),
-                    gateway_port: launch::url_port_path(&cfg.launch.mcp_url).0,
-                };
-                let mut made = launch::write_files(&dir, &[]);
-                for d in std::iter::once(&room.home)
-                    .chain(&room.own)
-                    .cloned()
-                    .chain(room.git.iter().flat_map(sandbox::GitRoom::writable))
-                {
-                    made = made.and_then(|()| std::fs::create_dir_all(&d));
-                }
-                if let Err(e) = made {
-                    undo().await;
-                    return Err(unavailable(format!("preparing the sandbox: {e}")));
-                }
-                let path = plan.env.get("PATH").map(String::as_str);
-                if let Some((program, by)) =
-                    sandbox::hidden_program(&cfg.sandbox, &room, &plan.program, path)
-                {
-                    undo().await;
-                    return Err(unavailable(format!(
-                        "profile {profile:?}: its program {} lies under {}, which the members' sandbox hides; install it elsewhere or add its directory to the profile's sandbox_paths",
-                        program.display(),
-                        by.display()
-                    )));
-                }
-                plan.sandbox = Some(sandbox::wrap(&cfg.sandbox, &room, &plan.program));
-            }
-            let home = dir.join("home");
-            let written = launch::write_files(&dir, &plan.all_files()).and_then(|()| {
-                match plan.cwd.as_deref() == Some(&*home.to_string_lossy()) {
-                    true => std::fs::create_dir_all(&home),
-                    false => Ok(()),
-                }
-            });
-            if let Err(e) = written {
-                undo().await;
-                return Err(unavailable(format!("writing {}: {e}", dir.display())));
-            }
-            match me.serve_socket(&gid, &dir, None) {
-                Ok(served) => {
-                    sockets.borrow_mut().insert(gid.clone(), served);
-                }
-                Err(e) => {
-                    undo().await;
-                    return Err(unavailable(format!(
-                        "serving the member's herdr socket: {e}"
-                    )));
-                }
-            }
-            cfg.launch.tokens.record(gid.as_str(), &nonce);
-            let new = NewPane {
-                label: format!("{LABEL_PREFIX}{gid}"),
-                cwd: plan.cwd.clone(),
-                command: plan.argv(),
-                env: BTreeMap::new(),
-                workspace_id: None,
-                tab_label: Some(cfg.member_tab.clone()),
-            };
-            let mut placed = api.layout_apply(&new).await;
-            if matches!(&placed, Err(e) if e.code() == Some("workspace_not_found")) {
-                // A fresh herdr has no workspace: make the fleet's own, then place the member.
-                placed = match api.workspace_create(&cfg.member_tab).await {
-                    Ok(_) => api.layout_apply(&new).await,
-                    Err(e) => Err(e),
-                };
-            }
-            let pane = match placed {
-                Ok(pane) => pane,
-                Err(e) => {
-                    undo().await;
-                    return Err(port_error(e));
-                }
-            };
-            if let Some(s) = sockets.borrow().get(&gid) {
-                s.set_pane(&pane);
-            }
-            panes.borrow_mut().insert(gid.clone(), pane.clone());
-            on_placed.notify_one();
-            let charter = plan.receipt.as_ref().map(|r| r.sha256.clone());
-            tracing::info!(%gid, profile, sandboxed = boxed.is_some(), network = ?boxed, "member launched");
-            if let Some(r) = plan.receipt {
-                tracing::info!(%gid, profile, charter_sha256 = %r.sha256, "member charter");
-                receipts.borrow_mut().insert(gid.clone(), r);
-            }
-            let launched = |readiness| Launched { readiness, charter };
-            match plan.gate {
-                Gate::Connects { screen: None } => Ok(launched(Readiness::OnConnect)),
-                Gate::Connects {
-                    screen: Some(rules),
-                } => match screen_within(&api, &pane, &cfg.launch, &dir, rules).await {
-                    Ok(()) => Ok(launched(Readiness::OnConnect)),
-                    Err(GateError::NotReady(why) | GateError::Herdr(why)) => {
-                        let why = format!("{} {why}", p.kind.name());
-                        tracing::warn!(%gid, profile, "a member failed its readiness gate: {why}");
-                        let _ = api.pane_close(&pane).await;
-                        panes.borrow_mut().remove(&gid);
-                        undo().await;
-                        Err(unavailable(why))
-                    }
-                },
-                Gate::Injectable => {
-                    match status_within(&api, &pane, &cfg.launch, &dir, AgentStatus::injectable)
-                        .await
-                    {
-                        Ok(()) => Ok(launched(Readiness::Ready)),
-                        Err(GateError::NotReady(why) | GateError::Herdr(why)) => {
-                            tracing::warn!(%gid, profile, "a member failed its readiness gate: {why}");
-                            // Failed at the gate: reaped here, so no half-built pane stays.
-                            let _ = api.pane_close(&pane).await;
-                            panes.borrow_mut().remove(&gid);
-                            undo().await;
-                            Err(unavailable(why))
-                        }
-                    }
-                }
-            }
-        })
+        let (me, gid, spec) = (self.clone(), gid.clone(), spec.clone());
+        Box::pin(async move { me.launch_member(&gid, &spec).await })
     }
 
     fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>> {
@@ -954,104 +737,4 @@ pub fn last_screen(screen: &str, lines: usize, bytes: usize) -> String {
         text = format!("…{}", &text[cut..]);
     }
     text
-}
-
-/// Why a pane did not pass a status gate.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum GateError {
-    /// herdr answered, and the status never passed within the bound (or the pane closed).
-    NotReady(String),
-    /// herdr did not answer at the end: nothing is known about the pane.
-    Herdr(String),
-}
-
-impl std::fmt::Display for GateError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            GateError::NotReady(why) | GateError::Herdr(why) => f.write_str(why),
-        }
-    }
-}
-
-/// Waits, within the readiness bound, for the agent's prompt (`agent_screen`): a dialog on
-/// its screen fails at once, naming it, and is never typed into; a program that ended fails
-/// with its exit and last screen. The error reads after the agent's kind ("claude-code …").
-async fn screen_within(
-    api: &Api,
-    pane: &str,
-    cfg: &LaunchConfig,
-    dir: &std::path::Path,
-    rules: fleet_core::agent_screen::StartRules,
-) -> Result<(), GateError> {
-    use fleet_core::agent_screen::{start_screen, StartScreen};
-    let deadline = tokio::time::Instant::now() + cfg.ready_timeout;
-    let bound = cfg.ready_timeout.as_millis();
-    loop {
-        if let Some(why) = exit_report(api, Some(pane), dir, 80).await {
-            return Err(GateError::NotReady(format!("did not start: {why}")));
-        }
-        let last = match api.pane_read(pane, SCREEN_GATE_LINES).await {
-            Ok(screen) => match start_screen(rules, &screen) {
-                StartScreen::Ready => return Ok(()),
-                StartScreen::Dialog(d) => {
-                    return Err(GateError::NotReady(format!(
-                        "{d}; fleetd prepares its config so it never should (docs/members.md), and types nothing into a dialog"
-                    )))
-                }
-                StartScreen::Starting => GateError::NotReady(format!(
-                    "did not show its prompt within {bound} ms; its screen ended:\n{}",
-                    last_screen(&screen, 12, 1024)
-                )),
-            },
-            Err(e) if e.code() == Some("pane_not_found") => {
-                return Err(GateError::NotReady(
-                    "closed its pane before it was ready".into(),
-                ))
-            }
-            Err(e) => GateError::Herdr(format!("was not seen ready within {bound} ms ({e})")),
-        };
-        if tokio::time::Instant::now() >= deadline {
-            return Err(last);
-        }
-        tokio::time::sleep(cfg.ready_poll).await;
-    }
-}
-
-/// How much of a starting agent's screen the gate reads.
-const SCREEN_GATE_LINES: u32 = 60;
-
-/// Waits, within the readiness bound, for the pane's status to pass `accept` (for a `command`
-/// member's gate: injectable, as herdr reports it or the program reports itself).
-async fn status_within(
-    api: &Api,
-    pane: &str,
-    cfg: &LaunchConfig,
-    dir: &std::path::Path,
-    accept: fn(AgentStatus) -> bool,
-) -> Result<(), GateError> {
-    let deadline = tokio::time::Instant::now() + cfg.ready_timeout;
-    let bound = cfg.ready_timeout.as_millis();
-    loop {
-        // A program that already ended fails the gate now, saying how, not at the bound.
-        if let Some(why) = exit_report(api, Some(pane), dir, 80).await {
-            return Err(GateError::NotReady(format!("not ready: {why}")));
-        }
-        let last = match api.pane_get(pane).await {
-            Ok(info) if accept(AgentStatus::from_wire(&info.agent_status)) => return Ok(()),
-            Ok(info) => GateError::NotReady(format!(
-                "not ready within {bound} ms (status {})",
-                info.agent_status
-            )),
-            Err(e) if e.code() == Some("pane_not_found") => {
-                return Err(GateError::NotReady(
-                    "the member's pane closed before it was ready".into(),
-                ))
-            }
-            Err(e) => GateError::Herdr(format!("not ready within {bound} ms ({e})")),
-        };
-        if tokio::time::Instant::now() >= deadline {
-            return Err(last);
-        }
-        tokio::time::sleep(cfg.ready_poll).await;
-    }
 }
