@@ -32,6 +32,7 @@ pub mod mcp;
 pub mod metrics;
 #[cfg(feature = "daemon")]
 pub mod observe;
+pub mod origin;
 pub mod ports;
 #[cfg(feature = "daemon")]
 pub mod relay;

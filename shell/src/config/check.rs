@@ -58,7 +58,7 @@ impl Config {
                 "must name at least one host (an empty list would switch the DNS-rebinding guard off)",
             ));
         } else if let Some(host) = url_host(&self.mcp_url()) {
-            if !crate::daemon::host_allowed(&g.allowed_hosts, &host) {
+            if !crate::origin::host_allowed(&g.allowed_hosts, &host) {
                 errs.push(invalid(
                     "gateway.allowed_hosts",
                     format!(
