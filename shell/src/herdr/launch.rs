@@ -459,128 +459,11 @@ pub fn allowed(allow: &[String], name: &str) -> bool {
     })
 }
 
-/// The secret member `gid` of spawn `nonce` presents: HMAC-SHA256(member_key, gid, nonce), hex.
-pub fn member_secret(key: &[u8; 32], gid: &str, nonce: &str) -> String {
-    hex(&mac(key, gid, nonce).finalize().into_bytes())
-}
-
-/// The bearer token member `gid` presents: `<gid>.<nonce>.<secret>`, so the gateway knows whose
-/// secret to check and which spawn it was minted for (a gid and a nonce have no `.`).
-pub fn member_token(key: &[u8; 32], gid: &str, nonce: &str) -> String {
-    format!("{gid}.{nonce}.{}", member_secret(key, gid, nonce))
-}
-
-/// Checks a presented secret in constant time.
-pub fn verify_member(key: &[u8; 32], gid: &str, nonce: &str, presented: &str) -> bool {
-    let Some(bytes) = unhex(presented) else {
-        return false;
-    };
-    mac(key, gid, nonce).verify_slice(&bytes).is_ok()
-}
-
-fn mac(key: &[u8; 32], gid: &str, nonce: &str) -> Hmac<Sha256> {
-    // HMAC takes a key of any length: this cannot fail for 32 bytes.
-    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).unwrap_or_else(|_| unreachable!());
-    m.update(b"fleetd member mcp secret v2\0");
-    m.update(gid.as_bytes());
-    m.update(b"\0");
-    m.update(nonce.as_bytes());
-    m
-}
-
-/// A spawn's nonce: 16 hex digits from the OS.
-pub fn fresh_nonce() -> String {
-    let mut b = [0u8; 8];
-    use rand_core::RngCore;
-    rand_core::OsRng.fill_bytes(&mut b);
-    hex(&b)
-}
-
-/// The name of the file in a member's directory holding its spawn's nonce: what makes its
-/// token valid, across a gateway restart too, until its files go with its pane.
-pub const NONCE_FILE: &str = "nonce";
-
 /// Written by a member's launch script when its program exits: the exit status. The script
 /// then keeps the pane (and its last screen) until fleetd has read both and removed the file,
 /// for at most `EXIT_LINGER_SECS`.
 pub const EXITED_FILE: &str = "exited";
 pub const EXIT_LINGER_SECS: u32 = 30;
-
-/// The members' live nonces (gid → nonce): a token is honoured only for the nonce on record,
-/// so it dies when its member's pane and files go. Shared by the launcher and the faces.
-#[derive(Clone, Debug, Default)]
-pub struct MemberTokens(std::sync::Arc<std::sync::RwLock<BTreeMap<String, String>>>);
-
-impl MemberTokens {
-    /// The nonces of the members whose files are under `runtime_dir` (a restart).
-    pub fn load(runtime_dir: &Path) -> Self {
-        let t = MemberTokens::default();
-        let Ok(entries) = std::fs::read_dir(runtime_dir) else {
-            return t;
-        };
-        for e in entries.flatten() {
-            let gid = e.file_name().to_string_lossy().into_owned();
-            if !safe_gid(&gid) {
-                continue;
-            }
-            if let Ok(n) = std::fs::read_to_string(e.path().join(NONCE_FILE)) {
-                if safe_nonce(n.trim()) {
-                    t.record(&gid, n.trim());
-                }
-            }
-        }
-        t
-    }
-
-    pub fn record(&self, gid: &str, nonce: &str) {
-        if let Ok(mut m) = self.0.write() {
-            m.insert(gid.to_string(), nonce.to_string());
-        }
-    }
-
-    pub fn revoke(&self, gid: &str) {
-        if let Ok(mut m) = self.0.write() {
-            m.remove(gid);
-        }
-    }
-
-    /// Whether member `gid` has a live spawn on record (not stopped, not forgotten).
-    pub fn is_live(&self, gid: &str) -> bool {
-        self.0.read().map(|m| m.contains_key(gid)).unwrap_or(false)
-    }
-
-    /// Whether `nonce` is member `gid`'s current one.
-    pub fn current(&self, gid: &str, nonce: &str) -> bool {
-        self.0
-            .read()
-            .map(|m| m.get(gid).is_some_and(|n| n == nonce))
-            .unwrap_or(false)
-    }
-}
-
-fn safe_nonce(n: &str) -> bool {
-    (1..=64).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-/// The token on record for member `gid` under `runtime_dir` (what its launch gave it).
-pub fn token_on_record(runtime_dir: &Path, key: &[u8; 32], gid: &str) -> Option<String> {
-    let n = std::fs::read_to_string(runtime_dir.join(gid).join(NONCE_FILE)).ok()?;
-    Some(member_token(key, gid, n.trim()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
 
 /// Who is launched: its gid, group, its spawn's nonce, and the sandbox it will run in (`None`:
 /// none), which decides its home and how it reaches the gateway.
@@ -655,146 +538,47 @@ pub fn plan(
         env.insert("FLEET_GROUP".into(), g.to_string());
     }
     let receipt = profile.charter.as_deref().map(CharterReceipt::of);
-    let mut files = vec![(dir.join(NONCE_FILE), member.nonce.to_string())];
-    let token = member_token(&cfg.member_key, gid, member.nonce);
-    let url = cfg.member_url(member.boxed);
-    let headers = json!({ "Authorization": format!("Bearer {token}") });
-    let mut agent = None;
+    let c = kinds::Ctx {
+        cfg,
+        name,
+        profile,
+        dir: &dir,
+        boxed: member.boxed,
+        url: cfg.member_url(member.boxed),
+        token: member_token(&cfg.member_key, gid, member.nonce),
+    };
+    let mut parts = kinds::Parts {
+        env,
+        files: vec![(dir.join(NONCE_FILE), member.nonce.to_string())],
+        agent: None,
+    };
+    let p = &mut parts;
     let (program, gate) = match &profile.kind {
         Kind::ClaudeCode {
             bin,
             base_url,
             model,
             args,
-        } => {
-            guard(cfg, name, base_url)?;
-            env.insert("ANTHROPIC_BASE_URL".into(), base_url.clone());
-            // Its own config dir: a member never sees the lead's `~/.claude` login, which is
-            // the subscription the guard keeps it off.
-            let config_dir = dir.join("claude");
-            env.insert("CLAUDE_CONFIG_DIR".into(), path_arg(&config_dir));
-            // No update checks, telemetry or error reports from an unattended member (the
-            // profile may say otherwise).
-            for (k, v) in CLAUDE_QUIET_ENV {
-                env.entry(k.to_string()).or_insert_with(|| v.to_string());
-            }
-            agent = Some(AgentPrep::ClaudeCode {
-                config_dir,
-                api_key: env.get("ANTHROPIC_API_KEY").cloned(),
-            });
-            let mcp = dir.join("mcp.json");
-            let config = json!({ "mcpServers": { MCP_SERVER: {
-                "type": "http", "url": url, "headers": headers,
-            }}});
-            files.push((mcp.clone(), pretty(&config)));
-            let mut argv = vec![
-                bin.clone(),
-                "--mcp-config".into(),
-                path_arg(&mcp),
-                "--strict-mcp-config".into(),
-            ];
-            if let Some(m) = model {
-                argv.extend(["--model".into(), m.clone()]);
-            }
-            if let Some(c) = &profile.charter {
-                argv.extend(["--append-system-prompt".into(), c.clone()]);
-            }
-            argv.extend(args.iter().cloned());
-            let screen = Some(fleet_core::agent_screen::StartRules::ClaudeCode);
-            (argv, Gate::Connects { screen })
-        }
+        } => kinds::claude_code(&c, p, bin, base_url, model.as_ref(), args)?,
         Kind::Codex {
             bin,
             base_url,
             model,
             args,
-        } => {
-            guard(cfg, name, base_url)?;
-            // Its own home: never the operator's `~/.codex` login or config.
-            let home = dir.join("codex");
-            env.insert("CODEX_HOME".into(), path_arg(&home));
-            // Codex reads its MCP bearer from the environment only.
-            env.insert(
-                super::agent_config::CODEX_MCP_TOKEN_ENV.into(),
-                token.clone(),
-            );
-            agent = Some(AgentPrep::Codex {
-                home,
-                base_url: base_url.clone(),
-                model: model.clone(),
-                mcp_url: url.clone(),
-                charter: profile.charter.clone(),
-                sandboxed: member.boxed.is_some(),
-            });
-            let mut argv = vec![bin.clone()];
-            argv.extend(args.iter().cloned());
-            let screen = Some(fleet_core::agent_screen::StartRules::Codex);
-            (argv, Gate::Connects { screen })
-        }
+        } => kinds::codex(&c, p, bin, base_url, model.as_ref(), args)?,
         Kind::OpenCode {
             bin,
             model,
             base_url,
             args,
-        } => {
-            let config_path = dir.join("opencode.json");
-            let mut config = json!({
-                "$schema": "https://opencode.ai/config.json",
-                "mcp": { MCP_SERVER: {
-                    "type": "remote", "url": url, "enabled": true, "headers": headers,
-                    "oauth": false,
-                }},
-                // Unattended: no update, no sharing, the fleet tools unprompted (a tool left
-                // on "ask" draws a dialog nobody answers).
-                "autoupdate": false,
-                "share": "disabled",
-                "permission": { format!("{MCP_SERVER}_*"): "allow" },
-            });
-            let mut model = model.clone();
-            if let Some(base) = base_url {
-                guard(cfg, name, base)?;
-                let Some(id) = model.clone() else {
-                    return Err(invalid("an opencode profile with base_url needs a model"));
-                };
-                config["provider"] = json!({ OPENCODE_PROVIDER: {
-                    "npm": "@ai-sdk/openai-compatible",
-                    "name": "fleetd's model endpoint",
-                    "options": { "baseURL": base, "apiKey": "{env:OPENAI_API_KEY}" },
-                    "models": { id.clone(): { "name": id } },
-                }});
-                model = Some(format!("{OPENCODE_PROVIDER}/{id}"));
-                config["model"] = json!(model);
-            }
-            if let Some(c) = &profile.charter {
-                let charter = dir.join("charter.md");
-                files.push((charter.clone(), c.clone()));
-                config["instructions"] = json!([path_arg(&charter)]);
-            }
-            files.push((config_path.clone(), pretty(&config)));
-            env.insert("OPENCODE_CONFIG".into(), path_arg(&config_path));
-            for (k, v) in OPENCODE_QUIET_ENV {
-                env.entry(k.to_string()).or_insert_with(|| v.to_string());
-            }
-            let mut argv = vec![bin.clone()];
-            if let Some(m) = &model {
-                argv.extend(["-m".into(), m.clone()]);
-            }
-            argv.extend(args.iter().cloned());
-            let screen = Some(fleet_core::agent_screen::StartRules::OpenCode);
-            (argv, Gate::Connects { screen })
-        }
-        Kind::Command { argv } => {
-            if argv.is_empty() {
-                return Err(invalid("a command profile needs an argv"));
-            }
-            env.insert("FLEET_MCP_URL".into(), url.clone());
-            // A program has no MCP config file to read it from; the environment is the
-            // program's own, set by the 0600 launch script (never argv, which any user can
-            // list).
-            env.insert("FLEET_MCP_TOKEN".into(), token);
-            (argv.clone(), Gate::Injectable)
-        }
+        } => kinds::opencode(&c, p, bin, model.as_ref(), base_url.as_ref(), args)?,
+        Kind::Command { argv } => kinds::command(&c, p, argv)?,
     };
+    let kinds::Parts {
+        mut env,
+        files,
+        agent,
+    } = parts;
     // `env -i` drops the TERM herdr gives the pane; its terminal is xterm-compatible.
     env.entry("TERM".into())
         .or_insert_with(|| "xterm-256color".into());
@@ -896,5 +680,12 @@ pub fn remove_files(dir: &Path) -> std::io::Result<()> {
     }
 }
 
+mod kinds;
+mod tokens;
+pub use tokens::{
+    fresh_nonce, member_secret, member_token, token_on_record, verify_member, MemberTokens,
+    NONCE_FILE,
+};
+use tokens::{hex, safe_nonce};
 #[cfg(test)]
 mod tests;
