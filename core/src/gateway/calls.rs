@@ -56,65 +56,10 @@ impl Gateway {
         if let Some(s) = &caller.session {
             self.lead_active(now, s);
         }
-        let target = match &request {
-            Request::Send { target, .. }
-            | Request::Peek { target }
-            | Request::Ack { target, .. }
-            | Request::Drain { target }
-            | Request::Status { target } => Some(target.clone()),
-            Request::Reply { .. } | Request::Ask { .. } => caller.session.clone(),
-            Request::Answer { turn_id, .. } => {
-                self.rendezvous.ask(*turn_id).map(|a| a.session.clone())
-            }
-            Request::Poll { ticket } => self.tickets.get(ticket).map(|t| t.target.clone()),
-            Request::Stop { target } => Some(target.clone()),
-            Request::Coordinate { target, .. } => Some(target.clone()),
-            Request::Spawn { .. }
-            | Request::Broadcast { .. }
-            | Request::List
-            | Request::Profiles
-            | Request::Overview => None,
-        };
+        let target = self.call_target(&caller, &request);
         let caller = self.as_its_role(caller);
-        let action = request.action();
-        let decision = authz::permits(&caller, action, target.as_ref());
-        let allowed = decision.allowed;
-        self.out.push_back(Output::Audit(decision));
-        if !allowed {
-            self.stats.auth_failures_total += 1;
-            let err = if matches!(request, Request::Reply { .. } | Request::Ask { .. })
-                && caller.session.is_none()
-                && caller.role != authz::Role::Anonymous
-            {
-                CallError::NoSession
-            } else {
-                CallError::Denied {
-                    role: caller.role,
-                    action,
-                }
-            };
-            return self.respond(call, Response::Error(err));
-        }
-        // A member's own calls come only from a member this host serves: one whose pane is
-        // gone (stopped, reaped) may still hold its token — a process that outlived its pane —
-        // and a reply or question from it now would be an orphan nobody asked for.
-        if let (Request::Reply { .. } | Request::Ask { .. }, Some(s)) = (&request, &caller.session)
-        {
-            if caller.role != authz::Role::Primary && self.is_gone(s) {
-                return self.respond(
-                    call,
-                    Response::Error(CallError::PaneGone { target: s.clone() }),
-                );
-            }
-        }
-        if let Some(len) = request.content_len() {
-            if len > self.cfg.max_body_bytes {
-                let why = format!(
-                    "the message is {len} bytes; this gateway takes at most {} (core.max_body_bytes)",
-                    self.cfg.max_body_bytes
-                );
-                return self.invalid(call, &why);
-            }
+        if !self.admitted(call, &caller, &request, target.as_ref()) {
+            return;
         }
         match request {
             Request::Send {
@@ -141,42 +86,8 @@ impl Gateway {
                 timeout_ms,
                 asked_by,
             } => {
-                let owner = self
-                    .rendezvous
-                    .ask(turn_id)
-                    .map(|a| a.session.clone())
-                    .or_else(|| self.remote_asker(turn_id));
-                if let (Some(named), Some(owner)) = (asked_by, owner) {
-                    if named != owner {
-                        let why = format!("turn {turn_id} was asked by {owner}, not {named}");
-                        return self.invalid(call, &why);
-                    }
-                }
-                // A question put to another lead is not this one's to answer: to it the turn
-                // is as unknown as one that no longer waits.
-                let asked_of = self
-                    .rendezvous
-                    .ask(turn_id)
-                    .and_then(|a| a.owner.clone())
-                    .or_else(|| self.remote_ask_lead(turn_id));
-                // A question a member here asks of a lead on another host is that lead's: a
-                // local answer would close the turn and leave this call with no one to
-                // answer it.
-                let remote_lead = self
-                    .delegations
-                    .paused_on(turn_id)
-                    .and_then(|t| self.delegations.get(&t))
-                    .is_some_and(|d| d.side.is_worker());
-                if remote_lead || (asked_of.is_some() && asked_of != caller.session) {
-                    return self.respond(
-                        call,
-                        Response::Outcome {
-                            ticket: None,
-                            outcome: Outcome::StaleTurn,
-                            body: Some(format!("turn {turn_id} is not waiting on this lead")),
-                            turn_id: Some(turn_id),
-                        },
-                    );
+                if let Some(refused) = self.answer_refused(&caller, turn_id, asked_by) {
+                    return self.respond(call, refused);
                 }
                 match self.timeout(timeout_ms, self.cfg.send_timeout_ms) {
                     Ok(timeout) => {
@@ -225,16 +136,7 @@ impl Gateway {
                 let replies = replies.into_iter().map(Into::into).collect();
                 self.respond(call, Response::Replies { replies });
             }
-            Request::Status { target } => match self.status_view(&target) {
-                Some(view) => self.respond(call, Response::Status { target, view }),
-                None => {
-                    let departed = self.departed(&target);
-                    self.respond(
-                        call,
-                        Response::Error(CallError::NotFound { target, departed }),
-                    )
-                }
-            },
+            Request::Status { target } => self.on_status(call, target),
             Request::List => {
                 let rows = self.roster().into_iter().map(Into::into).collect();
                 self.respond(call, Response::Roster { rows });
@@ -245,14 +147,12 @@ impl Gateway {
             }
             Request::Profiles => {
                 let (strategy, default_profile, profiles) = self.placement_view();
-                self.respond(
-                    call,
-                    Response::Profiles {
-                        strategy,
-                        default_profile,
-                        profiles,
-                    },
-                );
+                let profiles = Response::Profiles {
+                    strategy,
+                    default_profile,
+                    profiles,
+                };
+                self.respond(call, profiles);
             }
             Request::Spawn { host, spec } => {
                 self.on_spawn(now, call, caller.session.clone(), host, spec)
@@ -263,6 +163,135 @@ impl Gateway {
             }
             Request::Broadcast { group, content } => {
                 self.on_broadcast(call, &caller, group, content)
+            }
+        }
+    }
+
+    /// Whom a call is about, for the authorisation check: the member it names, the caller
+    /// itself for a member's own calls, the member a turn or ticket belongs to.
+    fn call_target(&self, caller: &Principal, request: &Request) -> Option<SessionId> {
+        match request {
+            Request::Send { target, .. }
+            | Request::Peek { target }
+            | Request::Ack { target, .. }
+            | Request::Drain { target }
+            | Request::Status { target }
+            | Request::Stop { target }
+            | Request::Coordinate { target, .. } => Some(target.clone()),
+            Request::Reply { .. } | Request::Ask { .. } => caller.session.clone(),
+            Request::Answer { turn_id, .. } => {
+                self.rendezvous.ask(*turn_id).map(|a| a.session.clone())
+            }
+            Request::Poll { ticket } => self.tickets.get(ticket).map(|t| t.target.clone()),
+            Request::Spawn { .. }
+            | Request::Broadcast { .. }
+            | Request::List
+            | Request::Profiles
+            | Request::Overview => None,
+        }
+    }
+
+    /// Whether a call may go on: its caller may take its action (audited either way), a
+    /// member's own call comes from a member this host still serves, and its content is
+    /// within the body bound. Refused calls are answered here.
+    fn admitted(
+        &mut self,
+        call: CallId,
+        caller: &Principal,
+        request: &Request,
+        target: Option<&SessionId>,
+    ) -> bool {
+        let action = request.action();
+        let decision = authz::permits(caller, action, target);
+        let allowed = decision.allowed;
+        self.out.push_back(Output::Audit(decision));
+        let own = matches!(request, Request::Reply { .. } | Request::Ask { .. });
+        if !allowed {
+            self.stats.auth_failures_total += 1;
+            let err = if own && caller.session.is_none() && caller.role != authz::Role::Anonymous {
+                CallError::NoSession
+            } else {
+                CallError::Denied {
+                    role: caller.role,
+                    action,
+                }
+            };
+            self.respond(call, Response::Error(err));
+            return false;
+        }
+        // A member's own calls come only from a member this host serves: one whose pane is
+        // gone (stopped, reaped) may still hold its token — a process that outlived its pane —
+        // and a reply or question from it now would be an orphan nobody asked for.
+        if let (true, Some(s)) = (own, &caller.session) {
+            if caller.role != authz::Role::Primary && self.is_gone(s) {
+                let gone = CallError::PaneGone { target: s.clone() };
+                self.respond(call, Response::Error(gone));
+                return false;
+            }
+        }
+        if let Some(len) = request.content_len() {
+            if len > self.cfg.max_body_bytes {
+                let why = format!(
+                    "the message is {len} bytes; this gateway takes at most {} (core.max_body_bytes)",
+                    self.cfg.max_body_bytes
+                );
+                self.invalid(call, &why);
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Why an answer to `turn_id` is not this caller's to give, as its response: the turn was
+    /// asked by another than the one named, or its question waits on another lead.
+    fn answer_refused(
+        &self,
+        caller: &Principal,
+        turn_id: TurnId,
+        asked_by: Option<SessionId>,
+    ) -> Option<Response> {
+        let owner = self
+            .rendezvous
+            .ask(turn_id)
+            .map(|a| a.session.clone())
+            .or_else(|| self.remote_asker(turn_id));
+        if let (Some(named), Some(owner)) = (asked_by, owner) {
+            if named != owner {
+                let reason = format!("turn {turn_id} was asked by {owner}, not {named}");
+                return Some(Response::Error(CallError::InvalidArgument { reason }));
+            }
+        }
+        // A question put to another lead is not this one's to answer: to it the turn is as
+        // unknown as one that no longer waits.
+        let asked_of = self
+            .rendezvous
+            .ask(turn_id)
+            .and_then(|a| a.owner.clone())
+            .or_else(|| self.remote_ask_lead(turn_id));
+        // A question a member here asks of a lead on another host is that lead's: a local
+        // answer would close the turn and leave this call with no one to answer it.
+        let remote_lead = self
+            .delegations
+            .paused_on(turn_id)
+            .and_then(|t| self.delegations.get(&t))
+            .is_some_and(|d| d.side.is_worker());
+        (remote_lead || (asked_of.is_some() && asked_of != caller.session)).then(|| {
+            Response::Outcome {
+                ticket: None,
+                outcome: Outcome::StaleTurn,
+                body: Some(format!("turn {turn_id} is not waiting on this lead")),
+                turn_id: Some(turn_id),
+            }
+        })
+    }
+
+    fn on_status(&mut self, call: CallId, target: SessionId) {
+        match self.status_view(&target) {
+            Some(view) => self.respond(call, Response::Status { target, view }),
+            None => {
+                let departed = self.departed(&target);
+                let missing = CallError::NotFound { target, departed };
+                self.respond(call, Response::Error(missing))
             }
         }
     }
