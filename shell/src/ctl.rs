@@ -174,6 +174,29 @@ struct Client {
 }
 
 impl Client {
+    /// The client `ctl` asks with: its token from the environment, bounded requests.
+    fn of(ctl: &Ctl) -> Result<Client, CtlError> {
+        let token = std::env::var(&ctl.token_env)
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+            .ok_or_else(|| {
+                CtlError::Usage(format!(
+                    "no token: set {} to a lead's token (or a member's, to read only)",
+                    ctl.token_env
+                ))
+            })?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| CtlError::Usage(format!("the HTTP client: {e}")))?;
+        Ok(Client {
+            base: ctl.url.trim_end_matches('/').to_string(),
+            token,
+            http,
+            bound: Duration::from_millis(ctl.request_timeout_ms),
+        })
+    }
+
     async fn request(
         &self,
         method: reqwest::Method,
@@ -289,63 +312,33 @@ pub fn main(ctl: Ctl) -> ExitCode {
 }
 
 async fn run(ctl: Ctl) -> Result<Exit, CtlError> {
-    let token = std::env::var(&ctl.token_env)
-        .ok()
-        .filter(|t| !t.trim().is_empty())
-        .ok_or_else(|| {
-            CtlError::Usage(format!(
-                "no token: set {} to a lead's token (or a member's, to read only)",
-                ctl.token_env
-            ))
-        })?;
-    let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(5))
-        .build()
-        .map_err(|e| CtlError::Usage(format!("the HTTP client: {e}")))?;
-    let c = Client {
-        base: ctl.url.trim_end_matches('/').to_string(),
-        token,
-        http,
-        bound: Duration::from_millis(ctl.request_timeout_ms),
-    };
-    let json = ctl.json;
-    let show = |v: &Value, human: &dyn Fn(&Value) -> String| {
-        if json {
-            out::println_json(&serde_json::to_string_pretty(v).unwrap_or_default());
-        } else {
-            out::print(&human(v));
-        }
-    };
+    let c = Client::of(&ctl)?;
+    let show = Show { json: ctl.json };
     match ctl.command {
         CtlCommand::List => {
             let v = c.get("/members").await?;
-            show(&v, &|v| roster_table(v, now_ms()));
+            show.it(&v, &|v| roster_table(v, now_ms()));
             Ok(Exit::Ok)
         }
         CtlCommand::Status { gid } => {
             let v = c.get(&format!("/sessions/{}/status", id(&gid)?)).await?;
-            show(&v, &status_text);
+            show.it(&v, &status_text);
             Ok(Exit::Ok)
         }
         CtlCommand::Profiles => {
             let v = c.get("/profiles").await?;
-            show(&v, &profiles_table);
+            show.it(&v, &profiles_table);
             Ok(Exit::Ok)
         }
         CtlCommand::Overview => {
             let v = c.get("/overview").await?;
-            show(&v, &overview_text);
+            show.it(&v, &overview_text);
             Ok(Exit::Ok)
         }
         CtlCommand::Stop { gid } => {
-            let v = c
-                .ok(
-                    reqwest::Method::DELETE,
-                    &format!("/members/{}", id(&gid)?),
-                    None,
-                )
-                .await?;
-            show(&v, &|_| format!("stopped {gid}\n"));
+            let path = format!("/members/{}", id(&gid)?);
+            let v = c.ok(reqwest::Method::DELETE, &path, None).await?;
+            show.it(&v, &|_| format!("stopped {gid}\n"));
             Ok(Exit::Ok)
         }
         CtlCommand::Spawn {
@@ -356,69 +349,21 @@ async fn run(ctl: Ctl) -> Result<Exit, CtlError> {
             cwd,
             ticket,
         } => {
-            let mut body = serde_json::Map::new();
-            for (k, v) in [
+            let fields = [
                 ("profile", profile),
                 ("host", host),
                 ("role", role),
                 ("group", group),
                 ("cwd", cwd),
                 ("ticket", ticket),
-            ] {
-                if let Some(v) = v {
-                    body.insert(k.into(), json!(v));
-                }
-            }
-            progress_line("spawning: waiting for the member to be ready");
-            let (status, v) = c
-                .request(
-                    reqwest::Method::POST,
-                    "/members",
-                    Some(Value::Object(body)),
-                    // A spawn waits for its member's readiness gate.
-                    Duration::from_secs(300),
-                )
-                .await?;
-            progress_done();
-            if !(200..300).contains(&status) {
-                return Err(refused(status, &v));
-            }
-            show(&v, &|v| {
-                format!(
-                    "{}\t{}\n",
-                    v["gid"].as_str().unwrap_or("?"),
-                    v["host"].as_str().unwrap_or("?")
-                )
-            });
-            Ok(Exit::Ok)
+            ];
+            spawn(&c, show, fields).await
         }
         CtlCommand::Poll {
             ticket,
             replies,
             peek,
-        } => match (ticket, replies) {
-            (_, Some(gid)) => {
-                let v = if peek {
-                    c.get(&format!("/sessions/{}/replies?peek=true", id(&gid)?))
-                        .await?
-                } else {
-                    c.ok(
-                        reqwest::Method::POST,
-                        &format!("/sessions/{}/replies", id(&gid)?),
-                        None,
-                    )
-                    .await?
-                };
-                show(&v, &replies_text);
-                Ok(Exit::Ok)
-            }
-            (Some(ticket), None) => {
-                let v = c.get(&format!("/tasks/{}", id(&ticket)?)).await?;
-                show(&v, &ticket_text);
-                Ok(ticket_exit(&v))
-            }
-            (None, None) => Err(CtlError::Usage("poll needs a ticket or --replies".into())),
-        },
+        } => poll(&c, show, ticket, replies, peek).await,
         CtlCommand::Send {
             gid,
             text,
@@ -434,40 +379,135 @@ async fn run(ctl: Ctl) -> Result<Exit, CtlError> {
             if let Some(t) = &turn_id {
                 body["turnId"] = json!(t);
             }
-            let path = format!("/sessions/{}/message", id(&gid)?);
-            let (status, v) = c
-                .request(reqwest::Method::POST, &path, Some(body), c.bound)
-                .await?;
-            if v["type"] == "outcome" {
-                // Ended at once (BUSY, STALE_TURN, …): an outcome, whatever its status.
-                show(&v, &ticket_text);
-                return Ok(ticket_exit(&v));
-            }
-            if !(200..300).contains(&status) {
-                return Err(refused(status, &v));
-            }
-            if no_wait || v["type"] != "ticket" {
-                show(&v, &ticket_text);
-                return Ok(if v["type"] == "ticket" {
-                    Exit::Ok
-                } else {
-                    ticket_exit(&v)
-                });
-            }
-            let ticket = v["ticket"].as_str().unwrap_or_default().to_string();
-            let v = wait_for(&c, &gid, &ticket).await?;
-            show(&v, &ticket_text);
-            Ok(ticket_exit(&v))
+            send(&c, show, &gid, body, no_wait).await
         }
         CtlCommand::Tail {
             flow,
             audit,
             every_ms,
         } => match audit {
-            Some(path) => tail_audit(&path, json, Duration::from_millis(every_ms)).await,
-            None => tail_flows(&c, flow, json, Duration::from_millis(every_ms.max(100))).await,
+            Some(path) => tail_audit(&path, ctl.json, Duration::from_millis(every_ms)).await,
+            None => {
+                let every = Duration::from_millis(every_ms.max(100));
+                tail_flows(&c, flow, ctl.json, every).await
+            }
         },
     }
+}
+
+/// How an answer is printed: as JSON (`--json`) or as `human` renders it.
+#[derive(Clone, Copy)]
+struct Show {
+    json: bool,
+}
+
+impl Show {
+    fn it(self, v: &Value, human: &dyn Fn(&Value) -> String) {
+        if self.json {
+            out::println_json(&serde_json::to_string_pretty(v).unwrap_or_default());
+        } else {
+            out::print(&human(v));
+        }
+    }
+}
+
+/// `ctl spawn`: waits for the member's readiness gate, with a progress line.
+async fn spawn(
+    c: &Client,
+    show: Show,
+    fields: [(&str, Option<String>); 6],
+) -> Result<Exit, CtlError> {
+    let mut body = serde_json::Map::new();
+    for (k, v) in fields {
+        if let Some(v) = v {
+            body.insert(k.into(), json!(v));
+        }
+    }
+    progress_line("spawning: waiting for the member to be ready");
+    let (status, v) = c
+        .request(
+            reqwest::Method::POST,
+            "/members",
+            Some(Value::Object(body)),
+            // A spawn waits for its member's readiness gate.
+            Duration::from_secs(300),
+        )
+        .await?;
+    progress_done();
+    if !(200..300).contains(&status) {
+        return Err(refused(status, &v));
+    }
+    show.it(&v, &|v| {
+        format!(
+            "{}\t{}\n",
+            v["gid"].as_str().unwrap_or("?"),
+            v["host"].as_str().unwrap_or("?")
+        )
+    });
+    Ok(Exit::Ok)
+}
+
+/// `ctl poll`: a ticket's state, or a member's held replies (drained, or only shown).
+async fn poll(
+    c: &Client,
+    show: Show,
+    ticket: Option<String>,
+    replies: Option<String>,
+    peek: bool,
+) -> Result<Exit, CtlError> {
+    match (ticket, replies) {
+        (_, Some(gid)) => {
+            let v = if peek {
+                c.get(&format!("/sessions/{}/replies?peek=true", id(&gid)?))
+                    .await?
+            } else {
+                let path = format!("/sessions/{}/replies", id(&gid)?);
+                c.ok(reqwest::Method::POST, &path, None).await?
+            };
+            show.it(&v, &replies_text);
+            Ok(Exit::Ok)
+        }
+        (Some(ticket), None) => {
+            let v = c.get(&format!("/tasks/{}", id(&ticket)?)).await?;
+            show.it(&v, &ticket_text);
+            Ok(ticket_exit(&v))
+        }
+        (None, None) => Err(CtlError::Usage("poll needs a ticket or --replies".into())),
+    }
+}
+
+/// `ctl send`: the brief sent, then (unless `--no-wait`) its ticket followed to its end.
+async fn send(
+    c: &Client,
+    show: Show,
+    gid: &str,
+    body: Value,
+    no_wait: bool,
+) -> Result<Exit, CtlError> {
+    let path = format!("/sessions/{}/message", id(gid)?);
+    let (status, v) = c
+        .request(reqwest::Method::POST, &path, Some(body), c.bound)
+        .await?;
+    if v["type"] == "outcome" {
+        // Ended at once (BUSY, STALE_TURN, …): an outcome, whatever its status.
+        show.it(&v, &ticket_text);
+        return Ok(ticket_exit(&v));
+    }
+    if !(200..300).contains(&status) {
+        return Err(refused(status, &v));
+    }
+    if no_wait || v["type"] != "ticket" {
+        show.it(&v, &ticket_text);
+        return Ok(if v["type"] == "ticket" {
+            Exit::Ok
+        } else {
+            ticket_exit(&v)
+        });
+    }
+    let ticket = v["ticket"].as_str().unwrap_or_default().to_string();
+    let v = wait_for(c, gid, &ticket).await?;
+    show.it(&v, &ticket_text);
+    Ok(ticket_exit(&v))
 }
 
 fn now_ms() -> u64 {
