@@ -256,6 +256,7 @@ impl Bench {
                                 target,
                                 status: AgentStatus::Idle,
                                 screen: None,
+                                asked: self.gws[g].newest_ask(),
                             },
                         );
                     }
@@ -276,6 +277,7 @@ impl Bench {
                                 target,
                                 status: AgentStatus::Idle,
                                 screen: None,
+                                asked: self.gws[g].newest_ask(),
                             },
                         );
                     }
@@ -287,6 +289,7 @@ impl Bench {
                                 target,
                                 status: AgentStatus::Working,
                                 screen: None,
+                                asked: self.gws[g].newest_ask(),
                             },
                         );
                     }

@@ -180,6 +180,7 @@ impl Bench {
                         target,
                         status: AgentStatus::Working,
                         screen: None,
+                        asked: self.gw.newest_ask(),
                     });
                 }
                 Agent::Idle => {
@@ -201,6 +202,7 @@ impl Bench {
                         target,
                         status: AgentStatus::Idle,
                         screen: None,
+                        asked: self.gw.newest_ask(),
                     });
                 }
                 Agent::Working { left, msg } => {
@@ -223,6 +225,7 @@ impl Bench {
                                 target,
                                 status: AgentStatus::Working,
                                 screen: None,
+                                asked: self.gw.newest_ask(),
                             });
                             continue;
                         }
@@ -240,6 +243,7 @@ impl Bench {
                             target,
                             status: AgentStatus::Idle,
                             screen: None,
+                            asked: self.gw.newest_ask(),
                         });
                     } else {
                         self.agents[i] = Agent::Working {
@@ -250,6 +254,7 @@ impl Bench {
                             target,
                             status: AgentStatus::Working,
                             screen: None,
+                            asked: self.gw.newest_ask(),
                         });
                     }
                 }

@@ -33,6 +33,7 @@ pub mod push;
 pub mod rendezvous;
 pub mod revision;
 pub mod roster;
+pub mod sample_order;
 pub mod session;
 pub mod signing;
 pub mod spawn_spec;
@@ -46,9 +47,9 @@ pub use config::{ConfigError, CoreConfig};
 pub use gateway::{Federation, Gateway, Stats, TimerKind};
 pub use ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, TurnId};
 pub use io::{
-    CallError, DelegationView, DropReason, Event, FlowPhase, Half, HeldView, HostView, InjectError,
-    Input, Launched, Link, Output, Overview, PaneError, Readiness, RejectCode, Request, Response,
-    RosterEntry, Round, Sampled, Stale, StatusView, TicketView,
+    Asked, CallError, DelegationView, DropReason, Event, FlowPhase, Half, HeldView, HostView,
+    InjectError, Input, Launched, Link, Output, Overview, PaneError, Readiness, RejectCode,
+    Request, Response, RosterEntry, Round, Sampled, Stale, StatusView, TicketView,
 };
 pub use outcome::{AskOutcome, Outcome, Phase};
 pub use session::SessionState;

@@ -63,11 +63,11 @@ pub enum PlantedBug {
     /// A member's `fleet_reply` is taken as the end of its turn, and what waits for the pane
     /// is typed at once — while the agent is still finishing the turn it replied from (I1).
     ReplyEndsTurn,
-    /// The driver feeds status samples as they finish, as the first build did — not in the
-    /// order asked, and judging those asked before a typing answered since: a `working` herdr
-    /// served during one turn but answered after the next brief's typing is taken as that
-    /// brief's pickup, the next `idle` ends it, and what waits is typed into an agent still on
-    /// it (I1). Lives in the shell's driver, which the multi-host world runs.
+    /// Every status sample is believed, as the first build did — one older than a sample
+    /// already heard of its target, or asked before its last typing was answered, too
+    /// (`sample_order`): a `working` herdr served during one turn but answered after the next
+    /// brief's typing is taken as that brief's pickup, the next `idle` ends it, and what waits
+    /// is typed into an agent still on it (I1).
     SamplesOutOfOrder,
     /// A turn whose end was inferred (a missed fast turn: no WORKING sample between the typing
     /// and idle) is never scraped, as the first build did: a fast agent that answers without

@@ -110,6 +110,7 @@ impl Gw {
             target: target.clone(),
             status,
             screen: None,
+            asked: self.gw.newest_ask(),
         });
     }
 
@@ -655,12 +656,14 @@ fn an_unknown_status_is_refined_from_the_screen() {
         target: w1(),
         status: AgentStatus::Unknown,
         screen: Some("garbage".into()),
+        asked: g.gw.newest_ask(),
     });
     assert!(g.last_inject().is_none());
     g.input(Input::StatusSampled {
         target: w1(),
         status: AgentStatus::Unknown,
         screen: Some("ok\n❯ ".into()),
+        asked: g.gw.newest_ask(),
     });
     assert!(g.last_inject().is_some());
 }
@@ -804,8 +807,9 @@ fn an_idle_rounds_sample_never_ends_a_turn_typed_since() {
         msg,
         result: Ok("❯ ".into()),
     });
-    let round = || Input::StatusesSampled {
+    let round = |asked| Input::StatusesSampled {
         round: Round::Idle,
+        asked,
         samples: vec![(
             w1(),
             Sampled::Status {
@@ -815,7 +819,8 @@ fn an_idle_rounds_sample_never_ends_a_turn_typed_since() {
         )],
     };
     for _ in 0..8 {
-        g.input(round());
+        let asked = g.gw.newest_ask();
+        g.input(round(asked));
     }
     let ended = |g: &Gw| {
         g.events()
@@ -896,7 +901,7 @@ fn a_restart_adopts_live_members_closes_dead_ones_and_leaves_silent_ones_alone()
         assert!(g
             .out
             .iter()
-            .any(|o| matches!(o, Output::PollStatus { target } if target == m)));
+            .any(|o| matches!(o, Output::PollStatus { target, .. } if target == m)));
     }
     g.sample(&busy, AgentStatus::Working);
     g.sample(&idle, AgentStatus::Idle);
@@ -958,7 +963,7 @@ fn the_single_host_roster_is_truthful_and_an_unknown_gid_is_not_found() {
     assert!(g
         .out
         .iter()
-        .any(|o| matches!(o, Output::PollStatus { target } if target == &m)));
+        .any(|o| matches!(o, Output::PollStatus { target, .. } if target == &m)));
     g.sample(&m, AgentStatus::Idle);
     let row = |g: &mut Gw| {
         let c = g.call(lead(), Request::List);
@@ -1586,5 +1591,54 @@ fn the_overview_follows_a_delegation_queued_typed_asking_done_and_a_held_reply()
     assert_eq!(
         o.hosts[0].ops.map(|ops| (ops.delegations, ops.held)),
         Some((0, 1))
+    );
+}
+
+/// A sample asked before a brief was typed but heard after the typing says nothing of the
+/// member: herdr may have served it before the text landed, and a late WORKING read as the
+/// brief's pickup would let the next IDLE end a turn the member never started. The same
+/// WORKING asked after the typing is the pickup. (The driver feeds answers as they finish; the
+/// core judges their age from the place each ask carries.)
+#[test]
+fn a_sample_asked_before_a_typing_and_heard_after_it_says_nothing() {
+    let mut g = Gw::new();
+    g.send("w1", "task", true);
+    let before = g
+        .out
+        .iter()
+        .rev()
+        .find_map(|o| match o {
+            Output::PollStatus { target, asked } if *target == w1() => Some(*asked),
+            _ => None,
+        })
+        .expect("the send asks for w1's status");
+    g.sample(&w1(), AgentStatus::Idle);
+    let (_, msg, _) = g.last_inject().expect("typed on an idle sample");
+    g.input(Input::Injected {
+        target: w1(),
+        msg,
+        result: Ok("❯ ".into()),
+    });
+    let sampled = |status, asked| Input::StatusSampled {
+        target: w1(),
+        status,
+        screen: None,
+        asked,
+    };
+    // The turn is over once the post-turn scrape is asked for.
+    let ended = |g: &Gw| g.out.iter().any(|o| matches!(o, Output::ReadPane { .. }));
+    g.input(sampled(AgentStatus::Working, before));
+    let now = g.gw.newest_ask();
+    g.input(sampled(AgentStatus::Idle, now));
+    assert!(
+        !ended(&g),
+        "a WORKING asked before the typing was taken for its pickup"
+    );
+    let after = g.gw.newest_ask();
+    g.input(sampled(AgentStatus::Working, after));
+    g.input(sampled(AgentStatus::Idle, after));
+    assert!(
+        ended(&g),
+        "WORKING then IDLE asked after the typing end the turn"
     );
 }

@@ -439,6 +439,7 @@ impl Harness {
             target,
             status,
             screen,
+            asked: self.gw.newest_ask(),
         });
         self.sampling = None;
     }

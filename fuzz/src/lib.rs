@@ -636,6 +636,7 @@ impl World {
                     target,
                     status,
                     screen: u.arbitrary()?,
+                    asked: fleet_core::Asked(u.arbitrary()?),
                 });
             }
             7 if !self.injects.is_empty() => {

@@ -3,14 +3,13 @@
 //! what it asks for through the ports. The daemon and the simulation run this same loop.
 //!
 //! One task, no locks: the gateway is only ever touched here. Pane operations run concurrently
-//! as futures owned by the loop; their results come back as inputs — status samples in the
-//! order they were asked, none judged after a typing answered since (`SampleLane`), everything
-//! else as it finishes. The `select!` is `biased;` so, given the same events, the loop takes
-//! them in the same order.
+//! as futures owned by the loop; their results come back as inputs as each finishes (a status
+//! sample carries its ask's place back, and the core judges whether it is stale:
+//! `fleet_core::sample_order`). The `select!` is `biased;` so, given the same events, the loop
+//! takes them in the same order.
 
 use crate::ports::{BrokerPort, Clock, HerdrError, HerdrPort, PortFuture};
 use crate::replay_record::{InMemory, ReplayRecord};
-use crate::sample_lane::SampleLane;
 use fleet_core::{
     CallId, Gateway, Input, Instant, Output, PaneError, Principal, Request, Response, Sampled,
 };
@@ -98,8 +97,6 @@ pub struct Driver<H, B, C, O = Quiet> {
     clock: C,
     observer: O,
     ops: FuturesUnordered<PortFuture<Option<Input>>>,
-    /// Status samples and typings (`sample_lane`).
-    lane: SampleLane,
     waiting: BTreeMap<CallId, oneshot::Sender<Response>>,
     next_call: u64,
     /// The wall clock as last told to the core, and the monotonic instant it was read at.
@@ -120,13 +117,6 @@ enum Step {
 impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
     pub fn new(gw: Gateway, herdr: H, broker: B, clock: C, observer: O) -> Self {
         let wall = (clock.now(), clock.unix_ms());
-        #[allow(unused_mut)]
-        let mut lane = SampleLane::default();
-        #[cfg(feature = "planted-bugs")]
-        {
-            lane.as_they_finish =
-                gw.config().planted == Some(fleet_core::planted::PlantedBug::SamplesOutOfOrder);
-        }
         Driver {
             gw,
             herdr,
@@ -134,7 +124,6 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             clock,
             observer,
             ops: FuturesUnordered::new(),
-            lane,
             waiting: BTreeMap::new(),
             next_call: 0,
             wall,
@@ -176,7 +165,6 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             let step = tokio::select! {
                 biased;
                 _ = &mut shutdown => Step::Shutdown,
-                done = self.lane.next(), if !self.lane.is_empty() => Step::Done(done),
                 Some(done) = self.ops.next(), if !self.ops.is_empty() => Step::Done(done),
                 ev = self.broker.next_event() => Step::Broker(ev),
                 call = calls.recv(), if calls_open => Step::Call(call),
@@ -193,7 +181,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 Step::Call(Some(ToLoop::Tell(input))) => self.feed(input),
                 Step::Call(None) => {
                     calls_open = false;
-                    let idle = self.ops.is_empty() && self.lane.is_empty();
+                    let idle = self.ops.is_empty();
                     if idle && self.gw.poll_timeout().is_none() {
                         break;
                     }
@@ -244,14 +232,17 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
         while let Some(out) = self.gw.poll_output() {
             self.observer.output(now, &out);
             match out {
-                Output::PollStatus { target } => {
+                // Samples and typings are fed as they finish: the core tells a stale sample by
+                // the place its ask carries (`sample_order`).
+                Output::PollStatus { target, asked } => {
                     let op = self.herdr.sample(&target);
-                    self.lane.sample(Box::pin(async move {
+                    self.ops.push(Box::pin(async move {
                         match op.await {
                             Ok(s) => Some(Input::StatusSampled {
                                 target,
                                 status: s.status,
                                 screen: s.screen,
+                                asked,
                             }),
                             Err(HerdrError::PaneNotFound) => Some(Input::PaneGone { target }),
                             // No answer: the next poll samples again; the core's bounds count.
@@ -259,9 +250,13 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                         }
                     }));
                 }
-                Output::PollStatuses { round, targets } => {
+                Output::PollStatuses {
+                    round,
+                    targets,
+                    asked,
+                } => {
                     let op = self.herdr.sample_all(&targets);
-                    self.lane.sample(Box::pin(async move {
+                    self.ops.push(Box::pin(async move {
                         // No answer at all: the next round samples again.
                         let samples = op.await.ok()?;
                         let samples = samples
@@ -278,7 +273,11 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                                 Err(HerdrError::Unavailable(_)) => None,
                             })
                             .collect();
-                        Some(Input::StatusesSampled { round, samples })
+                        Some(Input::StatusesSampled {
+                            round,
+                            samples,
+                            asked,
+                        })
                     }));
                 }
                 Output::ProbeHealth { targets } => {
@@ -327,7 +326,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 }
                 Output::Inject { target, msg, text } => {
                     let op = self.herdr.inject(&target, &text);
-                    self.lane.typing(Box::pin(async move {
+                    self.ops.push(Box::pin(async move {
                         let result = op.await.map_err(fleet_core::InjectError::from);
                         Some(Input::Injected {
                             target,

@@ -84,7 +84,7 @@ impl Latencies {
     pub fn output(&mut self, now: Instant, o: &Output, out: &mut Vec<Sample>) {
         let herdr = |k: HerdrKey, op| (k, op);
         let started = match o {
-            Output::PollStatus { target } => {
+            Output::PollStatus { target, .. } => {
                 Some(herdr(HerdrKey::Sample(target.clone()), "sample"))
             }
             Output::PollStatuses { round, .. } => {
@@ -243,12 +243,17 @@ mod tests {
     fn herdr_calls_are_timed_from_their_output_to_the_answer_with_the_same_key() {
         let (mut l, mut out) = (Latencies::default(), Vec::new());
         let (w1, w2) = (SessionId::new("w1"), SessionId::new("w2"));
-        l.output(at(0), &Output::PollStatus { target: w1.clone() }, &mut out);
-        l.output(at(5), &Output::PollStatus { target: w2.clone() }, &mut out);
+        let poll = |t: &SessionId, n| Output::PollStatus {
+            target: t.clone(),
+            asked: fleet_core::Asked(n),
+        };
+        l.output(at(0), &poll(&w1, 1), &mut out);
+        l.output(at(5), &poll(&w2, 2), &mut out);
         let sampled = |t: &SessionId| Input::StatusSampled {
             target: t.clone(),
             status: fleet_core::AgentStatus::Idle,
             screen: None,
+            asked: fleet_core::Asked(1),
         };
         l.input(at(12), &sampled(&w2), &mut out);
         l.input(at(20), &sampled(&w1), &mut out);

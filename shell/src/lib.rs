@@ -39,7 +39,6 @@ pub mod relay;
 pub mod replay_record;
 #[cfg(feature = "daemon")]
 pub mod rest;
-pub mod sample_lane;
 #[cfg(feature = "daemon")]
 pub mod scope;
 #[cfg(feature = "daemon")]

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 #[allow(clippy::large_enum_variant)]
 enum Action {
     /// The driver samples a pane's status (herdr `agent.get`).
-    Sample(SessionId),
+    Sample(SessionId, fleet_core::Asked),
     /// The driver reads the baseline and types a message (herdr `pane.read` + `pane.send_input`).
     Inject {
         target: SessionId,
@@ -326,15 +326,15 @@ impl World {
         }
         self.oracle.on_output(self.now, &out, &self.panes);
         match out {
-            Output::PollStatus { target } => {
+            Output::PollStatus { target, asked } => {
                 let d = self.latency();
-                self.schedule(d, Action::Sample(target));
+                self.schedule(d, Action::Sample(target, asked));
             }
             // (Answered one by one, as `PollStatus`es.)
-            Output::PollStatuses { targets, .. } => {
+            Output::PollStatuses { targets, asked, .. } => {
                 for target in targets {
                     let d = self.latency();
-                    self.schedule(d, Action::Sample(target));
+                    self.schedule(d, Action::Sample(target, asked));
                 }
             }
             Output::Inject { target, msg, text } => {
@@ -364,7 +364,7 @@ impl World {
 
     fn act(&mut self, action: Action) {
         match action {
-            Action::Sample(target) => self.sample(target),
+            Action::Sample(target, asked) => self.sample(target, asked),
             Action::Inject { target, msg, text } => {
                 self.untouch(&target);
                 self.inject(target, msg, text)
@@ -457,7 +457,7 @@ impl World {
         }
     }
 
-    fn sample(&mut self, target: SessionId) {
+    fn sample(&mut self, target: SessionId, asked: fleet_core::Asked) {
         let Some(p) = self.panes.get(&target) else {
             return self.feed(Input::PaneGone { target });
         };
@@ -473,6 +473,7 @@ impl World {
             target,
             status,
             screen,
+            asked,
         });
     }
 

@@ -387,7 +387,7 @@ impl Gateway {
             target: target.clone(),
             msg,
         });
-        self.out.push_back(Output::PollStatus { target });
+        self.poll_status(target);
     }
 
     /// Records a delegation a lead opened: its deadline armed, and for `wait:false` its ticket

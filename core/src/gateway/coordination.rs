@@ -10,7 +10,7 @@ use crate::authz::Principal;
 use crate::broker::{DeliveryId, Exchange};
 use crate::envelope::{Envelope, Kind};
 use crate::ids::{CallId, MsgId, SessionId};
-use crate::io::{CallError, Event, Output, RejectCode, Response};
+use crate::io::{CallError, Event, RejectCode, Response};
 use crate::roster::EntityKind;
 use crate::time::Instant;
 
@@ -109,9 +109,7 @@ impl Gateway {
             target: pane.clone(),
             msg,
         });
-        self.out.push_back(Output::PollStatus {
-            target: pane.clone(),
-        });
+        self.poll_status(pane.clone());
         msg
     }
 

@@ -123,9 +123,7 @@ impl Gateway {
                 open,
                 waiting,
             });
-            self.out.push_back(crate::io::Output::PollStatus {
-                target: lead.clone(),
-            });
+            self.poll_status(lead.clone());
         }
         self.timers.insert((now + idle, TimerKind::Heartbeat(lead)));
     }

@@ -9,9 +9,10 @@ use crate::config::{Compiled, ConfigError, CoreConfig};
 use crate::ids::{CallId, HostId, IdMint, MsgId, SessionId};
 use crate::inbox::ReplyInbox;
 use crate::injector::{Bounds, Injector};
-use crate::io::{CallError, Event, Input, Output, RejectCode, Response, Round, Sampled};
+use crate::io::{CallError, Event, Input, Output, RejectCode, Response};
 use crate::push::Push;
 use crate::rendezvous::Rendezvous;
+use crate::sample_order::SampleOrder;
 use crate::session::{SessionState, Sessions};
 use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -30,6 +31,7 @@ mod members;
 mod overview;
 mod placement;
 mod rebuild;
+mod samples;
 mod sessions;
 mod spawn;
 mod stop;
@@ -85,6 +87,8 @@ pub struct Gateway {
     ids: IdMint,
     now: Instant,
     injector: Injector,
+    /// Which status samples may still speak (`sample_order`).
+    samples: SampleOrder,
     rendezvous: Rendezvous,
     inbox: ReplyInbox,
     push: Push,
@@ -163,6 +167,7 @@ impl Gateway {
         };
         let health = crate::health::Monitor::new(&cfg.health, compiled.fatal.clone());
         let placement = crate::placement::Placement::new(cfg.placement.clone());
+        let samples = SampleOrder::new(cfg.planted(crate::planted::PlantedBug::SamplesOutOfOrder));
         let mut gw = Gateway {
             inbox: ReplyInbox::new(cfg.inbox_cap_per_target, cfg.held_bytes_per_target),
             push: Push::new(
@@ -170,6 +175,7 @@ impl Gateway {
                 Duration::from_millis(cfg.nudge_interval_ms),
             ),
             injector: Injector::new(bounds),
+            samples,
             rendezvous: Rendezvous::new(),
             compiled,
             cfg,
@@ -301,25 +307,20 @@ impl Gateway {
                 target,
                 status,
                 screen,
-            } => self.on_sample(now, &target, status, screen.as_deref()),
-            Input::StatusesSampled { round, samples } => {
-                for (target, sampled) in samples {
-                    // Asked while it was idle; it has work now. An idle sample taken before its
-                    // brief was typed would read as the turn over already.
-                    if round == Round::Idle && self.injector.is_active(&target) {
-                        continue;
-                    }
-                    match sampled {
-                        Sampled::Status { status, screen } => {
-                            self.on_sample(now, &target, status, screen.as_deref())
-                        }
-                        Sampled::Gone | Sampled::Ended { .. } => self.on_pane_gone(now, &target),
-                    }
+                asked,
+            } => {
+                if self.samples.fresh(&target, asked) {
+                    self.on_sample(now, &target, status, screen.as_deref())
                 }
             }
+            Input::StatusesSampled {
+                round,
+                samples,
+                asked,
+            } => self.on_statuses(now, round, samples, asked),
             Input::StatusHint { target } => {
                 if self.injector.is_active(&target) {
-                    self.out.push_back(Output::PollStatus { target });
+                    self.poll_status(target);
                 }
             }
             Input::Injected {

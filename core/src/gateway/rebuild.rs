@@ -26,7 +26,7 @@ impl Gateway {
             self.adoption.begin(&gid, deadline);
             self.timers
                 .insert((deadline, TimerKind::Adoption(gid.clone())));
-            self.out.push_back(Output::PollStatus { target: gid });
+            self.poll_status(gid);
         }
     }
 

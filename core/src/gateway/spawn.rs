@@ -336,9 +336,7 @@ impl Gateway {
         if self.fed.is_none() && !self.injector.is_active(gid) {
             // Its row shows a sampled status, not `unknown` until work comes (a federated
             // gateway samples idle members every presence round).
-            self.out.push_back(Output::PollStatus {
-                target: gid.clone(),
-            });
+            self.poll_status(gid.clone());
         }
         self.spawn_ready(gid);
     }

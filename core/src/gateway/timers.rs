@@ -3,7 +3,7 @@
 
 use super::Gateway;
 use crate::ids::{SessionId, TicketId, TurnId};
-use crate::io::{Event, Output, Round};
+use crate::io::{Event, Round};
 use crate::push::Attention;
 use crate::time::Instant;
 
@@ -93,12 +93,9 @@ impl Gateway {
                 0 => {}
                 1 => {
                     let target = targets.swap_remove(0);
-                    self.out.push_back(Output::PollStatus { target });
+                    self.poll_status(target);
                 }
-                _ => self.out.push_back(Output::PollStatuses {
-                    round: Round::Work,
-                    targets,
-                }),
+                _ => self.poll_statuses(Round::Work, targets),
             }
         }
     }

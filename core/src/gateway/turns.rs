@@ -21,6 +21,7 @@ impl Gateway {
                 InjectorEvent::Inject { target, msg, text } => {
                     self.stats.injections_total += 1;
                     self.rendezvous.typing(&target, msg, &text);
+                    self.samples.typing(&target);
                     self.out.push_back(Output::Inject { target, msg, text });
                 }
                 InjectorEvent::Delivered { target, msg } => self.on_delivered(now, target, msg),
@@ -73,7 +74,7 @@ impl Gateway {
                 }
                 // Not if the turn's scrape took the pane since (its release asks again).
                 InjectorEvent::WantSample { target } if self.injector.takes_next(&target) => {
-                    self.out.push_back(Output::PollStatus { target })
+                    self.poll_status(target)
                 }
                 InjectorEvent::WantSample { .. } => {}
                 InjectorEvent::Dropped { target, msg, cause } => {
@@ -139,7 +140,7 @@ impl Gateway {
                 msg,
                 pending,
             });
-            self.out.push_back(Output::PollStatus { target: lead });
+            self.poll_status(lead);
         }
     }
 
@@ -149,6 +150,7 @@ impl Gateway {
         msg: MsgId,
         result: Result<String, InjectError>,
     ) {
+        self.samples.typed(target);
         let (ack, baseline) = match result {
             Ok(baseline) => (InjectResult::Typed, Some(baseline)),
             Err(InjectError::NotTyped(e)) => (
@@ -287,6 +289,7 @@ impl Gateway {
         }
         self.turns.remove(target);
         self.sessions.remove(target);
+        self.samples.forget(target);
         self.local_entity_gone(target);
         self.stop_pane_gone(now, target);
         self.last_delegator.remove(target);

@@ -30,6 +30,8 @@ pub enum Input {
         target: SessionId,
         status: AgentStatus,
         screen: Option<String>,
+        /// The ask's place, as `Output::PollStatus` gave it.
+        asked: Asked,
     },
     /// The answer to `Output::PollStatuses`: each target herdr answered for, from one listing
     /// of its panes (a target it did not answer for is left out, as a `PollStatus` that got no
@@ -37,6 +39,8 @@ pub enum Input {
     StatusesSampled {
         round: Round,
         samples: Vec<(SessionId, Sampled)>,
+        /// The ask's place, as `Output::PollStatuses` gave it.
+        asked: Asked,
     },
     /// The answer to `Output::Inject`: the baseline read just before typing, or why it failed.
     Injected {
@@ -133,6 +137,11 @@ pub enum Round {
     Work,
 }
 
+/// A status ask's place in the sequence of asks and typings (`sample_order`): its answer
+/// carries it back, so the core can tell a sample asked before a typing from one asked after.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Asked(pub u64);
+
 /// One pane's answer within `Input::StatusesSampled`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Sampled {
@@ -206,14 +215,15 @@ impl From<Readiness> for Launched {
 /// Please do this. Drained with `Gateway::poll_output` after every `handle`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
-    /// Sample `target`'s status and answer with `Input::StatusSampled`.
-    PollStatus { target: SessionId },
+    /// Sample `target`'s status and answer with `Input::StatusSampled`, carrying `asked` back.
+    PollStatus { target: SessionId, asked: Asked },
     /// Sample every one of `targets` from one listing of herdr's panes and answer with
     /// `Input::StatusesSampled` for the same `round`: one request a round — a presence round's
     /// idle members, the injector's poll round — not one per member.
     PollStatuses {
         round: Round,
         targets: Vec<SessionId>,
+        asked: Asked,
     },
     /// Read the pane (the baseline), then type `text` and submit it; answer with
     /// `Input::Injected`. Do it at most once: this message must never be typed twice.
@@ -255,8 +265,8 @@ pub enum Output {
 impl fmt::Display for Output {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Output::PollStatus { target } => write!(f, "poll_status {target}"),
-            Output::PollStatuses { round, targets } => {
+            Output::PollStatus { target, .. } => write!(f, "poll_status {target}"),
+            Output::PollStatuses { round, targets, .. } => {
                 write!(f, "poll_statuses {round:?} {} pane(s)", targets.len())
             }
             Output::Inject { target, msg, text } => {

@@ -66,18 +66,24 @@ impl ScriptedPanes {
     /// not a pane operation, or a spawn (the launcher is the test's to script).
     pub fn answer(&mut self, out: &Output) -> Option<Input> {
         match out {
-            Output::PollStatus { target } => Some(match self.panes.get(target) {
+            Output::PollStatus { target, asked } => Some(match self.panes.get(target) {
                 Some(p) => Input::StatusSampled {
                     target: target.clone(),
                     status: p.status,
                     screen: None,
+                    asked: *asked,
                 },
                 None => Input::PaneGone {
                     target: target.clone(),
                 },
             }),
-            Output::PollStatuses { round, targets } => Some(Input::StatusesSampled {
+            Output::PollStatuses {
+                round,
+                targets,
+                asked,
+            } => Some(Input::StatusesSampled {
                 round: *round,
+                asked: *asked,
                 samples: targets
                     .iter()
                     .map(|t| {
@@ -171,6 +177,7 @@ mod tests {
         assert_eq!(p.typed(&g), ["task".to_string()]);
         let gone = Output::PollStatus {
             target: SessionId::new("x"),
+            asked: crate::io::Asked(1),
         };
         assert!(matches!(p.answer(&gone), Some(Input::PaneGone { .. })));
     }

@@ -306,10 +306,7 @@ impl Gateway {
             })
             .collect();
         if !idle.is_empty() {
-            self.out.push_back(Output::PollStatuses {
-                round: crate::io::Round::Idle,
-                targets: idle,
-            });
+            self.poll_statuses(crate::io::Round::Idle, idle);
         }
         let next = now + Duration::from_millis(self.cfg.presence_interval_ms);
         self.timers.insert((next, TimerKind::Presence));

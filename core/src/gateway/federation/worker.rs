@@ -10,7 +10,7 @@ use crate::envelope::{Envelope, Kind};
 use crate::gateway::delegation::{Delegation, Side};
 use crate::gateway::{Gateway, TimerKind};
 use crate::ids::{CallId, MsgId, ReplyId, SessionId, TurnId};
-use crate::io::{CallError, Event, Output, RejectCode, Response};
+use crate::io::{CallError, Event, RejectCode, Response};
 use crate::outcome::{AskOutcome, Outcome};
 use crate::planted::PlantedBug;
 use crate::roster::EntityKind;
@@ -87,7 +87,7 @@ impl Gateway {
             target: target.clone(),
             msg,
         });
-        self.out.push_back(Output::PollStatus { target });
+        self.poll_status(target);
     }
 
     /// One copy of a broadcast, in one member's inbox: the forward path's rules (ack first,
@@ -143,7 +143,7 @@ impl Gateway {
             {
                 let answer = String::from_utf8_lossy(&env.body).into_owned();
                 self.injector.enqueue(&worker, env.msg_id, answer);
-                self.out.push_back(Output::PollStatus { target: worker });
+                self.poll_status(worker);
                 return;
             }
             let ttl = self.cfg.reply_ttl_ms;
