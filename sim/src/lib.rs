@@ -1,10 +1,11 @@
 //! # fleet-sim
 //!
 //! Seeded worlds that drive the real `fleet_core::Gateway` and check fleetd's invariants.
-//! Today: one host — simulated herdr panes whose agents reply, complete silently, ask
-//! mid-turn, wedge, hit a usage limit or die, and simulated leads that delegate, answer,
-//! poll and drain. The multi-host turmoil world with a simulated broker builds on this
-//! (see `docs/simulation.md`).
+//! Two worlds: one host (`world`) — simulated herdr panes whose agents reply, complete
+//! silently, ask mid-turn, wedge, hit a usage limit or die, and simulated leads that delegate,
+//! answer, poll and drain, driving the gateway directly — and many hosts (`multi`): turmoil
+//! hosts each running the real driver loop with a simulated herdr, over a simulated broker,
+//! with crashes, partitions, clock jumps and lying peers (see `docs/simulation.md`).
 //!
 //! One seed is one run is one trace: same seed, same commit, same trace, byte for byte.
 
