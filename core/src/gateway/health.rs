@@ -3,7 +3,7 @@
 //! gateway holds, and `health::classify` decides. A change is an event (a log line, never an
 //! audit record) and a presence delta; a member that goes leaves a tombstone.
 
-use super::{Gateway, TimerKind};
+use super::{Gateway, Once};
 use crate::health::{Evidence, Gate, Health, Verdict};
 use crate::ids::SessionId;
 use crate::io::{Event, Output, Sampled};
@@ -29,16 +29,14 @@ impl Gateway {
     pub(super) fn arm_health(&mut self, now: Instant) {
         let watching = self.served().any(|(_, s)| s.kind == EntityKind::Member)
             || self.health.has_tombstones();
-        if self.health_armed || !watching {
+        if self.once.is_set(Once::Health) || !watching {
             return;
         }
-        self.health_armed = true;
         let at = now + Duration::from_millis(self.cfg.health.interval_ms);
-        self.timers.insert((at, TimerKind::Health));
+        self.once.set(Once::Health, at);
     }
 
     pub(super) fn on_health_tick(&mut self, now: Instant) {
-        self.health_armed = false;
         self.health.expire(now);
         let targets = self.members_here();
         if !targets.is_empty() {

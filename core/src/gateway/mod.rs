@@ -35,6 +35,7 @@ mod samples;
 mod sessions;
 mod spawn;
 mod stop;
+mod timer_table;
 mod timers;
 mod turns;
 
@@ -44,6 +45,7 @@ pub use federation::Federation;
 pub use heartbeat::HeartbeatConfig;
 use spawn::Spawns;
 use stop::Stops;
+use timer_table::{Once, TimerTable};
 pub use timers::TimerKind;
 
 /// Running counters for `/metrics`.
@@ -115,8 +117,8 @@ pub struct Gateway {
     /// when on the monotonic clock.
     wall_at: Instant,
     wall_unix: Option<u64>,
-    reap_armed: bool,
-    next_poll: Option<Instant>,
+    /// One-instance timers (`timer_table`).
+    once: TimerTable,
     out: VecDeque<Output>,
     stats: Stats,
     /// Cross-host state; `None` in single-host mode, where every path is local.
@@ -127,7 +129,6 @@ pub struct Gateway {
     adoption: Adoption,
     /// Each member's health, and the members that went (`health`).
     health: crate::health::Monitor,
-    health_armed: bool,
     /// Which profile a spawn that names none starts; credentials cooling down.
     placement: crate::placement::Placement,
     /// Each lead with a heartbeat: when it last called, reminders since.
@@ -194,8 +195,7 @@ impl Gateway {
             cards: BTreeMap::new(),
             wall_at: now,
             wall_unix: None,
-            reap_armed: false,
-            next_poll: None,
+            once: TimerTable::default(),
             out: VecDeque::new(),
             stats: Stats::default(),
             fed: None,
@@ -203,7 +203,6 @@ impl Gateway {
             stops: Stops::default(),
             adoption: Adoption::default(),
             health,
-            health_armed: false,
             placement,
             beats: BTreeMap::new(),
             #[cfg(any(debug_assertions, feature = "invariants"))]
@@ -387,10 +386,12 @@ impl Gateway {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<(Instant, TimerKind)> {
         let mut best = self.timers.first().cloned();
-        for (at, kind) in [
-            (self.next_poll, TimerKind::StatusPoll),
-            (self.injector.next_deadline(), TimerKind::Injector),
-        ] {
+        if let Some((at, kind)) = self.once.earliest() {
+            if best.as_ref().is_none_or(|b| (at, &kind) < (b.0, &b.1)) {
+                best = Some((at, kind));
+            }
+        }
+        for (at, kind) in [(self.injector.next_deadline(), TimerKind::Injector)] {
             if let Some(at) = at {
                 if best.as_ref().is_none_or(|(b, _)| at < *b) {
                     best = Some((at, kind));
@@ -405,8 +406,11 @@ impl Gateway {
         self.drain_injector(now);
         self.pump_nudges(now);
         self.drain_injector(now);
-        if self.next_poll.is_none() && (self.injector.has_active() || self.adoption.any()) {
-            self.next_poll = Some(now + self.cfg.poll_interval());
+        if !self.once.is_set(Once::StatusPoll)
+            && (self.injector.has_active() || self.adoption.any())
+        {
+            self.once
+                .set(Once::StatusPoll, now + self.cfg.poll_interval());
         }
         self.arm_health(now);
     }

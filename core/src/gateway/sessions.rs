@@ -1,7 +1,7 @@
 //! The gateway's side of member sessions (`crate::session`): transitions as events, and the
 //! idle reaper's rounds.
 
-use super::{Gateway, TimerKind};
+use super::{Gateway, Once};
 use crate::ids::SessionId;
 use crate::io::{Event, Output};
 use crate::session::SessionState;
@@ -69,18 +69,16 @@ impl Gateway {
     /// late.
     fn arm_reaper(&mut self, now: Instant) {
         let Some(ttl) = self.idle_ttl() else { return };
-        if self.reap_armed || self.sessions.is_empty() {
+        if self.once.is_set(Once::Reap) || self.sessions.is_empty() {
             return;
         }
         let round = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
-        self.timers.insert((now + round, TimerKind::Reap));
-        self.reap_armed = true;
+        self.once.set(Once::Reap, now + round);
     }
 
     /// Closes every member idle past its TTL with nothing queued for it. Its session ends
     /// here; the pane's going (`PaneGone`) takes its inbox with it.
     pub(super) fn on_reap(&mut self, now: Instant) {
-        self.reap_armed = false;
         let Some(ttl) = self.idle_ttl() else { return };
         for (gid, idle) in self.sessions.idle_past(now, ttl) {
             let view = self.injector.view(&gid);

@@ -1,7 +1,7 @@
 //! The gateway's timers: a fixed table of reasons, fired in time order, each routed to the
 //! sub-machine it concerns.
 
-use super::Gateway;
+use super::{Gateway, Once};
 use crate::ids::{SessionId, TicketId, TurnId};
 use crate::io::{Event, Round};
 use crate::push::Attention;
@@ -45,13 +45,38 @@ pub enum TimerKind {
 }
 
 impl Gateway {
-    pub(super) fn on_tick(&mut self, now: Instant) {
-        self.injector.on_timer(now);
-        while let Some((at, kind)) = self.timers.first().cloned() {
+    /// The next timer due by `now`, from the timer set or the one-instance table, in one order
+    /// (instant, then kind) — taken off where it was. The status poll is not among them: it
+    /// runs after every other timer of the tick.
+    fn take_due(&mut self, now: Instant) -> Option<TimerKind> {
+        let set = self.timers.first().cloned();
+        let once = self.once.earliest_but_poll();
+        let from_once = match (&set, &once) {
+            (None, None) => return None,
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (Some(s), Some(o)) => (o.0, &o.1) < (s.0, &s.1),
+        };
+        if from_once {
+            let (at, kind, t) = once?;
             if at > now {
-                break;
+                return None;
+            }
+            self.once.clear(t);
+            Some(kind)
+        } else {
+            let (at, kind) = set?;
+            if at > now {
+                return None;
             }
             self.timers.pop_first();
+            Some(kind)
+        }
+    }
+
+    pub(super) fn on_tick(&mut self, now: Instant) {
+        self.injector.on_timer(now);
+        while let Some(kind) = self.take_due(now) {
             match kind {
                 TimerKind::SendDeadline(ticket) => self.on_send_deadline(now, ticket),
                 TimerKind::AskDeadline(turn_id) => {
@@ -78,8 +103,8 @@ impl Gateway {
                 TimerKind::StatusPoll | TimerKind::Injector => {}
             }
         }
-        if self.next_poll.is_some_and(|p| p <= now) {
-            self.next_poll = None;
+        if self.once.get(Once::StatusPoll).is_some_and(|p| p <= now) {
+            self.once.clear(Once::StatusPoll);
             let mut targets: Vec<SessionId> = self.injector.active_targets().cloned().collect();
             // Members being adopted are sampled too (their verdict comes from the samples).
             targets.extend(

@@ -10,7 +10,7 @@ use crate::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange, Names, PublishR
 use crate::control::{Refusal, RefusalCode};
 use crate::envelope::{Envelope, HeaderValue, Headers, Kind};
 use crate::gateway::delegation::{RemoteBrief, Side};
-use crate::gateway::{Gateway, TimerKind};
+use crate::gateway::{Gateway, Once};
 use crate::ids::SessionId;
 use crate::io::{CallError, Event, Output, RejectCode, Response, Stale};
 use crate::outcome::{AskOutcome, Outcome};
@@ -89,18 +89,13 @@ impl Gateway {
             &gids,
             super::topology::Part::Whole,
         );
-        let (arm_presence, arm_sweep) = (!f.presence_armed, !f.sweep_armed);
-        f.presence_armed = true;
-        f.sweep_armed = true;
         self.out.push_back(Output::Broker(BrokerOp::Declare(t)));
-        if arm_presence {
-            self.timers.insert((now, TimerKind::Presence));
+        if !self.once.is_set(Once::Presence) {
+            self.once.set(Once::Presence, now);
         }
-        if arm_sweep {
-            self.timers.insert((
-                now + Duration::from_millis(self.cfg.held_sweep_interval_ms),
-                TimerKind::HeldSweep,
-            ));
+        if !self.once.is_set(Once::HeldSweep) {
+            let at = now + Duration::from_millis(self.cfg.held_sweep_interval_ms);
+            self.once.set(Once::HeldSweep, at);
         }
     }
 

@@ -97,9 +97,6 @@ pub(crate) struct Fed {
     pub(crate) confirms: Confirms,
     /// At most one failed reply per member, for its retry: see `Unsent`.
     pub(crate) unsent: BTreeMap<SessionId, Unsent>,
-    /// Timers armed (one chain each, however often the broker bounces).
-    presence_armed: bool,
-    sweep_armed: bool,
     /// Sender side: the waiter of each brief or answer we published, by its msgId.
     pub(crate) remote_waiters: BTreeMap<MsgId, TicketId>,
     pub(crate) remote_asks: BTreeMap<TurnId, RemoteAsk>,
@@ -165,8 +162,6 @@ impl Gateway {
             changed: BTreeSet::new(),
             confirms: Confirms::default(),
             unsent: BTreeMap::new(),
-            presence_armed: false,
-            sweep_armed: false,
             remote_waiters: BTreeMap::new(),
             remote_asks: BTreeMap::new(),
             held: HeldDeliveries::new(c.seen_capacity)

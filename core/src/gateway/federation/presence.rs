@@ -6,7 +6,7 @@ use super::Draft;
 use crate::admission::presence_key;
 use crate::broker::{DeliveryId, Exchange};
 use crate::envelope::{Envelope, Kind};
-use crate::gateway::{Gateway, TimerKind};
+use crate::gateway::{Gateway, Once, TimerKind};
 use crate::ids::SessionId;
 use crate::io::{Event, Output, RejectCode};
 use crate::planted::PlantedBug;
@@ -268,7 +268,6 @@ impl Gateway {
     pub(in crate::gateway) fn on_presence_tick(&mut self, now: Instant) {
         self.expire_parked(now);
         let Some(f) = &mut self.fed else { return };
-        f.presence_armed = false;
         f.remote_asks.retain(|_, a| a.until > now);
         // Only silence heard while listening counts: this chain stops while our own link is
         // down, and `heard_again` restarts every entry's clock when it comes back.
@@ -309,10 +308,7 @@ impl Gateway {
             self.poll_statuses(crate::io::Round::Idle, idle);
         }
         let next = now + Duration::from_millis(self.cfg.presence_interval_ms);
-        self.timers.insert((next, TimerKind::Presence));
-        if let Some(f) = &mut self.fed {
-            f.presence_armed = true;
-        }
+        self.once.set(Once::Presence, next);
     }
 
     /// This host's snapshot: its profiles, its start, and every announced entity with its
@@ -350,13 +346,9 @@ impl Gateway {
     /// The held-delivery sweep's round: re-armed while the broker is up.
     pub(in crate::gateway) fn on_held_sweep(&mut self, now: Instant) {
         self.sweep_held();
-        let up = self.broker_is_up();
-        if let Some(f) = &mut self.fed {
-            f.sweep_armed = up;
-        }
-        if up {
+        if self.broker_is_up() {
             let next = now + Duration::from_millis(self.cfg.held_sweep_interval_ms);
-            self.timers.insert((next, TimerKind::HeldSweep));
+            self.once.set(Once::HeldSweep, next);
         }
     }
 }
