@@ -254,76 +254,8 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                     round,
                     targets,
                     asked,
-                } => {
-                    let op = self.herdr.sample_all(&targets);
-                    self.ops.push(Box::pin(async move {
-                        // No answer at all: the next round samples again.
-                        let samples = op.await.ok()?;
-                        let samples = samples
-                            .into_iter()
-                            .filter_map(|(target, s)| match s {
-                                Ok(s) => Some((
-                                    target,
-                                    Sampled::Status {
-                                        status: s.status,
-                                        screen: s.screen,
-                                    },
-                                )),
-                                Err(HerdrError::PaneNotFound) => Some((target, Sampled::Gone)),
-                                Err(HerdrError::Unavailable(_)) => None,
-                            })
-                            .collect();
-                        Some(Input::StatusesSampled {
-                            round,
-                            samples,
-                            asked,
-                        })
-                    }));
-                }
-                Output::ProbeHealth { targets } => {
-                    let op = self.herdr.sample_all(&targets);
-                    // Each screen is read once, sample or not (one a member, in turn).
-                    let mut reads: BTreeMap<fleet_core::SessionId, _> = targets
-                        .iter()
-                        .map(|t| (t.clone(), (self.herdr.read(t), self.herdr.ended(t))))
-                        .collect();
-                    self.ops.push(Box::pin(async move {
-                        // No answer at all: the next round probes again.
-                        let samples = op.await.ok()?;
-                        let mut probes = Vec::with_capacity(samples.len());
-                        for (target, s) in samples {
-                            let probe = match s {
-                                Ok(s) => {
-                                    // The end of its screen, bounded; a read that fails
-                                    // leaves only the status to judge by.
-                                    let screen = match reads.remove(&target) {
-                                        Some((read, _)) => {
-                                            read.await.ok().map(|s: String| screen_tail(&s))
-                                        }
-                                        None => None,
-                                    };
-                                    Sampled::Status {
-                                        status: s.status,
-                                        screen,
-                                    }
-                                }
-                                Err(HerdrError::PaneNotFound) => {
-                                    let ended = match reads.remove(&target) {
-                                        Some((_, ended)) => ended.await,
-                                        None => None,
-                                    };
-                                    match ended {
-                                        Some(why) => Sampled::Ended { why },
-                                        None => Sampled::Gone,
-                                    }
-                                }
-                                Err(HerdrError::Unavailable(_)) => continue,
-                            };
-                            probes.push((target, probe));
-                        }
-                        Some(Input::HealthProbed { probes })
-                    }));
-                }
+                } => self.sample_all(round, targets, asked),
+                Output::ProbeHealth { targets } => self.probe_health(targets),
                 Output::Inject { target, msg, text } => {
                     let op = self.herdr.inject(&target, &text);
                     self.ops.push(Box::pin(async move {
@@ -382,6 +314,83 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             }
         }
         self.observer.settled(now, &self.gw);
+    }
+
+    /// A round's samples from one listing, answered as `StatusesSampled` with the same place.
+    fn sample_all(
+        &mut self,
+        round: fleet_core::Round,
+        targets: Vec<fleet_core::SessionId>,
+        asked: fleet_core::Asked,
+    ) {
+        let op = self.herdr.sample_all(&targets);
+        self.ops.push(Box::pin(async move {
+            // No answer at all: the next round samples again.
+            let samples = op.await.ok()?;
+            let samples = samples
+                .into_iter()
+                .filter_map(|(target, s)| match s {
+                    Ok(s) => Some((
+                        target,
+                        Sampled::Status {
+                            status: s.status,
+                            screen: s.screen,
+                        },
+                    )),
+                    Err(HerdrError::PaneNotFound) => Some((target, Sampled::Gone)),
+                    Err(HerdrError::Unavailable(_)) => None,
+                })
+                .collect();
+            Some(Input::StatusesSampled {
+                round,
+                samples,
+                asked,
+            })
+        }));
+    }
+
+    /// The health round: one listing, and the end of each member's screen read once.
+    fn probe_health(&mut self, targets: Vec<fleet_core::SessionId>) {
+        let op = self.herdr.sample_all(&targets);
+        // Each screen is read once, sample or not (one a member, in turn).
+        let mut reads: BTreeMap<fleet_core::SessionId, _> = targets
+            .iter()
+            .map(|t| (t.clone(), (self.herdr.read(t), self.herdr.ended(t))))
+            .collect();
+        self.ops.push(Box::pin(async move {
+            // No answer at all: the next round probes again.
+            let samples = op.await.ok()?;
+            let mut probes = Vec::with_capacity(samples.len());
+            for (target, s) in samples {
+                let probe = match s {
+                    Ok(s) => {
+                        // The end of its screen, bounded; a read that fails
+                        // leaves only the status to judge by.
+                        let screen = match reads.remove(&target) {
+                            Some((read, _)) => read.await.ok().map(|s: String| screen_tail(&s)),
+                            None => None,
+                        };
+                        Sampled::Status {
+                            status: s.status,
+                            screen,
+                        }
+                    }
+                    Err(HerdrError::PaneNotFound) => {
+                        let ended = match reads.remove(&target) {
+                            Some((_, ended)) => ended.await,
+                            None => None,
+                        };
+                        match ended {
+                            Some(why) => Sampled::Ended { why },
+                            None => Sampled::Gone,
+                        }
+                    }
+                    Err(HerdrError::Unavailable(_)) => continue,
+                };
+                probes.push((target, probe));
+            }
+            Some(Input::HealthProbed { probes })
+        }));
     }
 }
 
