@@ -6,6 +6,12 @@
 //! ready) or dead (herdr restarted and its process is gone) and is closed; one herdr never
 //! answered about stays gated and undecided, since a member is only closed on herdr's word. A
 //! busy member is never killed by a restart.
+//!
+//! A member whose launch was still waiting for it when the last process stopped (listed
+//! `starting`) is adopted only by its own connection: herdr calls an agent idle once its TUI is
+//! drawn, seconds before it takes input (Claude Code 2.1 drops what is typed then), so a live
+//! status proves nothing about it. One that never connects within the bound is half-built and
+//! closed.
 
 use crate::ids::SessionId;
 use crate::status::AgentStatus;
@@ -39,8 +45,11 @@ impl fmt::Display for AdoptVerdict {
 #[derive(Clone, Copy, Debug)]
 struct Pending {
     deadline: Instant,
-    /// herdr answered about it at least once (with `unknown`).
+    /// herdr answered about it at least once (with `unknown`, or with anything for a
+    /// member still starting).
     answered: bool,
+    /// Listed as still starting: only its connection adopts it.
+    starting: bool,
 }
 
 #[derive(Debug, Default)]
@@ -49,11 +58,13 @@ pub struct Adoption {
 }
 
 impl Adoption {
-    /// `gid` was listed at start: it is decided by `deadline`.
-    pub fn begin(&mut self, gid: &SessionId, deadline: Instant) {
+    /// `gid` was listed at start (`starting`: its launch had not seen it ready): it is decided
+    /// by `deadline`.
+    pub fn begin(&mut self, gid: &SessionId, starting: bool, deadline: Instant) {
         self.pending.entry(gid.clone()).or_insert(Pending {
             deadline,
             answered: false,
+            starting,
         });
     }
 
@@ -75,10 +86,11 @@ impl Adoption {
         self.pending.iter().map(|(g, p)| (g, p.deadline))
     }
 
-    /// herdr's raw status for `gid`: `Adopted` once it shows a live agent.
+    /// herdr's raw status for `gid`: `Adopted` once it shows a live agent (never for one still
+    /// starting, whose connection decides).
     pub fn sampled(&mut self, gid: &SessionId, status: AgentStatus) -> Option<AdoptVerdict> {
         let p = self.pending.get_mut(gid)?;
-        if status == AgentStatus::Unknown {
+        if status == AgentStatus::Unknown || p.starting {
             p.answered = true;
             return None;
         }
@@ -119,7 +131,7 @@ mod tests {
     fn a_live_agent_is_adopted_whatever_it_is_doing() {
         let mut a = Adoption::default();
         let g = SessionId::new("m");
-        a.begin(&g, at(1_000));
+        a.begin(&g, false, at(1_000));
         assert_eq!(a.sampled(&g, AgentStatus::Unknown), None);
         assert_eq!(
             a.sampled(&g, AgentStatus::Working),
@@ -134,7 +146,7 @@ mod tests {
     fn unknown_through_the_bound_is_reaped() {
         let mut a = Adoption::default();
         let g = SessionId::new("m");
-        a.begin(&g, at(1_000));
+        a.begin(&g, false, at(1_000));
         a.sampled(&g, AgentStatus::Unknown);
         assert_eq!(a.due(&g, at(999)), None);
         assert_eq!(a.due(&g, at(1_000)), Some(AdoptVerdict::Reaped));
@@ -145,9 +157,25 @@ mod tests {
     fn silence_from_herdr_leaves_it_undecided() {
         let mut a = Adoption::default();
         let g = SessionId::new("m");
-        a.begin(&g, at(1_000));
+        a.begin(&g, false, at(1_000));
         assert_eq!(a.due(&g, at(1_000)), Some(AdoptVerdict::Undecided));
         assert!(!a.any());
+    }
+
+    /// A member listed as still starting is not adopted by a live status — herdr calls its
+    /// agent idle before it takes input — only by its connection; never connecting within the
+    /// bound, it is half-built and reaped.
+    #[test]
+    fn a_member_still_starting_is_adopted_only_by_its_connection() {
+        let mut a = Adoption::default();
+        let (g, h) = (SessionId::new("m"), SessionId::new("n"));
+        a.begin(&g, true, at(1_000));
+        a.begin(&h, true, at(1_000));
+        assert_eq!(a.sampled(&g, AgentStatus::Idle), None);
+        assert_eq!(a.sampled(&g, AgentStatus::Working), None);
+        assert!(a.settled(&g));
+        assert_eq!(a.sampled(&h, AgentStatus::Idle), None);
+        assert_eq!(a.due(&h, at(1_000)), Some(AdoptVerdict::Reaped));
     }
 
     /// A member that connects (or whose pane goes) is settled and never decided again.
@@ -155,7 +183,7 @@ mod tests {
     fn a_connect_settles_it() {
         let mut a = Adoption::default();
         let g = SessionId::new("m");
-        a.begin(&g, at(1_000));
+        a.begin(&g, false, at(1_000));
         assert!(a.settled(&g));
         assert!(!a.settled(&g));
         assert_eq!(a.due(&g, at(5_000)), None);

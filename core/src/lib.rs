@@ -48,8 +48,8 @@ pub use gateway::{Federation, Gateway, Stats, TimerKind};
 pub use ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, TurnId};
 pub use io::{
     Asked, CallError, DelegationView, DropReason, Event, FlowPhase, Half, HeldView, HostView,
-    InjectError, Input, Launched, Link, Output, Overview, PaneError, Readiness, RejectCode,
-    Request, Response, RosterEntry, Round, Sampled, Stale, StatusView, TicketView,
+    InjectError, Input, Launched, Link, ListedMember, Output, Overview, PaneError, Readiness,
+    RejectCode, Request, Response, RosterEntry, Round, Sampled, Stale, StatusView, TicketView,
 };
 pub use outcome::{AskOutcome, Outcome, Phase};
 pub use session::SessionState;

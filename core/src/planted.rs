@@ -80,10 +80,14 @@ pub enum PlantedBug {
     /// answers and the first brief is typed while the agent is still starting — its pane
     /// already reads idle — and the agent never sees it (I15).
     ReadyAtLaunch,
+    /// A member a restart finds with its launch mark still there (its gate never passed) is
+    /// adopted by its first live sample, as every listed member once was: herdr calls an agent
+    /// still starting idle, and the first brief is typed before it takes input (I15).
+    StartingAdoptedBySample,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 20] = [
+    pub const ALL: [PlantedBug; 21] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -104,6 +108,7 @@ impl PlantedBug {
         PlantedBug::InferredTurnNeverCompletes,
         PlantedBug::UnconfirmedInjectRetried,
         PlantedBug::ReadyAtLaunch,
+        PlantedBug::StartingAdoptedBySample,
     ];
 
     pub fn name(self) -> &'static str {
@@ -128,6 +133,7 @@ impl PlantedBug {
             PlantedBug::InferredTurnNeverCompletes => "inferred-turn-never-completes",
             PlantedBug::UnconfirmedInjectRetried => "unconfirmed-inject-retried",
             PlantedBug::ReadyAtLaunch => "ready-at-launch",
+            PlantedBug::StartingAdoptedBySample => "starting-adopted-by-sample",
         }
     }
 
@@ -155,7 +161,7 @@ impl PlantedBug {
             PlantedBug::StopWithoutAllowlist => "I12",
             PlantedBug::HealthUnknownAsGone => "I13",
             PlantedBug::InferredTurnNeverCompletes => "I14",
-            PlantedBug::ReadyAtLaunch => "I15",
+            PlantedBug::ReadyAtLaunch | PlantedBug::StartingAdoptedBySample => "I15",
         }
     }
 }

@@ -5,8 +5,8 @@ use fleet_core::health::Health;
 use fleet_core::injector::Cause;
 use fleet_core::{
     Action, AgentStatus, AskOutcome, CallError, CallId, CoreConfig, Duration, Event, FlowPhase,
-    Gateway, Half, Input, Instant, Link, MsgId, Outcome, Output, Overview, Phase, Principal,
-    Request, Response, Round, Sampled, SessionId, Stale, TicketId, TurnId,
+    Gateway, Half, Input, Instant, Link, ListedMember, MsgId, Outcome, Output, Overview, Phase,
+    Principal, Request, Response, Round, Sampled, SessionId, Stale, TicketId, TurnId,
 };
 
 struct Gw {
@@ -895,7 +895,9 @@ fn a_restart_adopts_live_members_closes_dead_ones_and_leaves_silent_ones_alone()
     });
     let [busy, idle, dead, silent] = ["busy", "idle", "dead", "silent"].map(SessionId::new);
     g.input(Input::MembersListed {
-        members: vec![busy.clone(), idle.clone(), dead.clone(), silent.clone()],
+        members: [&busy, &idle, &dead, &silent]
+            .map(|m| ListedMember::ready(m.clone()))
+            .to_vec(),
     });
     for m in [&busy, &idle, &dead, &silent] {
         assert!(g
@@ -934,6 +936,52 @@ fn a_restart_adopts_live_members_closes_dead_ones_and_leaves_silent_ones_alone()
         matches!(g.last_inject(), Some((t, _, text)) if t == idle && text == "after the restart")
     );
     assert_eq!(g.gw.member_ready(&silent), Some(false));
+}
+
+/// A restart that finds a member's launch mark (its gate never passed before the process
+/// stopped) does not take an idle sample as readiness — herdr calls a starting agent idle
+/// seconds before it takes input — and types nothing until the member connects; one that never
+/// connects within the bound is half-built and closed. Passing the gate drops the mark.
+#[test]
+fn a_member_still_starting_at_a_restart_is_adopted_only_by_its_connection() {
+    use fleet_core::adoption::AdoptVerdict::{Adopted, Reaped};
+    let mut g = Gw::with(CoreConfig {
+        spawn_ready_timeout_ms: 10_000,
+        ..CoreConfig::default()
+    });
+    let [booting, stuck] = ["booting", "stuck"].map(SessionId::new);
+    g.input(Input::MembersListed {
+        members: [&booting, &stuck]
+            .map(|m| ListedMember {
+                gid: m.clone(),
+                starting: true,
+            })
+            .to_vec(),
+    });
+    g.sample(&booting, AgentStatus::Idle);
+    g.sample(&stuck, AgentStatus::Idle);
+    assert_eq!(rebuilt(&g), vec![]);
+    let c = g.send("booting", "not before it takes input", false);
+    assert!(matches!(g.response(c), Some(Response::Ticket(_))));
+    g.sample(&booting, AgentStatus::Idle);
+    assert_eq!(g.last_inject(), None, "typed into an agent still starting");
+    g.input(Input::MemberConnected {
+        target: booting.clone(),
+    });
+    assert_eq!(rebuilt(&g), vec![(booting.clone(), Adopted)]);
+    assert!(g
+        .out
+        .iter()
+        .any(|o| matches!(o, Output::MemberReady { gid } if *gid == booting)));
+    g.sample(&booting, AgentStatus::Idle);
+    assert!(matches!(g.last_inject(), Some((t, _, text))
+        if t == booting && text == "not before it takes input"));
+    g.advance(Duration::from_secs(11));
+    assert_eq!(rebuilt(&g)[1..], [(stuck.clone(), Reaped)]);
+    assert!(g
+        .out
+        .iter()
+        .any(|o| matches!(o, Output::ClosePane { gid } if *gid == stuck)));
 }
 
 /// A member token that outlived its pane (a process left behind) announces nothing: the

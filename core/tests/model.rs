@@ -273,6 +273,7 @@ impl Harness {
                 | Output::PollStatuses { .. }
                 | Output::Audit(_)
                 | Output::ProbeHealth { .. }
+                | Output::MemberReady { .. }
                 | Output::Remember(_) => {}
                 Output::Broker(_) | Output::SpawnPane { .. } | Output::ClosePane { .. } => {
                     panic!("an output this workload cannot cause: {out}")

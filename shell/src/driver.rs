@@ -296,6 +296,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                         }
                     }));
                 }
+                Output::MemberReady { gid } => self.herdr.ready(&gid),
                 Output::Respond { call, response } => {
                     if let Some(tx) = self.waiting.remove(&call) {
                         // The caller may have gone away (a dropped MCP request): nothing lost

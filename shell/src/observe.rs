@@ -211,7 +211,10 @@ impl Observer for DaemonObserver {
                     "publish"
                 );
             }
-            Output::Broker(_) | Output::Respond { .. } | Output::Remember(_) => {}
+            Output::Broker(_)
+            | Output::Respond { .. }
+            | Output::Remember(_)
+            | Output::MemberReady { .. } => {}
         }
     }
 

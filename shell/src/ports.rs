@@ -100,6 +100,9 @@ pub trait HerdrPort {
     /// in), labelled `fleet:<gid>`.
     fn spawn(&self, gid: &SessionId, spec: &SpawnSpec) -> PortFuture<Result<Launched, HerdrError>>;
     fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>>;
+    /// Member `gid` passed its readiness gate: drop the mark its launch left, so a restart
+    /// adopts it by its samples. Nothing by default (test doubles launch nothing).
+    fn ready(&self, _gid: &SessionId) {}
 }
 
 /// The broker, as the core sees it: operations go in, events come out.

@@ -71,6 +71,10 @@ pub struct SimHerdr {
     /// Spawned panes whose agent has not connected yet (their readiness gate): when herdr
     /// starts calling it idle, and when it connects and takes input.
     booting: Rc<RefCell<BTreeMap<SessionId, Boot>>>,
+    /// The launcher's marks in the members' files (`STARTING_FILE` in fleetd): launched, and
+    /// not yet called ready by the gateway (`Output::MemberReady`). A gateway restart keeps
+    /// them; a host crash takes them with the panes.
+    starting: Rc<RefCell<BTreeSet<SessionId>>>,
     /// The oracle's record, which no crash wipes: every text typed, every duplicate launch.
     pub log: Rc<RefCell<PaneLog>>,
     /// A fixed launch time instead of the gid-chosen 1–6 s (tests that must act mid-launch).
@@ -195,6 +199,18 @@ impl SimHerdr {
         self.panes.borrow().keys().cloned().collect()
     }
 
+    /// The member panes as a starting gateway lists them, each with its launch mark.
+    pub fn listed(&self) -> Vec<fleet_core::ListedMember> {
+        let starting = self.starting.borrow();
+        self.gids()
+            .into_iter()
+            .map(|gid| fleet_core::ListedMember {
+                starting: starting.contains(&gid),
+                gid,
+            })
+            .collect()
+    }
+
     /// Panes whose agent is up (spawned ones after their boot).
     pub fn ready_gids(&self) -> Vec<SessionId> {
         let booting = self.booting.borrow();
@@ -233,6 +249,7 @@ impl SimHerdr {
     pub fn crash(&self) {
         self.panes.borrow_mut().clear();
         self.booting.borrow_mut().clear();
+        self.starting.borrow_mut().clear();
     }
 }
 
@@ -347,6 +364,7 @@ impl HerdrPort for SimHerdr {
                 me.log.borrow_mut().duplicates.push(gid.clone());
             }
             me.add(&gid, Behaviour::Replies);
+            me.starting.borrow_mut().insert(gid.clone());
             // The agent boots, then connects (its readiness gate): 3–15 s, as a coding agent
             // and its MCP connection take.
             // herdr calls it idle 1–4 s before that.
@@ -364,14 +382,20 @@ impl HerdrPort for SimHerdr {
     fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>> {
         let (panes, gid) = (self.panes.clone(), gid.clone());
         let (booting, log) = (self.booting.clone(), self.log.clone());
+        let starting = self.starting.clone();
         Box::pin(async move {
             if panes.borrow_mut().remove(&gid).is_some() {
                 let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
                 log.borrow_mut().closed.push((gid.clone(), at));
             }
             booting.borrow_mut().remove(&gid);
+            starting.borrow_mut().remove(&gid);
             Ok(())
         })
+    }
+
+    fn ready(&self, gid: &SessionId) {
+        self.starting.borrow_mut().remove(gid);
     }
 }
 
@@ -611,6 +635,7 @@ impl Observer for HostTrace {
             fleet_core::Output::PollStatus { .. }
                 | fleet_core::Output::PollStatuses { .. }
                 | fleet_core::Output::ProbeHealth { .. }
+                | fleet_core::Output::MemberReady { .. }
         ) {
             return;
         }
@@ -736,7 +761,7 @@ where
     // `agents`), or closed if herdr calls it `unknown` through the readiness bound.
     handle
         .tell(Input::MembersListed {
-            members: herdr.gids(),
+            members: herdr.listed(),
         })
         .await?;
     tokio::task::spawn_local(agents(herdr.clone(), handle.clone()));

@@ -319,7 +319,10 @@ impl World {
     fn carry_out(&mut self, out: Output) {
         let quiet = matches!(
             out,
-            Output::PollStatus { .. } | Output::PollStatuses { .. } | Output::ProbeHealth { .. }
+            Output::PollStatus { .. }
+                | Output::PollStatuses { .. }
+                | Output::ProbeHealth { .. }
+                | Output::MemberReady { .. }
         ) && !self.trace_polls;
         if !quiet {
             self.log(out.to_string());
@@ -358,6 +361,7 @@ impl World {
             | Output::Broker(_)
             | Output::SpawnPane { .. }
             | Output::ClosePane { .. }
+            | Output::MemberReady { .. }
             | Output::Remember(_) => {}
         }
     }

@@ -939,7 +939,13 @@ async fn delivers_and_knows_its_member_after_a_restart(backend: Backend) {
                 },
             };
             match gw.handle.call(lead.clone(), spawn).await {
-                Ok(Response::Spawned { gid: g, .. }) => gid = Some(g),
+                Ok(Response::Spawned { gid: g, .. }) => {
+                    // Its gate passed: the launch mark is gone, so the restart below adopts
+                    // it by its samples (a mark left would wait for a connection).
+                    let mark = dir.0.join("members").join(g.as_str()).join("starting");
+                    assert!(!mark.exists(), "{} left behind", mark.display());
+                    gid = Some(g);
+                }
                 other => panic!("the spawn failed: {other:?}"),
             }
             assert!(member.await.is_ok(), "the member reported itself idle");
@@ -1024,7 +1030,9 @@ fn on_a_real_herdr_a_member_that_never_gets_ready_is_reaped_at_the_gate() {
 }
 
 /// Startup: live members (working included) adopted, a half-built one reaped, a non-member
-/// left alone; after herdr restarts underneath, the processless members reaped.
+/// left alone, and one whose launch mark says its gate never passed is not adopted by its idle
+/// status (herdr calls a starting agent idle before it takes input) and, never connecting, is
+/// reaped; after herdr restarts underneath, the processless members reaped.
 async fn a_restart_adopts_live_members_and_reaps_the_rest(backend: Backend) {
     let dir = Dir::new(&format!("rebuild-{backend:?}"));
     let Some(h) = Herdr::start(backend, &dir).await else {
@@ -1034,19 +1042,26 @@ async fn a_restart_adopts_live_members_and_reaps_the_rest(backend: Backend) {
     add_member(&c, "fleet:busy", Some(ReportedState::Working)).await;
     add_member(&c, "fleet:idle", Some(ReportedState::Idle)).await;
     add_member(&c, "fleet:half-built", None).await;
+    add_member(&c, "fleet:starting", Some(ReportedState::Idle)).await;
+    let files = dir.0.join("members").join("starting");
+    std::fs::create_dir_all(&files).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(files.join("starting"), b"").unwrap_or_else(|e| panic!("{e}"));
     add_member(&c, "not-a-member", None).await;
     let gw = boot(&c, rebuild_config(), 1);
     let r = rebuild(&c, &gw.handle)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let ids = |v: &[&str]| v.iter().map(|g| SessionId::new(*g)).collect::<Vec<_>>();
-    assert_eq!(r.members, ids(&["busy", "half-built", "idle"]));
+    assert_eq!(r.members, ids(&["busy", "half-built", "idle", "starting"]));
     // A working member is adopted as it is: a restart never kills a busy agent; the one that
-    // stays `unknown` through the 2 s bound is closed.
-    let (live, dead) = (ids(&["busy", "idle"]), ids(&["half-built"]));
+    // stays `unknown` through the 2 s bound is closed, and so is the one still starting that
+    // never connected.
+    let (live, dead) = (ids(&["busy", "idle"]), ids(&["half-built", "starting"]));
     until_rebuilt(&c, &gw, &live, &dead, Duration::from_secs(10)).await;
     let now = labels(&c).await;
-    assert!(!now.contains(&"fleet:half-built".to_string()), "{now:?}");
+    for gone in ["fleet:half-built", "fleet:starting"] {
+        assert!(!now.contains(&gone.to_string()), "{gone}: {now:?}");
+    }
     for kept in ["fleet:busy", "fleet:idle", "not-a-member"] {
         assert!(now.contains(&kept.to_string()), "{kept} kept: {now:?}");
     }
@@ -1183,6 +1198,9 @@ async fn a_member_placed_while_watching_is_heard_at_once(backend: Backend) {
     let placed = c.spawn(&gid, &fleet_core::SpawnSpec::of("echo")).await;
     assert!(placed.is_ok(), "{placed:?}");
     assert!(ready.await.is_ok());
+    // Launched behind the core's back: say what its gateway would have (`MemberReady`), so
+    // the rebuild adopts it by its samples.
+    c.ready(&gid);
     let r = rebuild(&c, &gw.handle)
         .await
         .unwrap_or_else(|e| panic!("{e}"));

@@ -157,13 +157,10 @@ async fn usage_limit(fleet: &AgentFleet, gid: &str, kind: &str) {
 
 /// Claude Code 2.1.328: the scenario above, the fleet tools loaded through `ToolSearch` (they
 /// are deferred in 2.x).
+// One attribute: two `ignore`s at once would be an unused attribute.
 #[cfg_attr(
-    not(herdr_real),
-    ignore = "needs a real herdr: set HERDR_BIN (scripts/herdr/build-herdr.sh)"
-)]
-#[cfg_attr(
-    not(claude_code),
-    ignore = "needs Claude Code: npm install -g @anthropic-ai/claude-code@2.1.328 (or set CLAUDE_BIN)"
+    not(all(herdr_real, claude_code)),
+    ignore = "needs a real herdr (HERDR_BIN, scripts/herdr/build-herdr.sh) and Claude Code, npm install -g @anthropic-ai/claude-code@2.1.328 (or set CLAUDE_BIN)"
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_from_a_fresh_config_replies_asks_answers_plainly_and_cools_down() {
@@ -177,13 +174,10 @@ async fn claude_code_from_a_fresh_config_replies_asks_answers_plainly_and_cools_
 }
 
 /// Codex 0.171.0: the scenario above, the fleet tools called in their MCP namespace.
+// One attribute: two `ignore`s at once would be an unused attribute.
 #[cfg_attr(
-    not(herdr_real),
-    ignore = "needs a real herdr: set HERDR_BIN (scripts/herdr/build-herdr.sh)"
-)]
-#[cfg_attr(
-    not(codex),
-    ignore = "needs Codex: npm install -g @openai/codex@0.171.0 (or set CODEX_BIN)"
+    not(all(herdr_real, codex)),
+    ignore = "needs a real herdr (HERDR_BIN, scripts/herdr/build-herdr.sh) and Codex, npm install -g @openai/codex@0.171.0 (or set CODEX_BIN)"
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_from_a_fresh_home_replies_asks_answers_plainly_and_cools_down() {
@@ -200,13 +194,10 @@ async fn codex_from_a_fresh_home_replies_asks_answers_plainly_and_cools_down() {
 /// opencode 1.18.33: the scenario above, on Chat Completions, its tools `fleet_<tool>`, typed
 /// into only once its home screen is drawn (it drops what comes before). It retries a usage
 /// limit for ever, the limit shown in its status line: the health probe sees it mid-turn.
+// One attribute: two `ignore`s at once would be an unused attribute.
 #[cfg_attr(
-    not(herdr_real),
-    ignore = "needs a real herdr: set HERDR_BIN (scripts/herdr/build-herdr.sh)"
-)]
-#[cfg_attr(
-    not(opencode),
-    ignore = "needs opencode: npm install -g opencode-ai@1.18.33 (or set OPENCODE_BIN)"
+    not(all(herdr_real, opencode)),
+    ignore = "needs a real herdr (HERDR_BIN, scripts/herdr/build-herdr.sh) and opencode, npm install -g opencode-ai@1.18.33 (or set OPENCODE_BIN)"
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opencode_from_a_fresh_config_replies_asks_answers_plainly_and_cools_down() {

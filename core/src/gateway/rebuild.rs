@@ -7,7 +7,7 @@ use super::entities::Announce;
 use super::{Gateway, TimerKind};
 use crate::adoption::AdoptVerdict;
 use crate::ids::SessionId;
-use crate::io::{Event, Output};
+use crate::io::{Event, ListedMember, Output};
 use crate::roster::EntityKind;
 use crate::status::AgentStatus;
 use crate::time::{Duration, Instant};
@@ -15,15 +15,19 @@ use crate::time::{Duration, Instant};
 impl Gateway {
     /// Every member pane herdr lists at start: each not already live here is gated and its
     /// adoption begins.
-    pub(super) fn on_members_listed(&mut self, now: Instant, members: Vec<SessionId>) {
+    pub(super) fn on_members_listed(&mut self, now: Instant, members: Vec<ListedMember>) {
         let deadline = now + Duration::from_millis(self.cfg.spawn_ready_timeout_ms);
-        for gid in members {
+        let planted = self
+            .cfg
+            .planted(crate::planted::PlantedBug::StartingAdoptedBySample);
+        for ListedMember { gid, starting } in members {
+            let starting = starting && !planted;
             if self.injector.gate_state(&gid) == Some(true) || self.adoption.is_pending(&gid) {
                 continue;
             }
             self.injector.gate(&gid);
             self.local_entity(&gid, EntityKind::Member, Announce::Later);
-            self.adoption.begin(&gid, deadline);
+            self.adoption.begin(&gid, starting, deadline);
             self.timers
                 .insert((deadline, TimerKind::Adoption(gid.clone())));
             self.poll_status(gid);

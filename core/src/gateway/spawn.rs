@@ -332,6 +332,7 @@ impl Gateway {
         }
         self.session_ready(gid);
         self.injector.open_gate(gid);
+        self.out.push_back(Output::MemberReady { gid: gid.clone() });
         self.local_entity(gid, crate::roster::EntityKind::Member, Announce::Now);
         if self.fed.is_none() && !self.injector.is_active(gid) {
             // Its row shows a sampled status, not `unknown` until work comes (a federated

@@ -58,7 +58,7 @@ pub enum Input {
     MemberStarted { target: SessionId },
     /// At start: every member pane herdr lists (its `fleet:<gid>` label). Each is gated, then
     /// adopted or closed by the core's restart rule (`gateway::adoption`).
-    MembersListed { members: Vec<SessionId> },
+    MembersListed { members: Vec<ListedMember> },
     /// The member connected to this gateway's MCP: the real readiness signal (CB-306).
     MemberConnected { target: SessionId },
     /// The pane closed or its process exited.
@@ -194,6 +194,26 @@ pub enum Readiness {
     Ready,
 }
 
+/// A member pane listed at start.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListedMember {
+    pub gid: SessionId,
+    /// Its launch was still waiting for it to connect when the last process stopped (the
+    /// launcher's mark, kept with its files): herdr calls a starting agent idle seconds
+    /// before it takes input, so only its own connection adopts it.
+    pub starting: bool,
+}
+
+impl ListedMember {
+    /// A member whose launch had seen it ready (or that predates the mark).
+    pub fn ready(gid: SessionId) -> Self {
+        ListedMember {
+            gid,
+            starting: false,
+        }
+    }
+}
+
 /// A launched member: how its readiness will be known, and the charter it was given.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Launched {
@@ -256,6 +276,10 @@ pub enum Output {
     },
     /// Close a member's pane (a spawn that never became ready is reaped).
     ClosePane { gid: SessionId },
+    /// Member `gid` passed its readiness gate here: the launcher drops the mark its launch
+    /// left with its files, so a later restart adopts it by its samples
+    /// (`ListedMember::starting`).
+    MemberReady { gid: SessionId },
     /// The health round: sample every one of `targets` (one listing of herdr's panes) and
     /// read the end of each one's screen (bounded); answer with `Input::HealthProbed`.
     /// Nothing here is judged by the injector: it keeps its own samples.
@@ -299,6 +323,7 @@ impl fmt::Display for Output {
                 }
             }
             Output::ClosePane { gid } => write!(f, "close_pane {gid}"),
+            Output::MemberReady { gid } => write!(f, "member_ready {gid}"),
             Output::ProbeHealth { targets } => {
                 write!(f, "probe_health {} member(s)", targets.len())
             }

@@ -11,7 +11,7 @@ use fleet_core::testing::broker::{BrokerError, ConnId, Raw, SimBroker};
 use fleet_core::testing::panes::{ScriptedPane, ScriptedPanes};
 use fleet_core::{
     AgentStatus, CallId, CoreConfig, Duration, Event, Federation, Gateway, HostId, Input, Instant,
-    Output, Principal, RejectCode, Request, Response, SessionId,
+    ListedMember, Output, Principal, RejectCode, Request, Response, SessionId,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -428,7 +428,11 @@ impl Fleet {
         for lead in leads {
             self.input(h, Input::LeadAttached { lead: lead.clone() });
         }
-        let members: Vec<SessionId> = self.hosts[h].panes.keys().cloned().collect();
+        let members = self.hosts[h]
+            .panes
+            .keys()
+            .map(|g| ListedMember::ready(g.clone()))
+            .collect();
         self.input(h, Input::MembersListed { members });
         self.settle();
     }

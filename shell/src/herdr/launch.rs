@@ -465,6 +465,11 @@ pub fn allowed(allow: &[String], name: &str) -> bool {
 pub const EXITED_FILE: &str = "exited";
 pub const EXIT_LINGER_SECS: u32 = 30;
 
+/// The mark a launch leaves in a member's directory until its readiness gate passes
+/// (`Output::MemberReady`): a restart finding it adopts the member only by its connection,
+/// since herdr calls an agent idle before it takes input.
+pub const STARTING_FILE: &str = "starting";
+
 /// Who is launched: its gid, group, its spawn's nonce, and the sandbox it will run in (`None`:
 /// none), which decides its home and how it reaches the gateway.
 #[derive(Clone, Copy, Debug)]

@@ -317,6 +317,14 @@ impl HerdrClient {
         Ok(panes.into_keys().collect())
     }
 
+    /// Whether member `gid`'s launch left its starting mark (its gate never passed).
+    pub fn starting(&self, gid: &SessionId) -> bool {
+        self.cfg
+            .launch
+            .member_dir(gid.as_str())
+            .is_some_and(|d| d.join(launch::STARTING_FILE).exists())
+    }
+
     fn serve_socket(
         &self,
         gid: &SessionId,
@@ -633,6 +641,17 @@ impl HerdrPort for HerdrClient {
     fn spawn(&self, gid: &SessionId, spec: &SpawnSpec) -> PortFuture<Result<Launched, HerdrError>> {
         let (me, gid, spec) = (self.clone(), gid.clone(), spec.clone());
         Box::pin(async move { me.launch_member(&gid, &spec).await })
+    }
+
+    fn ready(&self, gid: &SessionId) {
+        if let Some(dir) = self.cfg.launch.member_dir(gid.as_str()) {
+            match std::fs::remove_file(dir.join(launch::STARTING_FILE)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    tracing::warn!(%gid, "dropping a member's starting mark: {e}");
+                }
+                _ => {}
+            }
+        }
     }
 
     fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>> {

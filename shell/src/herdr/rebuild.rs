@@ -3,11 +3,13 @@
 //! (`Input::MembersListed`); the core's restart rule (`fleet_core::adoption`) gates each one,
 //! samples it, and adopts it (any status but `unknown`, working included) or closes it
 //! (`unknown` through the readiness bound) or leaves it undecided (herdr never answered) —
-//! the same rule the simulation runs. The files of gids with no pane at all are swept here.
+//! the same rule the simulation runs. A member whose launch mark is still there (its gate
+//! never passed before the last process stopped) is listed `starting`: only its connection
+//! adopts it. The files of gids with no pane at all are swept here.
 
 use super::HerdrClient;
 use crate::driver::{Gone, Handle};
-use fleet_core::{Input, SessionId};
+use fleet_core::{Input, ListedMember, SessionId};
 
 /// What a start found in herdr.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -26,10 +28,15 @@ pub async fn rebuild(client: &HerdrClient, handle: &Handle) -> Result<Listed, Re
         .members()
         .await
         .map_err(|e| RebuildError::Herdr(e.to_string()))?;
-    handle
-        .tell(Input::MembersListed {
-            members: members.clone(),
+    let listed = members
+        .iter()
+        .map(|gid| ListedMember {
+            gid: gid.clone(),
+            starting: client.starting(gid),
         })
+        .collect();
+    handle
+        .tell(Input::MembersListed { members: listed })
         .await?;
     let swept = client.sweep_files(&members);
     Ok(Listed { members, swept })

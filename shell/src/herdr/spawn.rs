@@ -213,6 +213,7 @@ impl HerdrClient {
     ) -> Result<(), HerdrError> {
         let home = dir.join("home");
         launch::write_files(dir, &plan.all_files())
+            .and_then(|()| std::fs::write(dir.join(launch::STARTING_FILE), b""))
             .and_then(
                 |()| match plan.cwd.as_deref() == Some(&*home.to_string_lossy()) {
                     true => std::fs::create_dir_all(&home),
