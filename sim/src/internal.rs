@@ -5,8 +5,8 @@
 //! on one thread), and the seed ends with a violation named `internal` carrying its message.
 //! Any other panic is as much our bug and is reported the same way.
 
+use crate::invariant::Invariant;
 use crate::oracle::Violation;
-use fleet_core::planted::INTERNAL;
 use fleet_core::Instant;
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -62,7 +62,7 @@ pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, Violation> {
         (Err(payload), None) => message(payload.as_ref()),
     };
     Err(Violation {
-        invariant: INTERNAL,
+        invariant: Invariant::Internal,
         at: Instant::ZERO,
         detail,
     })
@@ -78,7 +78,7 @@ mod tests {
     fn a_panic_becomes_an_internal_violation() {
         assert_eq!(catch(|| 7), Ok(7));
         let v = catch(|| -> u8 { panic!("invariant broken on gw0: x") }).unwrap_err();
-        assert_eq!(v.invariant, "internal");
+        assert_eq!(v.invariant, Invariant::Internal);
         assert!(v.detail.contains("invariant broken on gw0"));
         let swallowed =
             catch(|| std::thread::scope(|_| std::panic::catch_unwind(|| panic!("inner")).is_err()));

@@ -6,6 +6,7 @@
 
 use crate::adversary;
 use crate::host::PaneLog;
+use crate::invariant::Invariant;
 use crate::lead::Ledger;
 use crate::oracle::Violation;
 use fleet_core::{CallError, HostId, Instant, Outcome, Response, RosterEntry, SessionId};
@@ -43,15 +44,61 @@ const REPLY_SLACK_MS: u64 = 2_000;
 /// run 1.5 s late, and the result crosses the broker.
 const TURN_END_BOUND_MS: u64 = 8_000;
 
+/// Judges one run against every invariant, in a fixed order (the first violation found is the
+/// one a failing seed reports).
 pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
-    let mut v = Vec::new();
-    let mut violate = |invariant: &'static str, detail: String| {
-        v.push(Violation {
-            invariant,
-            at: f.at,
-            detail,
-        })
+    let mut out = Verdicts {
+        at: f.at,
+        found: Vec::new(),
     };
+    health_is_truthful(f, &mut out);
+    typed_once_and_only_as_sent(f, &mut out);
+    never_typed_mid_turn(f, &mut out);
+    never_typed_before_input(f, &mut out);
+    no_forged_outcome(f, &mut out);
+    every_send_ends_with_its_own_outcome(f, &mut out);
+    results_never_delay_other_flows(f, &mut out);
+    unreplied_turns_end_their_delegation(f, &mut out);
+    replies_reach_their_lead_once(f, &mut out);
+    one_pane_per_spawn(f, &mut out);
+    members_stop_only_when_asked(f, &mut out);
+    rosters_converge_truthfully(f, &mut out);
+    out.found
+}
+
+/// What the judge found, in the order it looked.
+struct Verdicts {
+    at: Instant,
+    found: Vec<Violation>,
+}
+
+impl Verdicts {
+    fn violate(&mut self, invariant: Invariant, detail: String) {
+        self.found.push(Violation {
+            invariant,
+            at: self.at,
+            detail,
+        });
+    }
+}
+
+/// I13: health tells the truth — a member reported GONE is gone. (WORKING is judged in
+/// the single-host world, where a probe's sample and its verdict share an instant.)
+fn health_is_truthful(f: &Facts<'_>, out: &mut Verdicts) {
+    for log in f.logs {
+        for (pane, state, alive, at) in &log.health {
+            if *state == fleet_core::health::Health::Gone && *alive {
+                out.violate(
+                    Invariant::I13,
+                    format!("{pane} was reported GONE at {at} ms while its pane lived"),
+                );
+            }
+        }
+    }
+}
+
+/// I1, I5, I8 over what was typed.
+fn typed_once_and_only_as_sent(f: &Facts<'_>, out: &mut Verdicts) {
     let briefs: BTreeSet<&str> = f
         .ledger
         .sends
@@ -59,33 +106,17 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
         .map(|s| s.brief.as_str())
         .chain(f.ledger.broadcasts.iter().map(String::as_str))
         .collect();
-
-    // I13: health tells the truth — a member reported GONE is gone. (WORKING is judged in
-    // the single-host world, where a probe's sample and its verdict share an instant.)
-    for log in f.logs {
-        for (pane, state, alive, at) in &log.health {
-            if *state == fleet_core::health::Health::Gone && *alive {
-                violate(
-                    "I13",
-                    format!("{pane} was reported GONE at {at} ms while its pane lived"),
-                );
-            }
-        }
-    }
-
-    // I1, I5, I8 over what was typed.
     let mut typed: BTreeMap<(&SessionId, &str), u32> = BTreeMap::new();
     for log in f.logs {
         for (pane, text) in &log.typed {
             *typed.entry((pane, text.as_str())).or_default() += 1;
             if text.starts_with("answer for ") {
-                violate(
-                    "I5",
+                out.violate(Invariant::I5,
                     format!("an answer was typed into {pane} as a task ({text:?}): it reached no asking turn"),
                 );
             } else if !briefs.contains(text.as_str()) {
-                violate(
-                    "I8",
+                out.violate(
+                    Invariant::I8,
                     format!("{pane} was typed {text:?}, which no lead sent"),
                 );
             }
@@ -93,34 +124,44 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
     }
     for ((pane, text), n) in &typed {
         if *n > 1 {
-            violate("I1", format!("{pane} was typed {text:?} {n} times"));
+            out.violate(
+                Invariant::I1,
+                format!("{pane} was typed {text:?} {n} times"),
+            );
         }
     }
-    // I1: never typed into a busy pane, and one message per turn.
+}
+
+/// I1: never typed into a busy pane, and one message per turn.
+fn never_typed_mid_turn(f: &Facts<'_>, out: &mut Verdicts) {
     for log in f.logs {
         for (pane, text, busy, at) in &log.mid_turn {
-            violate(
-                "I1",
+            out.violate(
+                Invariant::I1,
                 format!("{pane} was typed {text:?} at {at} ms while its agent was {busy}"),
             );
         }
     }
+}
 
-    // I15: readiness means the agent takes input — nothing is typed into a member whose
-    // agent is still starting (its pane may read idle for seconds before), where it is lost.
+/// I15: readiness means the agent takes input — nothing is typed into a member whose
+/// agent is still starting (its pane may read idle for seconds before), where it is lost.
+fn never_typed_before_input(f: &Facts<'_>, out: &mut Verdicts) {
     for log in f.logs {
         for (pane, text, at) in &log.lost {
-            violate(
-                "I15",
+            out.violate(
+                Invariant::I15,
                 format!(
                     "{pane} was typed {text:?} at {at} ms, before its agent took input: it is lost"
                 ),
             );
         }
     }
+}
 
-    // I8 in the hostile world: an adversary changes no outcome. Whatever the lying gateway
-    // writes carries its mark; no answer, reply or question a lead is told may.
+/// I8 in the hostile world: an adversary changes no outcome. Whatever the lying gateway
+/// writes carries its mark; no answer, reply or question a lead is told may.
+fn no_forged_outcome(f: &Facts<'_>, out: &mut Verdicts) {
     let forged = |body: Option<&str>| body.is_some_and(|b| b.contains(adversary::MARK));
     for s in &f.ledger.sends {
         for (r, _) in &s.responses {
@@ -130,8 +171,8 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
                 _ => None,
             };
             if forged(body) {
-                violate(
-                    "I8",
+                out.violate(
+                    Invariant::I8,
                     format!(
                         "{:?} was ended or answered by the adversary: {r:?}",
                         s.brief
@@ -142,37 +183,41 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
     }
     for r in &f.ledger.received {
         if forged(Some(&r.body)) {
-            violate(
-                "I8",
+            out.violate(
+                Invariant::I8,
                 format!("lead{} was handed the adversary's {:?}", r.host, r.body),
             );
         }
     }
+}
 
-    // I2, I5, I9 over what each send was told.
+/// I2, I5, I9 over what each send was told.
+fn every_send_ends_with_its_own_outcome(f: &Facts<'_>, out: &mut Verdicts) {
     for s in &f.ledger.sends {
         if s.lost || s.forgotten {
             continue;
         }
         let last = s.responses.last().map(|(r, _)| r);
         match last {
-            None => violate("I2", format!("{:?} to {} never ended", s.brief, s.target)),
-            Some(_) if !s.ended => violate(
-                "I2",
+            None => out.violate(
+                Invariant::I2,
+                format!("{:?} to {} never ended", s.brief, s.target),
+            ),
+            Some(_) if !s.ended => out.violate(
+                Invariant::I2,
                 format!(
                     "{:?} to {} was left open: {:?}",
                     s.brief, s.target, s.responses
                 ),
             ),
-            Some(Response::Outcome { .. } | Response::Ticket(_)) if s.unknown && !f.liar => {
-                violate(
-                    "I2",
+            Some(Response::Outcome { .. } | Response::Ticket(_)) if s.unknown && !f.liar => out
+                .violate(
+                    Invariant::I2,
                     format!(
                         "{:?} to a recipient that never existed ended {last:?}",
                         s.brief
                     ),
-                )
-            }
+                ),
             _ => {}
         }
         for (r, took) in &s.responses {
@@ -187,8 +232,8 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
             };
             let own = format!("done: {}", s.brief);
             if body.is_some_and(|b| b != own) {
-                violate(
-                    "I5",
+                out.violate(
+                    Invariant::I5,
                     format!(
                         "{:?} ended REPLIED with {body:?}, not its own reply",
                         s.brief
@@ -199,8 +244,8 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
                 // (A member that died is no longer local: a send to it may fail either way.)
                 let alive = f.truth.iter().any(|(g, _)| g == &s.target);
                 if s.local && alive && !f.crashed.contains(&s.host) {
-                    violate(
-                        "I9",
+                    out.violate(
+                        Invariant::I9,
                         format!(
                             "{:?} to {} on its own host failed for the broker",
                             s.brief, s.target
@@ -208,8 +253,8 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
                     );
                 }
                 if *took > FAIL_FAST_MS {
-                    violate(
-                        "I9",
+                    out.violate(
+                        Invariant::I9,
                         format!(
                             "{:?} failed for the broker after {took} ms, not fast",
                             s.brief
@@ -219,12 +264,14 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
             }
         }
     }
+}
 
-    // I11: uncollected results never delay a lead's other flows. In a world with no faults, a
-    // blocking call whose reply the worker's gateway accepted well before the call's deadline
-    // does not time out — whatever results its lead has left uncollected (a window full of
-    // them wedged the first build's inbox, and this is how the planted
-    // `results-held-in-inbox` shows).
+/// I11: uncollected results never delay a lead's other flows. In a world with no faults, a
+/// blocking call whose reply the worker's gateway accepted well before the call's deadline
+/// does not time out — whatever results its lead has left uncollected (a window full of
+/// them wedged the first build's inbox, and this is how the planted
+/// `results-held-in-inbox` shows).
+fn results_never_delay_other_flows(f: &Facts<'_>, out: &mut Verdicts) {
     if f.quiet {
         let replied: BTreeMap<&str, u64> = f
             .logs
@@ -241,8 +288,7 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
             let deadline = s.last_call_ms.saturating_add(s.last_timeout_ms);
             if let Some(at) = replied.get(s.brief.as_str()) {
                 if *at >= s.last_call_ms && at + REPLY_SLACK_MS <= deadline {
-                    violate(
-                        "I11",
+                    out.violate(Invariant::I11,
                         format!(
                             "{:?} ended {outcome} at its deadline ({deadline} ms) although its reply was accepted at {at} ms{}",
                             s.brief,
@@ -253,11 +299,13 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
             }
         }
     }
+}
 
-    // I14: a delegation typed into a member whose turn then ended without `fleet_reply` ends
-    // with its completion, not a timeout — unless the deadline came before the end could be
-    // known (an inferred end waits out the pickup bound). Judged in worlds with no faults: a
-    // partition or a restart may keep any outcome from its lead.
+/// I14: a delegation typed into a member whose turn then ended without `fleet_reply` ends
+/// with its completion, not a timeout — unless the deadline came before the end could be
+/// known (an inferred end waits out the pickup bound). Judged in worlds with no faults: a
+/// partition or a restart may keep any outcome from its lead.
+fn unreplied_turns_end_their_delegation(f: &Facts<'_>, out: &mut Verdicts) {
     if f.quiet {
         let ended: BTreeMap<&str, u64> = f
             .logs
@@ -276,8 +324,7 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
             };
             let deadline = s.last_call_ms.saturating_add(s.last_timeout_ms);
             if *at >= s.last_call_ms && at + TURN_END_BOUND_MS <= deadline {
-                violate(
-                    "I14",
+                out.violate(Invariant::I14,
                     format!(
                         "{:?} timed out working at {deadline} ms, though its agent ended the turn at {at} ms",
                         s.brief
@@ -286,10 +333,12 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
             }
         }
     }
+}
 
-    // I3: a reply reaches the lead that sent its brief, at most once per incarnation of that
-    // lead's gateway (a restarted gateway has lost its dedup memory and may hand a reply over
-    // again; within one it may not).
+/// I3: a reply reaches the lead that sent its brief, at most once per incarnation of that
+/// lead's gateway (a restarted gateway has lost its dedup memory and may hand a reply over
+/// again; within one it may not).
+fn replies_reach_their_lead_once(f: &Facts<'_>, out: &mut Verdicts) {
     let host_of: BTreeMap<&str, usize> = f
         .ledger
         .targets
@@ -311,8 +360,8 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
             .is_some_and(|h| f.restarted.contains(h));
         let ours = format!(" from lead{} for ", r.host);
         if r.body.starts_with("done: brief ") && !r.body.contains(&ours) && !orphaned {
-            violate(
-                "I3",
+            out.violate(
+                Invariant::I3,
                 format!(
                     "lead{} was handed {:?}, another lead's reply",
                     r.host, r.body
@@ -322,8 +371,7 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
     }
     for ((host, inc, from, body), via) in &got {
         if via.len() > 1 {
-            violate(
-                "I3",
+            out.violate(Invariant::I3,
                 format!(
                     "lead{host} (gateway start {inc}) received {body:?} from {from} {} times, via {via:?}",
                     via.len()
@@ -331,27 +379,32 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
             );
         }
     }
+}
 
-    // I6: never two panes for one spawn id at once (a pane that died with its host before its
-    // readiness gate may be relaunched by the redelivered SPAWN, under the same gid); a spawn
-    // lands where it was asked to.
+/// I6: never two panes for one spawn id at once (a pane that died with its host before its
+/// readiness gate may be relaunched by the redelivered SPAWN, under the same gid); a spawn
+/// lands where it was asked to.
+fn one_pane_per_spawn(f: &Facts<'_>, out: &mut Verdicts) {
     for log in f.logs {
         for gid in &log.duplicates {
-            violate(
-                "I6",
+            out.violate(
+                Invariant::I6,
                 format!("spawn id {gid} was launched into a second pane while the first lived"),
             );
         }
     }
     for s in &f.ledger.spawns {
         match &s.response {
-            None if !s.lost => violate("I2", format!("a spawn on {} was never answered", s.on)),
-            Some(Response::Spawned { host, gid }) if host != &s.on => violate(
-                "I6",
+            None if !s.lost => out.violate(
+                Invariant::I2,
+                format!("a spawn on {} was never answered", s.on),
+            ),
+            Some(Response::Spawned { host, gid }) if host != &s.on => out.violate(
+                Invariant::I6,
                 format!("a spawn asked of {} answered {gid} on {host}", s.on),
             ),
-            Some(Response::Spawned { gid, .. }) if s.profile != "claude" => violate(
-                "I6",
+            Some(Response::Spawned { gid, .. }) if s.profile != "claude" => out.violate(
+                Invariant::I6,
                 format!(
                     "profile {:?}, which no host offers, spawned {gid}",
                     s.profile
@@ -360,12 +413,14 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
             _ => {}
         }
     }
+}
 
-    // I12: a member stops only when a lead that may stop it asks. Every pane a gateway closed
-    // of a member that was ready (an initial one, or one whose spawn was answered) was asked
-    // to stop by an honest lead before it closed — on a host that never restarted or crashed
-    // (a restarted gateway closes members it could not adopt). A stop answered `stopped` left
-    // its member dead at the end; every stop is answered.
+/// I12: a member stops only when a lead that may stop it asks. Every pane a gateway closed
+/// of a member that was ready (an initial one, or one whose spawn was answered) was asked
+/// to stop by an honest lead before it closed — on a host that never restarted or crashed
+/// (a restarted gateway closes members it could not adopt). A stop answered `stopped` left
+/// its member dead at the end; every stop is answered.
+fn members_stop_only_when_asked(f: &Facts<'_>, out: &mut Verdicts) {
     let mut asked: BTreeMap<&SessionId, u64> = BTreeMap::new();
     for s in &f.ledger.stops {
         let t = asked.entry(&s.target).or_insert(s.asked_ms);
@@ -380,8 +435,8 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
                 continue;
             }
             if asked.get(gid).is_none_or(|t| t > at) {
-                violate(
-                    "I12",
+                out.violate(
+                    Invariant::I12,
                     format!(
                         "{gid} on host {h} was closed at {at} ms, and no lead had asked to stop it"
                     ),
@@ -391,23 +446,27 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
     }
     for s in &f.ledger.stops {
         match &s.response {
-            None if !s.lost => violate("I2", format!("a stop of {} was never answered", s.target)),
-            Some(Response::Stopped { target }) if f.truth.iter().any(|(g, _)| g == target) => {
-                violate(
-                    "I12",
+            None if !s.lost => out.violate(
+                Invariant::I2,
+                format!("a stop of {} was never answered", s.target),
+            ),
+            Some(Response::Stopped { target }) if f.truth.iter().any(|(g, _)| g == target) => out
+                .violate(
+                    Invariant::I12,
                     format!(
                         "lead{} was told {target} stopped, but it is alive at the end",
                         s.host
                     ),
-                )
-            }
+                ),
             _ => {}
         }
     }
+}
 
-    // I7: after the quiet phase every lead's view is exactly the agents that are alive. The
-    // lying gateway's own member is its own business; any other gid believed on its host is
-    // a takeover (I8).
+/// I7: after the quiet phase every lead's view is exactly the agents that are alive. The
+/// lying gateway's own member is its own business; any other gid believed on its host is
+/// a takeover (I8).
+fn rosters_converge_truthfully(f: &Facts<'_>, out: &mut Verdicts) {
     let liar = HostId::new(adversary::HOST);
     // What each member's own host says of it: its lead's view reads that host's rows from
     // what the gateway serves, not from presence.
@@ -425,8 +484,8 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
     for (host, view) in &f.ledger.views {
         let honest = |g: &SessionId| f.ledger.targets.iter().any(|(t, _)| t == g);
         for r in view.iter().filter(|r| r.host == liar && honest(&r.gid)) {
-            violate(
-                "I8",
+            out.violate(
+                Invariant::I8,
                 format!(
                     "lead{host}'s roster believes the adversary's claim to {}",
                     r.gid
@@ -449,8 +508,8 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
                 )
             };
             if card(r) != card(own) {
-                violate(
-                    "I7",
+                out.violate(
+                    Invariant::I7,
                     format!(
                         "lead{host}'s roster says {} is {:?}; its own host says {:?}",
                         r.gid,
@@ -468,15 +527,14 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
         let stale: Vec<_> = seen.difference(f.truth).collect();
         let missing: Vec<_> = f.truth.difference(&seen).collect();
         if !stale.is_empty() || !missing.is_empty() {
-            violate(
-                "I7",
+            out.violate(
+                Invariant::I7,
                 format!(
                     "lead{host}'s roster did not converge: stale {stale:?}, missing {missing:?}"
                 ),
             );
         }
     }
-    v
 }
 
 /// How the sends ended, by name, for the summary.

@@ -14,6 +14,7 @@ pub mod agent;
 pub mod broker;
 pub mod host;
 pub mod internal;
+pub mod invariant;
 pub mod judge;
 pub mod lead;
 pub mod multi;

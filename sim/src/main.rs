@@ -417,7 +417,7 @@ impl Totals {
             *self.health.entry(h.clone()).or_default() += n;
         }
         for v in &r.violations {
-            *self.violations.entry(v.invariant).or_default() += 1;
+            *self.violations.entry(v.invariant.name()).or_default() += 1;
         }
     }
 

@@ -2,6 +2,7 @@
 //! records each broken invariant with the sim time it broke at. Names follow DESIGN §5.
 
 use crate::agent::Pane;
+use crate::invariant::Invariant;
 use crate::world::Pending;
 use fleet_core::health::Health;
 use fleet_core::{
@@ -14,8 +15,7 @@ use std::fmt;
 /// One broken invariant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
-    /// `I1` … `I10`.
-    pub invariant: &'static str,
+    pub invariant: Invariant,
     pub at: Instant,
     pub detail: String,
 }
@@ -110,7 +110,7 @@ impl Oracle {
         if let Some(&(ended, _)) = self.turns_ended.get(task) {
             if now > ended + self.turn_end_bound {
                 self.violate(
-                    "I14",
+                    Invariant::I14,
                     now,
                     format!(
                         "{task:?} timed out working, though its agent ended the turn at {ended}"
@@ -120,7 +120,7 @@ impl Oracle {
         }
     }
 
-    fn violate(&mut self, invariant: &'static str, at: Instant, detail: String) {
+    fn violate(&mut self, invariant: Invariant, at: Instant, detail: String) {
         self.violations.push(Violation {
             invariant,
             at,
@@ -145,7 +145,7 @@ impl Oracle {
         let bound = self.inbox_cap * self.enqueued.len().max(1);
         if inbox_depth > bound {
             self.violate(
-                "I10",
+                Invariant::I10,
                 now,
                 format!("inbox holds {inbox_depth}, above its bound {bound}"),
             );
@@ -157,11 +157,15 @@ impl Oracle {
             Output::Inject { target, msg, .. } => {
                 self.injections += 1;
                 if !self.injected.insert(*msg) {
-                    self.violate("I1", now, format!("msg {msg} injected twice into {target}"));
+                    self.violate(
+                        Invariant::I1,
+                        now,
+                        format!("msg {msg} injected twice into {target}"),
+                    );
                 }
                 match panes.get(target) {
                     Some(p) if p.alive && !p.status.injectable() => self.violate(
-                        "I1",
+                        Invariant::I1,
                         now,
                         format!("inject into {target} while it is {}", p.status),
                     ),
@@ -169,7 +173,7 @@ impl Oracle {
                     Some(p) if p.alive && p.task.is_some() => {
                         let on = p.task.as_ref().map(|t| t.text.clone()).unwrap_or_default();
                         self.violate(
-                            "I1",
+                            Invariant::I1,
                             now,
                             format!("inject into {target} while its agent is still on {on:?}"),
                         )
@@ -185,7 +189,7 @@ impl Oracle {
                         .collect();
                     if !earlier.is_empty() {
                         self.violate(
-                            "I4",
+                            Invariant::I4,
                             now,
                             format!("{msg} injected into {target} before earlier {earlier:?}"),
                         );
@@ -201,12 +205,12 @@ impl Oracle {
                 let pane = panes.get(target).filter(|p| p.alive);
                 match (to, pane) {
                     (Health::Gone, Some(_)) => self.violate(
-                        "I13",
+                        Invariant::I13,
                         now,
                         format!("{target} was reported GONE while its pane lives"),
                     ),
                     (Health::Working, None) => self.violate(
-                        "I13",
+                        Invariant::I13,
                         now,
                         format!("{target} was reported WORKING, and its pane is gone"),
                     ),
@@ -214,7 +218,7 @@ impl Oracle {
                         if !matches!(p.status, AgentStatus::Working | AgentStatus::Unknown) =>
                     {
                         self.violate(
-                            "I13",
+                            Invariant::I13,
                             now,
                             format!(
                                 "{target} was reported WORKING while herdr says {}",
@@ -242,11 +246,11 @@ impl Oracle {
                     t.terminal += 1;
                     let (terminal, deadline) = (t.terminal, t.deadline);
                     if terminal > 1 {
-                        self.violate("I2", now, format!("ticket {ticket} ended twice"));
+                        self.violate(Invariant::I2, now, format!("ticket {ticket} ended twice"));
                     }
                     if now > deadline + SLACK {
                         self.violate(
-                            "I2",
+                            Invariant::I2,
                             now,
                             format!(
                                 "ticket {ticket} ended {outcome} after its deadline {deadline}"
@@ -268,13 +272,13 @@ impl Oracle {
             rec.outcomes += 1;
             let (outcomes, deadline, wait) = (rec.outcomes, rec.deadline, rec.wait);
             if outcomes > 1 {
-                self.violate("I2", now, format!("{call} answered twice"));
+                self.violate(Invariant::I2, now, format!("{call} answered twice"));
             }
             match r {
                 Response::Outcome { outcome, body, .. } => {
                     if wait && now > deadline + SLACK {
                         self.violate(
-                            "I2",
+                            Invariant::I2,
                             now,
                             format!("{call} ended {outcome} after its deadline {deadline}"),
                         );
@@ -308,7 +312,7 @@ impl Oracle {
             let want = turn_id.map(|t| format!("answer for {t}"));
             if answer.as_ref() != want.as_ref() || want.is_none() {
                 self.violate(
-                    "I5",
+                    Invariant::I5,
                     now,
                     format!("{pane} got answer {answer:?} for turn {turn_id:?}"),
                 );
@@ -336,13 +340,13 @@ impl Oracle {
             let ok = body.is_some_and(|b| b.contains(task));
             if body.is_some_and(|b| b.contains(CHROME_MARK)) {
                 self.violate(
-                    "I5",
+                    Invariant::I5,
                     now,
                     format!("{outcome} for {task:?} carried the screen's chrome: {body:?}"),
                 );
             } else if !ok {
                 self.violate(
-                    "I5",
+                    Invariant::I5,
                     now,
                     format!("{outcome} for {task:?} carried another turn's text: {body:?}"),
                 );
@@ -363,7 +367,11 @@ impl Oracle {
             }
         }
         for call in missing {
-            self.violate("I2", now, format!("{call} never reached an outcome"));
+            self.violate(
+                Invariant::I2,
+                now,
+                format!("{call} never reached an outcome"),
+            );
         }
     }
 }

@@ -44,7 +44,7 @@ pub fn first_catch(
                         f.push(Caught {
                             seed,
                             tried: seed - range.start + 1,
-                            invariants: r.violations.iter().map(|v| v.invariant).collect(),
+                            invariants: r.violations.iter().map(|v| v.invariant.name()).collect(),
                             first: v.to_string(),
                         });
                     }
