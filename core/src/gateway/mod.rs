@@ -35,6 +35,7 @@ mod samples;
 mod sessions;
 mod spawn;
 mod stop;
+mod stops;
 mod timer_table;
 mod timers;
 mod turns;
@@ -44,7 +45,7 @@ use federation::Fed;
 pub use federation::Federation;
 pub use heartbeat::HeartbeatConfig;
 use spawn::Spawns;
-use stop::Stops;
+use stops::Stops;
 use timer_table::{Once, TimerTable};
 pub use timers::TimerKind;
 

@@ -9,6 +9,7 @@
 //! recently stopped, and re-tells its leave) — a stop is idempotent without a ledger.
 
 use super::federation::Draft;
+use super::stops::{Answer, Waiting};
 use super::{Gateway, TimerKind};
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode, StopRequest};
@@ -18,91 +19,6 @@ use crate::io::{CallError, Event, Output, Response};
 use crate::outcome::Outcome;
 use crate::roster::{EntityKind, GATEWAY_GID};
 use crate::time::{Duration, Instant};
-use std::collections::BTreeMap;
-
-/// How long a target remembers a member it stopped, so a late redelivery of the STOP re-tells
-/// the leave instead of answering `not_found`.
-const REMEMBER_STOPPED: Duration = Duration::from_secs(600);
-/// At most this many stopped members remembered (a churning host must not grow it).
-const REMEMBER_STOPPED_MAX: usize = 4096;
-
-#[derive(Clone, Debug)]
-struct Waiting {
-    call: CallId,
-    target: SessionId,
-    host: HostId,
-    deadline: Instant,
-}
-
-/// Both sides of stopping.
-#[derive(Debug, Default)]
-pub(super) struct Stops {
-    /// Requester side: remote stops awaiting the member's leave, by STOP msgId.
-    waiting: BTreeMap<MsgId, Waiting>,
-    /// Requester side: STOP publishes awaiting their confirm.
-    publishes: BTreeMap<PublishId, MsgId>,
-    /// Target side: STOP deliveries held unacked until the member's pane is gone.
-    closing: BTreeMap<SessionId, Vec<DeliveryId>>,
-    /// Panes gone lately (stopped or closed), and when.
-    stopped: BTreeMap<SessionId, Instant>,
-}
-
-impl Stops {
-    /// Each waiting stop's bound is armed; each STOP awaiting its confirm is a waiting stop;
-    /// a STOP is held only for a member being closed here.
-    #[cfg(any(debug_assertions, feature = "invariants"))]
-    pub(super) fn check(
-        &self,
-        armed: impl Fn(Instant, MsgId) -> bool,
-        served: impl Fn(&SessionId) -> bool,
-    ) -> Result<(), String> {
-        for (msg, w) in &self.waiting {
-            if !armed(w.deadline, *msg) {
-                return Err(format!(
-                    "the stop of {} ({msg}) has no bound armed",
-                    w.target
-                ));
-            }
-        }
-        for msg in self.publishes.values() {
-            if !self.waiting.contains_key(msg) {
-                return Err(format!(
-                    "STOP {msg} awaits its confirm but no call waits on it"
-                ));
-            }
-        }
-        for (gid, held) in &self.closing {
-            if held.is_empty() || !served(gid) {
-                return Err(format!(
-                    "a STOP is held for {gid}, which is not closing here"
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    fn remember(&mut self, now: Instant, gid: SessionId) {
-        self.stopped.retain(|_, at| *at + REMEMBER_STOPPED > now);
-        while self.stopped.len() >= REMEMBER_STOPPED_MAX {
-            let oldest = self
-                .stopped
-                .iter()
-                .min_by_key(|(g, at)| (**at, (*g).clone()))
-                .map(|(g, _)| g.clone());
-            match oldest {
-                Some(g) => self.stopped.remove(&g),
-                None => break,
-            };
-        }
-        self.stopped.insert(gid, now);
-    }
-
-    pub(super) fn stopped_lately(&self, now: Instant, gid: &SessionId) -> bool {
-        self.stopped
-            .get(gid)
-            .is_some_and(|at| *at + REMEMBER_STOPPED > now)
-    }
-}
 
 impl Gateway {
     fn stop_timeout(&self) -> Duration {
@@ -182,16 +98,13 @@ impl Gateway {
             return self.respond(call, Response::Error(CallError::BrokerUnavailable));
         };
         let deadline = now + self.stop_timeout();
-        self.stops.waiting.insert(
-            msg,
-            Waiting {
-                call,
-                target,
-                host: row.host,
-                deadline,
-            },
-        );
-        self.stops.publishes.insert(publish, msg);
+        let waiting = Waiting {
+            call,
+            target,
+            host: row.host,
+            deadline,
+        };
+        self.stops.wait(msg, publish, waiting);
         self.timers.insert((deadline, TimerKind::Stop(msg)));
     }
 
@@ -237,13 +150,7 @@ impl Gateway {
         }
         match self.local_kind(&target) {
             Some(EntityKind::Member) => {
-                let first = !self.stops.closing.contains_key(&target);
-                self.stops
-                    .closing
-                    .entry(target.clone())
-                    .or_default()
-                    .push(delivery);
-                if first {
+                if self.stops.hold(&target, delivery) {
                     self.stop_member(now, &target, &why);
                 } else {
                     // A redelivery while the pane is closing: ask herdr again (the first close
@@ -298,12 +205,9 @@ impl Gateway {
     /// A pane is gone: a STOP held for it is done, and the gid is remembered as gone (a late
     /// STOP re-tells its leave; a call from a process that outlived its pane is refused).
     pub(super) fn stop_pane_gone(&mut self, now: Instant, gid: &SessionId) {
-        if let Some(deliveries) = self.stops.closing.remove(gid) {
-            for d in deliveries {
-                self.ack_if_current(d);
-            }
+        for d in self.stops.pane_gone(now, gid) {
+            self.ack_if_current(d);
         }
-        self.stops.remember(now, gid.clone());
     }
 
     /// `gid` was a pane here and is gone: not served (federated), or closed lately (single
@@ -317,105 +221,50 @@ impl Gateway {
 
     /// Requester side: `gid` left `host`'s roster. A stop waiting on it is done.
     pub(super) fn stop_seen_left(&mut self, gid: &SessionId, host: &HostId) {
-        let done: Vec<MsgId> = self
-            .stops
-            .waiting
-            .iter()
-            .filter(|(_, w)| &w.target == gid && &w.host == host)
-            .map(|(m, _)| *m)
-            .collect();
-        for msg in done {
-            if let Some(w) = self.stops.waiting.remove(&msg) {
-                self.stops.publishes.retain(|_, m| *m != msg);
-                self.respond(w.call, Response::Stopped { target: w.target });
-            }
-        }
+        let answers = self.stops.seen_left(gid, host);
+        self.answer_stops(answers);
     }
 
     /// Requester side: the host a stop waiting on STOP `re` was sent to.
     pub(super) fn stop_host(&self, re: MsgId) -> Option<HostId> {
-        self.stops.waiting.get(&re).map(|w| w.host.clone())
+        self.stops.host_of(re)
     }
 
     /// Requester side: FAILED answering a STOP. Returns false if `re` is not a waiting stop.
     pub(super) fn stop_refused(&mut self, re: MsgId, body: &[u8]) -> bool {
-        let Some(w) = self.stops.waiting.remove(&re) else {
-            return false;
-        };
-        self.stops.publishes.retain(|_, m| *m != re);
-        let refusal = Refusal::parse(body);
-        let err = match refusal.code {
-            RefusalCode::NotFound => CallError::NotFound {
-                target: w.target,
-                departed: None,
-            },
-            RefusalCode::NotAllowed => CallError::NotAllowed {
-                host: w.host,
-                reason: refusal.reason,
-            },
-            RefusalCode::Invalid | RefusalCode::InvalidArgument => CallError::InvalidArgument {
-                reason: refusal.reason,
-            },
-        };
-        self.respond(w.call, Response::Error(err));
-        true
+        let answer = self.stops.refused(re, body);
+        let ours = answer.is_some();
+        self.answer_stops(answer);
+        ours
     }
 
-    /// Requester side: the confirm of `publish`, if it was a STOP. Unroutable: no gateway
-    /// serves that host; failed: the broker went away before taking it. Returns false for any
+    /// Requester side: the confirm of `publish`, if it was a STOP. Returns false for any
     /// other publish.
     pub(super) fn stop_confirmed(&mut self, publish: PublishId, result: &PublishResult) -> bool {
-        let Some(msg) = self.stops.publishes.remove(&publish) else {
-            return false;
-        };
-        let err = match result {
-            PublishResult::Routed => return true,
-            PublishResult::Failed(_) => CallError::BrokerUnavailable,
-            PublishResult::Unroutable => match self.stops.waiting.get(&msg) {
-                Some(w) => CallError::NoSuchHost {
-                    host: w.host.clone(),
-                },
-                None => return true,
-            },
-        };
-        if let Some(w) = self.stops.waiting.remove(&msg) {
-            self.respond(w.call, Response::Error(err));
+        match self.stops.confirmed(publish, result) {
+            Some(answer) => {
+                self.answer_stops(answer);
+                true
+            }
+            None => false,
         }
-        true
     }
 
-    /// The broker went down: STOPs awaiting their confirm fail fast (one that was confirmed
-    /// may still take effect: it waits for its leave, or its bound).
+    /// The broker went down: STOPs awaiting their confirm fail fast.
     pub(super) fn stops_broker_down(&mut self) {
-        let msgs: Vec<MsgId> = std::mem::take(&mut self.stops.publishes)
-            .into_values()
-            .collect();
-        for msg in msgs {
-            if let Some(w) = self.stops.waiting.remove(&msg) {
-                self.respond(w.call, Response::Error(CallError::BrokerUnavailable));
-            }
-        }
+        let answers = self.stops.broker_down();
+        self.answer_stops(answers);
     }
 
     /// Requester side: a stop's bound.
     pub(super) fn on_stop_timer(&mut self, now: Instant, msg: MsgId) {
-        if self
-            .stops
-            .waiting
-            .get(&msg)
-            .is_none_or(|w| w.deadline > now)
-        {
-            return;
+        let answer = self.stops.due(now, msg, self.cfg.stop_timeout_ms);
+        self.answer_stops(answer);
+    }
+
+    fn answer_stops(&mut self, answers: impl IntoIterator<Item = Answer>) {
+        for a in answers {
+            self.respond(a.call, a.response);
         }
-        let Some(w) = self.stops.waiting.remove(&msg) else {
-            return;
-        };
-        self.stops.publishes.retain(|_, m| *m != msg);
-        let err = CallError::StopUnconfirmed {
-            target: w.target,
-            host: w.host,
-            waited_ms: self.cfg.stop_timeout_ms,
-        };
-        self.respond(w.call, Response::Error(err));
     }
 }
