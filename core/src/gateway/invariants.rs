@@ -139,6 +139,9 @@ impl Gateway {
             }
         }
         let Some(f) = &self.fed else { return Ok(()) };
+        self.spawns
+            .requests
+            .check(|at, gid| self.timers.contains(&(at, TimerKind::Spawn(gid.clone()))))?;
         self.stops.check(
             |at, msg| self.timers.contains(&(at, TimerKind::Stop(msg))),
             |gid| f.local.contains_key(gid),

@@ -17,6 +17,7 @@ use crate::session::{SessionState, Sessions};
 use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+mod answer;
 mod calls;
 mod coordination;
 mod delegation;
@@ -34,6 +35,7 @@ mod rebuild;
 mod samples;
 mod sessions;
 mod spawn;
+mod spawn_requests;
 mod stop;
 mod stops;
 mod timer_table;
@@ -420,6 +422,13 @@ impl Gateway {
         #[cfg(any(debug_assertions, feature = "invariants"))]
         self.open_calls.answered(call);
         self.out.push_back(Output::Respond { call, response });
+    }
+
+    /// Responds to what a sub-machine is done with.
+    fn answer(&mut self, answers: impl IntoIterator<Item = answer::Answer>) {
+        for a in answers {
+            self.respond(a.call, a.response);
+        }
     }
 
     fn invalid(&mut self, call: CallId, reason: &str) {

@@ -9,6 +9,7 @@
 
 use super::entities::Announce;
 use super::federation::Draft;
+use super::spawn_requests::{SpawnRequests, Waiting};
 use super::{Gateway, TimerKind};
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode};
@@ -47,24 +48,13 @@ struct Reservation {
     connected: bool,
 }
 
-#[derive(Clone, Debug)]
-struct Waiting {
-    call: CallId,
-    host: HostId,
-    deadline: Instant,
-}
-
 /// Both sides of spawning.
 #[derive(Debug, Default)]
 pub(super) struct Spawns {
     /// Target side: spawns entered before the launcher call, until ready or failed.
     reserved: BTreeMap<SessionId, Reservation>,
-    /// Requester side: remote spawns awaiting the new member's presence, by gid.
-    waiting: BTreeMap<SessionId, Waiting>,
-    /// Requester side: the SPAWN msgId of each waiting gid (a FAILED answers it).
-    by_msg: BTreeMap<MsgId, SessionId>,
-    /// Requester side: SPAWN publishes awaiting their confirm (unroutable = no such host).
-    publishes: BTreeMap<PublishId, SessionId>,
+    /// Requester side: remote spawns awaiting the new member's presence.
+    pub(super) requests: SpawnRequests,
 }
 
 impl Spawns {
@@ -165,16 +155,14 @@ impl Gateway {
             return self.respond(call, Response::Error(CallError::BrokerUnavailable));
         };
         let deadline = now + self.spawn_ready_timeout() + Duration::from_secs(30);
-        self.spawns.waiting.insert(
-            gid.clone(),
-            Waiting {
-                call,
-                host,
-                deadline,
-            },
-        );
-        self.spawns.by_msg.insert(msg, gid.clone());
-        self.spawns.publishes.insert(publish, gid.clone());
+        let waiting = Waiting {
+            call,
+            host,
+            deadline,
+        };
+        self.spawns
+            .requests
+            .wait(gid.clone(), msg, publish, waiting);
         self.timers.insert((deadline, TimerKind::Spawn(gid)));
     }
 
@@ -407,63 +395,30 @@ impl Gateway {
                 self.spawn_done(&gid, r.reply, Err(why));
             }
         }
-        if let Some(w) = self.spawns.waiting.get(&gid) {
-            if w.deadline <= now {
-                let w = self.spawns.waiting.remove(&gid).expect("checked above");
-                self.spawns.by_msg.retain(|_, g| g != &gid);
-                let reason = format!("host {} never reported the member ready", w.host);
-                self.respond(w.call, Response::Error(CallError::SpawnFailed { reason }));
-            }
-        }
+        let answer = self.spawns.requests.due(now, &gid);
+        self.answer(answer);
     }
 
     /// Requester side: presence for a gid we are waiting on means it is ready.
     pub(super) fn spawn_seen(&mut self, gid: &SessionId, host: &HostId) {
-        let Some(w) = self.spawns.waiting.get(gid) else {
-            return;
-        };
-        if &w.host != host {
-            return;
-        }
-        let w = self.spawns.waiting.remove(gid).expect("checked above");
-        self.spawns.by_msg.retain(|_, g| g != gid);
-        self.respond(
-            w.call,
-            Response::Spawned {
-                gid: gid.clone(),
-                host: host.clone(),
-            },
-        );
+        let answer = self.spawns.requests.seen(gid, host);
+        self.answer(answer);
     }
 
     /// Requester side: the host a spawn waiting on SPAWN `re` was sent to.
     pub(super) fn spawn_host(&self, re: MsgId) -> Option<HostId> {
-        let gid = self.spawns.by_msg.get(&re)?;
-        Some(self.spawns.waiting.get(gid)?.host.clone())
+        self.spawns.requests.host_of(re)
     }
 
     /// Requester side: FAILED answering a SPAWN. Returns false if `re` is not a spawn.
     pub(super) fn spawn_failed(&mut self, re: MsgId, body: &[u8]) -> bool {
-        let Some(gid) = self.spawns.by_msg.remove(&re) else {
-            return false;
-        };
-        if let Some(w) = self.spawns.waiting.remove(&gid) {
-            let refusal = Refusal::parse(body);
-            let err = match refusal.code {
-                RefusalCode::NotAllowed => CallError::NotAllowed {
-                    host: w.host,
-                    reason: refusal.reason,
-                },
-                RefusalCode::NotFound | RefusalCode::Invalid => CallError::SpawnFailed {
-                    reason: refusal.reason,
-                },
-                RefusalCode::InvalidArgument => CallError::InvalidArgument {
-                    reason: refusal.reason,
-                },
-            };
-            self.respond(w.call, Response::Error(err));
+        match self.spawns.requests.failed(re, body) {
+            Some(answer) => {
+                self.answer(answer);
+                true
+            }
+            None => false,
         }
-        true
     }
 
     /// A spawn still in its readiness gate is called off: its pane is closed and whoever
@@ -487,45 +442,22 @@ impl Gateway {
         }
     }
 
-    /// Requester side: the confirm of `publish`, if it was a SPAWN. Routed, the spawn waits
-    /// for the member's presence; unroutable, no gateway serves that host; failed, the spawn
-    /// fails fast rather than waiting out its readiness bound. Returns false for any other
-    /// publish.
+    /// Requester side: the confirm of `publish`, if it was a SPAWN (`SpawnRequests::confirmed`).
+    /// Returns false for any other publish.
     pub(super) fn spawn_confirmed(&mut self, publish: PublishId, result: &PublishResult) -> bool {
-        let Some(gid) = self.spawns.publishes.remove(&publish) else {
-            return false;
-        };
-        match result {
-            PublishResult::Routed => {}
-            PublishResult::Failed(_) => self.spawn_broker_failed(&gid),
-            PublishResult::Unroutable => {
-                self.spawns.by_msg.retain(|_, g| g != &gid);
-                if let Some(w) = self.spawns.waiting.remove(&gid) {
-                    self.respond(
-                        w.call,
-                        Response::Error(CallError::NoSuchHost { host: w.host }),
-                    );
-                }
+        match self.spawns.requests.confirmed(publish, result) {
+            Some(answer) => {
+                self.answer(answer);
+                true
             }
-        }
-        true
-    }
-
-    fn spawn_broker_failed(&mut self, gid: &SessionId) {
-        self.spawns.by_msg.retain(|_, g| g != gid);
-        if let Some(w) = self.spawns.waiting.remove(gid) {
-            self.respond(w.call, Response::Error(CallError::BrokerUnavailable));
+            None => false,
         }
     }
 
     /// The broker went down: SPAWNs awaiting their confirm fail fast.
     pub(super) fn spawns_broker_down(&mut self) {
-        let gids: Vec<SessionId> = std::mem::take(&mut self.spawns.publishes)
-            .into_values()
-            .collect();
-        for gid in gids {
-            self.spawn_broker_failed(&gid);
-        }
+        let answers = self.spawns.requests.broker_down();
+        self.answer(answers);
     }
 
     /// Target side: a verified SPAWN from an allowed gateway.

@@ -9,7 +9,7 @@
 //! recently stopped, and re-tells its leave) — a stop is idempotent without a ledger.
 
 use super::federation::Draft;
-use super::stops::{Answer, Waiting};
+use super::stops::Waiting;
 use super::{Gateway, TimerKind};
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode, StopRequest};
@@ -222,7 +222,7 @@ impl Gateway {
     /// Requester side: `gid` left `host`'s roster. A stop waiting on it is done.
     pub(super) fn stop_seen_left(&mut self, gid: &SessionId, host: &HostId) {
         let answers = self.stops.seen_left(gid, host);
-        self.answer_stops(answers);
+        self.answer(answers);
     }
 
     /// Requester side: the host a stop waiting on STOP `re` was sent to.
@@ -234,7 +234,7 @@ impl Gateway {
     pub(super) fn stop_refused(&mut self, re: MsgId, body: &[u8]) -> bool {
         let answer = self.stops.refused(re, body);
         let ours = answer.is_some();
-        self.answer_stops(answer);
+        self.answer(answer);
         ours
     }
 
@@ -243,7 +243,7 @@ impl Gateway {
     pub(super) fn stop_confirmed(&mut self, publish: PublishId, result: &PublishResult) -> bool {
         match self.stops.confirmed(publish, result) {
             Some(answer) => {
-                self.answer_stops(answer);
+                self.answer(answer);
                 true
             }
             None => false,
@@ -253,18 +253,12 @@ impl Gateway {
     /// The broker went down: STOPs awaiting their confirm fail fast.
     pub(super) fn stops_broker_down(&mut self) {
         let answers = self.stops.broker_down();
-        self.answer_stops(answers);
+        self.answer(answers);
     }
 
     /// Requester side: a stop's bound.
     pub(super) fn on_stop_timer(&mut self, now: Instant, msg: MsgId) {
         let answer = self.stops.due(now, msg, self.cfg.stop_timeout_ms);
-        self.answer_stops(answer);
-    }
-
-    fn answer_stops(&mut self, answers: impl IntoIterator<Item = Answer>) {
-        for a in answers {
-            self.respond(a.call, a.response);
-        }
+        self.answer(answer);
     }
 }

@@ -8,6 +8,7 @@
 //! (`hold`, `pane_gone`), and a stopped gid is remembered for a while (`stopped_lately`) so a
 //! late redelivery re-tells the leave instead of answering `not_found`.
 
+pub(super) use super::answer::Answer;
 use crate::broker::{DeliveryId, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode};
 use crate::ids::{CallId, HostId, MsgId, SessionId};
@@ -28,22 +29,6 @@ pub(super) struct Waiting {
     pub(super) target: SessionId,
     pub(super) host: HostId,
     pub(super) deadline: Instant,
-}
-
-/// A call a stop is done with, and what it is told.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct Answer {
-    pub(super) call: CallId,
-    pub(super) response: Response,
-}
-
-impl Answer {
-    fn error(call: CallId, e: CallError) -> Self {
-        Answer {
-            call,
-            response: Response::Error(e),
-        }
-    }
 }
 
 #[derive(Debug, Default)]
