@@ -49,7 +49,8 @@ pub use ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TraceId, Turn
 pub use io::{
     Asked, CallError, DelegationView, DropReason, Event, FlowPhase, Half, HeldView, HostView,
     InjectError, Input, Launched, Link, ListedMember, Output, Overview, PaneError, Readiness,
-    RejectCode, Request, Response, RosterEntry, Round, Sampled, Stale, StatusView, TicketView,
+    RejectCode, Request, Response, RosterEntry, Round, Sampled, SpawnError, Stale, StatusView,
+    TicketView,
 };
 pub use outcome::{AskOutcome, Outcome, Phase};
 pub use session::SessionState;

@@ -281,7 +281,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 Output::SpawnPane { gid, spec } => {
                     let op = self.herdr.spawn(&gid, &spec);
                     self.ops.push(Box::pin(async move {
-                        let result = op.await.map_err(|e| e.to_string());
+                        let result = op.await;
                         Some(Input::Spawned { gid, result })
                     }));
                 }

@@ -4,7 +4,7 @@
 //! the port, and a slow pane never stalls the others.
 
 use fleet_core::broker::{BrokerEvent, BrokerOp};
-use fleet_core::{AgentStatus, Instant, Launched, SessionId, SpawnSpec};
+use fleet_core::{AgentStatus, Instant, Launched, SessionId, SpawnError, SpawnSpec};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -28,6 +28,15 @@ pub enum HerdrError {
     /// herdr did not answer or refused; the operation may be retried by the core's own bounds.
     #[error("herdr unavailable: {0}")]
     Unavailable(String),
+}
+
+impl From<HerdrError> for fleet_core::SpawnError {
+    fn from(e: HerdrError) -> Self {
+        match e {
+            HerdrError::PaneNotFound => fleet_core::SpawnError::PaneGone,
+            HerdrError::Unavailable(why) => fleet_core::SpawnError::Herdr(why),
+        }
+    }
 }
 
 impl From<HerdrError> for fleet_core::io::PaneError {
@@ -98,7 +107,7 @@ pub trait HerdrPort {
     /// Start a member pane labelled `fleet:<gid>` from `profile`.
     /// Launches member `gid` as `spec` says (its profile; a worktree to cut or a cwd to start
     /// in), labelled `fleet:<gid>`.
-    fn spawn(&self, gid: &SessionId, spec: &SpawnSpec) -> PortFuture<Result<Launched, HerdrError>>;
+    fn spawn(&self, gid: &SessionId, spec: &SpawnSpec) -> PortFuture<Result<Launched, SpawnError>>;
     fn close(&self, gid: &SessionId) -> PortFuture<Result<(), HerdrError>>;
     /// Member `gid` passed its readiness gate: drop the mark its launch left, so a restart
     /// adopts it by its samples. Nothing by default (test doubles launch nothing).

@@ -149,7 +149,7 @@ impl HerdrPort for ScriptedHerdr {
         &self,
         gid: &SessionId,
         _spec: &fleet_core::SpawnSpec,
-    ) -> PortFuture<Result<fleet_core::Launched, HerdrError>> {
+    ) -> PortFuture<Result<fleet_core::Launched, fleet_core::SpawnError>> {
         let (me, gid) = (self.clone(), gid.clone());
         Box::pin(async move {
             tokio::time::sleep(LATENCY).await;

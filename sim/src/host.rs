@@ -347,7 +347,7 @@ impl HerdrPort for SimHerdr {
         &self,
         gid: &SessionId,
         _spec: &fleet_core::SpawnSpec,
-    ) -> PortFuture<Result<fleet_core::Launched, HerdrError>> {
+    ) -> PortFuture<Result<fleet_core::Launched, fleet_core::SpawnError>> {
         let (me, gid) = (self.clone(), gid.clone());
         let salt = gid
             .as_str()

@@ -557,8 +557,12 @@ impl HerdrPort for EchoHerdr {
         &self,
         _: &SessionId,
         _: &fleet_core::SpawnSpec,
-    ) -> PortFuture<Result<fleet_core::Launched, HerdrError>> {
-        Box::pin(async { Err(HerdrError::Unavailable("the bench spawns nothing".into())) })
+    ) -> PortFuture<Result<fleet_core::Launched, fleet_core::SpawnError>> {
+        Box::pin(async {
+            Err(fleet_core::SpawnError::Refused(
+                "the bench spawns nothing".into(),
+            ))
+        })
     }
 
     fn close(&self, _: &SessionId) -> PortFuture<Result<(), HerdrError>> {

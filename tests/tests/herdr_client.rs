@@ -6,7 +6,7 @@
 use fleet_core::AgentStatus;
 use fleet_core::SessionState;
 use fleet_core::{
-    CoreConfig, Gateway, Outcome, Principal, Readiness, Request, Response, SessionId,
+    CoreConfig, Gateway, Outcome, Principal, Readiness, Request, Response, SessionId, SpawnError,
 };
 use fleet_tests::herdr_double::HerdrDouble;
 use fleet_tests::herdr_real::{self, RealHerdr};
@@ -211,7 +211,7 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
             .spawn(&SessionId::new("g-2"), &fleet_core::SpawnSpec::of("nope"))
             .await
             .map(|l| l.readiness);
-        assert!(matches!(unknown, Err(HerdrError::Unavailable(ref m)) if m.contains("nope")));
+        assert!(matches!(unknown, Err(SpawnError::Refused(ref m)) if m.contains("nope")));
         schema_clean(&d);
     });
 }
@@ -271,7 +271,7 @@ fn a_claude_code_dialog_at_the_gate_fails_the_spawn_naming_it() {
         let asked = tokio::time::Instant::now();
         let (launched, _) =
             tokio::join!(c.spawn(&gid, &spec), draws(&d, "fleet:g-9", CLAUDE_TRUST));
-        let Err(HerdrError::Unavailable(why)) = launched.map(|l| l.readiness) else {
+        let Err(SpawnError::Refused(why)) = launched.map(|l| l.readiness) else {
             panic!("a dialog passed the gate");
         };
         assert!(
@@ -364,7 +364,7 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
             .await
             .map(|l| l.readiness);
         assert!(
-            matches!(&r, Err(HerdrError::Unavailable(m)) if m.contains("allow-list")),
+            matches!(&r, Err(SpawnError::Refused(m)) if m.contains("allow-list")),
             "{r:?}"
         );
         assert!(d.pane_by_label("fleet:g-8").is_none());
@@ -1001,7 +1001,7 @@ async fn a_member_that_never_gets_ready_is_reaped_at_the_gate(backend: Backend) 
         .await
         .map(|l| l.readiness);
     assert!(
-        matches!(&r, Err(HerdrError::Unavailable(m)) if m.contains("not ready within 2000 ms")),
+        matches!(&r, Err(SpawnError::Refused(m)) if m.contains("not ready within 2000 ms")),
         "{r:?}"
     );
     assert!(

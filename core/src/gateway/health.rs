@@ -56,8 +56,8 @@ impl Gateway {
                 Sampled::Ended { why } => {
                     if self.spawns.is_reserved(&gid) {
                         // Its spawn fails saying how, then its pane's going is handled.
-                        let why = format!("the member ended before it was ready: {why}");
-                        self.on_spawned(gid.clone(), Err(why));
+                        let ended = crate::io::SpawnError::Ended(why.clone());
+                        self.on_spawned(gid.clone(), Err(ended));
                     } else {
                         self.health
                             .last_words(&gid, format!("its program ended: {why}"));

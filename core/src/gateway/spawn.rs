@@ -15,7 +15,7 @@ use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode};
 use crate::envelope::{Envelope, Kind};
 use crate::ids::{CallId, HostId, MsgId, SessionId};
-use crate::io::{CallError, Event, Launched, Output, Readiness, Response, Stale};
+use crate::io::{CallError, Event, Launched, Output, Readiness, Response, SpawnError, Stale};
 use crate::outcome::Outcome;
 use crate::planted::PlantedBug;
 use crate::roster::{Card, EntityKind, GATEWAY_GID};
@@ -256,7 +256,7 @@ impl Gateway {
     }
 
     /// The launcher's answer. A pane that exists still waits for its readiness gate.
-    pub(super) fn on_spawned(&mut self, gid: SessionId, result: Result<Launched, String>) {
+    pub(super) fn on_spawned(&mut self, gid: SessionId, result: Result<Launched, SpawnError>) {
         match result {
             Ok(_) if !self.spawns.reserved.contains_key(&gid) => {
                 // Too late: the spawn was already reaped and reported failed.

@@ -74,7 +74,7 @@ pub enum Input {
     /// readiness will be known, or why not.
     Spawned {
         gid: SessionId,
-        result: Result<Launched, String>,
+        result: Result<Launched, SpawnError>,
     },
     /// Something the broker did (cross-host mode only).
     Broker(BrokerEvent),
@@ -168,6 +168,24 @@ pub enum PaneError {
     /// herdr did not answer, or refused: the pane's state is unknown.
     #[error("herdr unavailable: {0}")]
     Unavailable(String),
+}
+
+/// Why a member's launch failed (`Input::Spawned`), as the launcher saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum SpawnError {
+    /// The launcher could not start it as asked — no such profile here, a file it could not
+    /// write, the sandbox, the worktree, or its readiness gate — said for a person.
+    #[error("{0}")]
+    Refused(String),
+    /// herdr did not answer, or refused: nothing is known of a pane.
+    #[error("herdr unavailable: {0}")]
+    Herdr(String),
+    /// The pane closed under the launch (herdr's `pane_not_found`).
+    #[error("pane_not_found")]
+    PaneGone,
+    /// The member's program ended before it was ready: its exit and last screen.
+    #[error("the member ended before it was ready: {0}")]
+    Ended(String),
 }
 
 /// Why a brief was not (known to be) typed. The core acts on the difference: a brief that

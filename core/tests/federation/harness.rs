@@ -11,7 +11,7 @@ use fleet_core::testing::broker::{BrokerError, ConnId, Raw, SimBroker};
 use fleet_core::testing::panes::{ScriptedPane, ScriptedPanes};
 use fleet_core::{
     AgentStatus, CallId, CoreConfig, Duration, Event, Federation, Gateway, HostId, Input, Instant,
-    ListedMember, Output, Principal, RejectCode, Request, Response, SessionId,
+    ListedMember, Output, Principal, RejectCode, Request, Response, SessionId, SpawnError,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -197,7 +197,7 @@ impl Fleet {
                             self.now,
                             Input::Spawned {
                                 gid,
-                                result: Err("profile binary not found".into()),
+                                result: Err(SpawnError::Refused("profile binary not found".into())),
                             },
                         );
                     } else {

@@ -338,7 +338,7 @@ async fn ended_first(client: &HerdrClient, handle: &Handle, gid: &SessionId) -> 
     };
     let failed = Input::Spawned {
         gid: gid.clone(),
-        result: Err(format!("the member ended before it was ready: {why}")),
+        result: Err(fleet_core::SpawnError::Ended(why)),
     };
     handle.tell(failed).await.is_ok()
 }

@@ -24,7 +24,7 @@ pub use sandbox::{Availability, Network, SandboxConfig};
 pub use worktree::WorktreeConfig;
 
 use crate::ports::{HerdrError, HerdrPort, InjectFailure, PortFuture, Sample, Samples};
-use fleet_core::{AgentStatus, Launched, SessionId, SpawnSpec};
+use fleet_core::{AgentStatus, Launched, SessionId, SpawnError, SpawnSpec};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -638,7 +638,7 @@ impl HerdrPort for HerdrClient {
         })
     }
 
-    fn spawn(&self, gid: &SessionId, spec: &SpawnSpec) -> PortFuture<Result<Launched, HerdrError>> {
+    fn spawn(&self, gid: &SessionId, spec: &SpawnSpec) -> PortFuture<Result<Launched, SpawnError>> {
         let (me, gid, spec) = (self.clone(), gid.clone(), spec.clone());
         Box::pin(async move { me.launch_member(&gid, &spec).await })
     }

@@ -4,7 +4,7 @@
 
 use super::gate::{screen_within, status_within, GateError};
 use super::{launch, port_error, sandbox, worktree, HerdrClient, NewPane, Profile, LABEL_PREFIX};
-use crate::ports::HerdrError;
+use fleet_core::SpawnError;
 use fleet_core::{AgentStatus, Launched, Readiness, SessionId, SpawnSpec};
 use launch::{Gate, Launch};
 use sandbox::Network;
@@ -22,8 +22,8 @@ pub(super) struct Made {
     pane: Option<String>,
 }
 
-fn unavailable(why: String) -> HerdrError {
-    HerdrError::Unavailable(why)
+fn refused(why: String) -> SpawnError {
+    SpawnError::Refused(why)
 }
 
 impl HerdrClient {
@@ -32,7 +32,7 @@ impl HerdrClient {
         &self,
         gid: &SessionId,
         spec: &SpawnSpec,
-    ) -> Result<Launched, HerdrError> {
+    ) -> Result<Launched, SpawnError> {
         let mut made = Made::default();
         let launched = self.launch_steps(gid, spec, &mut made).await;
         if launched.is_err() {
@@ -62,11 +62,11 @@ impl HerdrClient {
         gid: &SessionId,
         spec: &SpawnSpec,
         made: &mut Made,
-    ) -> Result<Launched, HerdrError> {
+    ) -> Result<Launched, SpawnError> {
         let cfg = &self.cfg;
         let profile = spec.profile.as_str();
         let Some(p) = cfg.profiles.get(profile) else {
-            return Err(unavailable(format!("no profile {profile:?} on this host")));
+            return Err(refused(format!("no profile {profile:?} on this host")));
         };
         let boxed = self.sandboxed(profile, p)?;
         let nonce = launch::fresh_nonce();
@@ -77,7 +77,7 @@ impl HerdrClient {
             boxed,
         };
         let mut plan = launch::plan(&cfg.launch, profile, p, member, &cfg.parent_env)
-            .map_err(|e| unavailable(e.to_string()))?;
+            .map_err(|e| refused(e.to_string()))?;
         if let Some(cwd) = &spec.cwd {
             plan.cwd = Some(self.room_cwd(cwd, boxed.is_some())?);
         }
@@ -85,7 +85,7 @@ impl HerdrClient {
         if let Some(w) = &spec.worktree {
             let cut = worktree::cut(&cfg.worktrees, gid.as_str(), w)
                 .await
-                .map_err(|e| unavailable(e.to_string()))?;
+                .map_err(|e| refused(e.to_string()))?;
             made.worktree = true;
             plan.cwd = Some(cut.dir.to_string_lossy().into_owned());
             git_room = Some(sandbox::GitRoom {
@@ -97,14 +97,14 @@ impl HerdrClient {
         let dir = cfg
             .launch
             .member_dir(gid.as_str())
-            .ok_or_else(|| unavailable(format!("gid {gid} is not a plain name")))?;
+            .ok_or_else(|| refused(format!("gid {gid} is not a plain name")))?;
         if plan.agent.is_some() && plan.cwd.is_none() {
             // An agent trusts only a folder it was told of: one with no cwd of its own
             // starts in its (empty) home.
             plan.cwd = Some(dir.join("home").to_string_lossy().into_owned());
         }
         plan.prepare_agent(p.config_template.as_deref())
-            .map_err(|e| unavailable(format!("profile {profile:?}: {e}")))?;
+            .map_err(|e| refused(format!("profile {profile:?}: {e}")))?;
         made.files = Some(dir.clone());
         if let Some(network) = boxed {
             self.build_room(profile, p, &dir, &mut plan, git_room, network)?;
@@ -121,12 +121,12 @@ impl HerdrClient {
 
     /// Whether a member of `profile` runs sandboxed, and on which network; refused when it
     /// must and this host cannot.
-    fn sandboxed(&self, profile: &str, p: &Profile) -> Result<Option<Network>, HerdrError> {
+    fn sandboxed(&self, profile: &str, p: &Profile) -> Result<Option<Network>, SpawnError> {
         Ok(match (p.sandbox, &self.cfg.sandbox.availability) {
             (false, _) => None,
             (true, sandbox::Availability::Ready) => Some(p.network),
             (true, sandbox::Availability::Unavailable(why)) if self.cfg.sandbox_required => {
-                return Err(unavailable(format!(
+                return Err(refused(format!(
                     "profile {profile:?} runs sandboxed and this host cannot: {why}"
                 )));
             }
@@ -138,10 +138,10 @@ impl HerdrClient {
     /// nothing anywhere else); for a sandboxed member, never a room it must not write, and
     /// the path checked is the path bound (a symlink swapped after the check cannot point the
     /// bind elsewhere).
-    fn room_cwd(&self, cwd: &str, boxed: bool) -> Result<String, HerdrError> {
+    fn room_cwd(&self, cwd: &str, boxed: bool) -> Result<String, SpawnError> {
         let at = Path::new(cwd);
         if !at.is_dir() {
-            return Err(unavailable(format!(
+            return Err(refused(format!(
                 "cwd {cwd:?} is not a directory on this host"
             )));
         }
@@ -150,7 +150,7 @@ impl HerdrClient {
         }
         let home = self.cfg.parent_env.get("HOME").map(Path::new);
         if let Some(why) = sandbox::unfit_cwd(&self.cfg.sandbox, at, home) {
-            return Err(unavailable(format!(
+            return Err(refused(format!(
                 "cwd {cwd:?} cannot be a member's room: {why}"
             )));
         }
@@ -169,7 +169,7 @@ impl HerdrClient {
         plan: &mut Launch,
         git: Option<sandbox::GitRoom>,
         network: Network,
-    ) -> Result<(), HerdrError> {
+    ) -> Result<(), SpawnError> {
         let cfg = &self.cfg;
         let room = sandbox::Room {
             member_dir: dir.to_path_buf(),
@@ -189,12 +189,12 @@ impl HerdrClient {
         {
             made = made.and_then(|()| std::fs::create_dir_all(&d));
         }
-        made.map_err(|e| unavailable(format!("preparing the sandbox: {e}")))?;
+        made.map_err(|e| refused(format!("preparing the sandbox: {e}")))?;
         let path = plan.env.get("PATH").map(String::as_str);
         if let Some((program, by)) =
             sandbox::hidden_program(&cfg.sandbox, &room, &plan.program, path)
         {
-            return Err(unavailable(format!(
+            return Err(refused(format!(
                 "profile {profile:?}: its program {} lies under {}, which the members' sandbox hides; install it elsewhere or add its directory to the profile's sandbox_paths",
                 program.display(),
                 by.display()
@@ -210,7 +210,7 @@ impl HerdrClient {
         gid: &SessionId,
         dir: &Path,
         plan: &Launch,
-    ) -> Result<(), HerdrError> {
+    ) -> Result<(), SpawnError> {
         let home = dir.join("home");
         launch::write_files(dir, &plan.all_files())
             .and_then(|()| std::fs::write(dir.join(launch::STARTING_FILE), b""))
@@ -220,16 +220,16 @@ impl HerdrClient {
                     false => Ok(()),
                 },
             )
-            .map_err(|e| unavailable(format!("writing {}: {e}", dir.display())))?;
+            .map_err(|e| refused(format!("writing {}: {e}", dir.display())))?;
         let served = self
             .serve_socket(gid, dir, None)
-            .map_err(|e| unavailable(format!("serving the member's herdr socket: {e}")))?;
+            .map_err(|e| refused(format!("serving the member's herdr socket: {e}")))?;
         self.sockets.borrow_mut().insert(gid.clone(), served);
         Ok(())
     }
 
     /// Its pane placed in the members' tab (the fleet's workspace made first on a fresh herdr).
-    async fn place(&self, gid: &SessionId, plan: &Launch) -> Result<String, HerdrError> {
+    async fn place(&self, gid: &SessionId, plan: &Launch) -> Result<String, SpawnError> {
         let new = NewPane {
             label: format!("{LABEL_PREFIX}{gid}"),
             cwd: plan.cwd.clone(),
@@ -245,7 +245,7 @@ impl HerdrClient {
                 Err(e) => Err(e),
             };
         }
-        placed.map_err(port_error)
+        placed.map_err(|e| port_error(e).into())
     }
 
     /// A placed pane made known: to its socket, the gid ↔ pane map, the events watcher, the
@@ -282,7 +282,7 @@ impl HerdrClient {
         dir: &Path,
         pane: &str,
         plan: &Launch,
-    ) -> Result<Readiness, HerdrError> {
+    ) -> Result<Readiness, SpawnError> {
         let (api, launch) = (&self.api, &self.cfg.launch);
         let gated = match &plan.gate {
             Gate::Connects { screen: None } => return Ok(Readiness::OnConnect),
@@ -301,7 +301,7 @@ impl HerdrClient {
             let (GateError::NotReady(why) | GateError::Herdr(why)) = e;
             let why = format!("{prefix}{why}");
             tracing::warn!(%gid, profile, "a member failed its readiness gate: {why}");
-            unavailable(why)
+            refused(why)
         })
     }
 }
