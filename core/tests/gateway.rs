@@ -66,7 +66,11 @@ impl Gw {
             msg,
             result: Ok(baseline.into()),
         });
-        for _ in 0..CoreConfig::default().pickup_grace_polls {
+        let cfg = CoreConfig::default();
+        for i in 0..cfg.pickup_grace_polls {
+            if i > 0 {
+                self.advance(cfg.poll_interval());
+            }
             self.sample(&w1(), AgentStatus::Idle);
         }
         assert!(self.events().iter().any(|e| matches!(
@@ -828,7 +832,9 @@ fn an_idle_rounds_sample_never_ends_a_turn_typed_since() {
             .any(|e| matches!(e, Event::TurnComplete { .. }))
     };
     assert!(!ended(&g), "a stale idle sample ended the turn");
+    // The injector's own samples, a poll apart as polls are (the pickup bound is time too).
     for _ in 0..8 {
+        g.advance(g.gw.config().poll_interval());
         g.sample(&w1(), AgentStatus::Idle);
     }
     assert!(ended(&g), "the injector's own samples still do");
@@ -1243,7 +1249,10 @@ fn pending_work_a_lost_boundary_a_stall_a_stray_prompt_and_a_stranded_reply_are_
         msg,
         result: Ok("❯ ".into()),
     });
-    for _ in 0..g.gw.config().pickup_grace_polls {
+    for i in 0..g.gw.config().pickup_grace_polls {
+        if i > 0 {
+            g.advance(g.gw.config().poll_interval());
+        }
         g.sample(&w1(), AgentStatus::Idle);
     }
     g.probe(&w1(), AgentStatus::Idle, "❯ ");

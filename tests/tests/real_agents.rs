@@ -47,7 +47,13 @@ struct Agent {
 /// that asks comes back QUESTION and the answer REPLIED; a brief answered in plain text is
 /// COMPLETED_UNREPLIED with that text alone, within 10 s; a provider's usage limit is
 /// BACKEND_EXHAUSTED and the profile's credential cools down.
+/// One real agent at a time: three TUIs, two fleetd and a broker at once on a 2-core machine
+/// starve the agents, and a starved opencode or Codex shows idle between a model step and its
+/// tool call — a turn's end fleetd cannot tell from a real one (seen in CI; docs/members.md).
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn end_to_end(agent: Agent) {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let kind = agent.profile;
     let fleet = AgentFleet::start(kind, agent.configure).await;
     let (lead, hosts, model) = (&fleet.lead, &fleet.hosts, &fleet.model);

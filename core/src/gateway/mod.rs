@@ -164,6 +164,7 @@ impl Gateway {
         let compiled = cfg.validate()?;
         let bounds = Bounds {
             pickup_grace_polls: cfg.pickup_grace_polls,
+            pickup_grace_span: cfg.poll_interval() * cfg.pickup_grace_polls.saturating_sub(1),
             stall_grace_polls: cfg.stall_grace_polls,
             readiness_grace_polls: cfg.readiness_grace_polls,
             post_turn_settle: Duration::from_millis(cfg.post_turn_settle_ms),

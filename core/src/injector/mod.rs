@@ -28,6 +28,12 @@ use std::fmt;
 #[derive(Clone, Copy, Debug)]
 pub struct Bounds {
     pub pickup_grace_polls: u32,
+    /// How long a turn must have looked injectable, from its first such sample, before its
+    /// end is inferred (the pickup bound as time: `pickup_grace_polls - 1` polls). Samples
+    /// come faster than polls when herdr's events hint at every redraw; counted alone they
+    /// would call a turn missed within a second (Codex 0.171 in CI: 0.7 s after the typing,
+    /// its answer not yet drawn).
+    pub pickup_grace_span: Duration,
     pub stall_grace_polls: u32,
     pub readiness_grace_polls: u32,
     pub post_turn_settle: Duration,
@@ -150,6 +156,8 @@ enum Turn {
         msg: MsgId,
         injectable_polls: u32,
         unknown_polls: u32,
+        /// When the first injectable sample of this wait was heard.
+        injectable_since: Option<Instant>,
     },
     AwaitingCompletion {
         msg: MsgId,
@@ -298,6 +306,7 @@ impl Injector {
                         msg,
                         injectable_polls: 0,
                         unknown_polls: 0,
+                        injectable_since: None,
                     };
                 }
                 // An ask that ended with no turn of its own here leaves the queue free.
@@ -476,6 +485,7 @@ impl Injector {
                 msg,
                 injectable_polls,
                 unknown_polls,
+                injectable_since,
             } => match status {
                 AgentStatus::Working => {
                     t.turn = Turn::AwaitingCompletion {
@@ -499,12 +509,15 @@ impl Injector {
                             msg,
                             injectable_polls,
                             unknown_polls,
+                            injectable_since,
                         };
                     }
                 }
                 s if s.injectable() && !t.asking => {
                     let injectable_polls = injectable_polls + 1;
-                    if injectable_polls >= b.pickup_grace_polls {
+                    let since = injectable_since.unwrap_or(now);
+                    let long_enough = now.saturating_since(since) >= b.pickup_grace_span;
+                    if injectable_polls >= b.pickup_grace_polls && long_enough {
                         let end = TurnEnd {
                             target,
                             msg,
@@ -516,6 +529,7 @@ impl Injector {
                             msg,
                             injectable_polls,
                             unknown_polls: 0,
+                            injectable_since: Some(since),
                         };
                     }
                 }
@@ -668,6 +682,7 @@ impl Injector {
                     msg,
                     injectable_polls: 0,
                     unknown_polls: 0,
+                    injectable_since: None,
                 };
                 self.events.push_back(InjectorEvent::Dropped {
                     target: target.clone(),
@@ -680,6 +695,7 @@ impl Injector {
                     msg,
                     injectable_polls: 0,
                     unknown_polls: 0,
+                    injectable_since: None,
                 };
                 self.events.push_back(InjectorEvent::Delivered {
                     target: target.clone(),
@@ -720,6 +736,7 @@ impl Injector {
                         msg,
                         injectable_polls: 0,
                         unknown_polls: 0,
+                        injectable_since: None,
                     };
                     self.events.push_back(InjectorEvent::Dropped {
                         target: target.clone(),

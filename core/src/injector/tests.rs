@@ -8,6 +8,7 @@ const T0: Instant = Instant::from_millis(1_000);
 fn bounds() -> Bounds {
     Bounds {
         pickup_grace_polls: 3,
+        pickup_grace_span: Duration::ZERO,
         stall_grace_polls: 4,
         readiness_grace_polls: 5,
         post_turn_settle: Duration::ZERO,
@@ -203,6 +204,32 @@ fn a_missed_fast_turn_completes_after_the_pickup_bound() {
         f.sample(Idle),
         vec![InjectorEvent::TurnComplete {
             target: f.w.clone(),
+            msg: m,
+            missed_fast_turn: true
+        }]
+    );
+}
+
+/// The pickup bound is time as well as samples: injectable samples that come fast (herdr
+/// hints at every redraw) do not infer a missed turn before the span has passed since the
+/// first of them — the agent may simply not have drawn its answer yet.
+#[test]
+fn fast_samples_do_not_shorten_the_pickup_bound() {
+    let mut f = Fixture::new(Bounds {
+        pickup_grace_span: Duration::from_secs(2),
+        ..bounds()
+    });
+    let m = f.deliver("quick");
+    let w = f.w.clone();
+    for ms in [0, 100, 200, 300, 1_999] {
+        f.inj.on_sample(T0 + Duration::from_millis(ms), &w, Idle);
+        assert_eq!(f.events(), vec![], "at {ms} ms");
+    }
+    f.inj.on_sample(T0 + Duration::from_secs(2), &w, Idle);
+    assert_eq!(
+        f.events(),
+        vec![InjectorEvent::TurnComplete {
+            target: w,
             msg: m,
             missed_fast_turn: true
         }]
