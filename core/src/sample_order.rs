@@ -12,14 +12,14 @@
 
 use crate::ids::SessionId;
 use crate::io::Asked;
+use indexmap::IndexMap;
 use rustc_hash::FxBuildHasher;
-use std::collections::HashMap;
 
 /// Looked up on every sample (the hottest path of the core, with the injector's tracks): hashed
-/// with a fixed hasher, not ordered — a map of gids ordered by string costs the gateway half its
-/// throughput at a thousand targets. Nothing iterates it into an output: the one walk (the
-/// eviction below) takes a minimum over a total order.
-type Places = HashMap<SessionId, u64, FxBuildHasher>;
+/// with a fixed hasher, as the injector's tracks are — a map of gids ordered by string costs
+/// the gateway half its throughput at a thousand targets. Its order depends only on the
+/// operations, and the one walk (the eviction below) takes a minimum over a total order.
+type Places = IndexMap<SessionId, u64, FxBuildHasher>;
 
 /// Targets kept at most: past it the one whose floor is oldest goes (a target sampled long
 /// ago and never seen gone; its stale answer would long have come).
@@ -67,7 +67,7 @@ impl SampleOrder {
     /// The typing into `target` answered: no sample asked before it speaks of `target` now
     /// (herdr may have served it before the text landed).
     pub fn typed(&mut self, target: &SessionId) {
-        if let Some(at) = self.typing.remove(target) {
+        if let Some(at) = self.typing.swap_remove(target) {
             self.raise(target, at);
         }
     }
@@ -84,8 +84,8 @@ impl SampleOrder {
 
     /// `target` is served no more.
     pub fn forget(&mut self, target: &SessionId) {
-        self.typing.remove(target);
-        self.floor.remove(target);
+        self.typing.swap_remove(target);
+        self.floor.swap_remove(target);
     }
 
     /// Entries kept (for the gateway's bounds check).
@@ -107,7 +107,7 @@ impl SampleOrder {
                 .min_by_key(|(t, at)| (**at, (*t).clone()))
                 .map(|(t, _)| t.clone());
             if let Some(t) = oldest {
-                self.floor.remove(&t);
+                self.floor.swap_remove(&t);
             }
         }
     }
