@@ -6,9 +6,9 @@
 use crate::envelope::{DecodeError, Envelope, Headers, Kind};
 use crate::ids::{HostId, MsgId, SessionId};
 use crate::io::RejectCode;
+pub use crate::io::Remembered;
 use crate::roster::GATEWAY_GID;
 use crate::signing::{Keyring, SignatureError};
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -262,15 +262,6 @@ pub struct SeenSet {
     by_id: BTreeMap<(MsgId, u64), u64>,
     by_expiry: BTreeSet<(u64, MsgId, u64)>,
     journal: Vec<Remembered>,
-}
-
-/// One entry of the replay record: a msgId, the scope (queue) it was admitted in, and when it
-/// stops mattering.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Remembered {
-    pub msg: MsgId,
-    pub scope: u64,
-    pub expires_at: u64,
 }
 
 /// What recording a msgId found.

@@ -116,8 +116,7 @@ pub struct CoreConfig {
     pub placement: crate::placement::PlacementConfig,
     /// Leads with a heartbeat (`[leads.heartbeat]`), by gid.
     #[serde(skip)]
-    pub heartbeats:
-        std::collections::BTreeMap<crate::ids::SessionId, crate::gateway::HeartbeatConfig>,
+    pub heartbeats: std::collections::BTreeMap<crate::ids::SessionId, HeartbeatConfig>,
     /// A protocol bug to switch on, for proving the simulation's oracle (test builds only).
     #[cfg(feature = "planted-bugs")]
     #[serde(skip)]
@@ -435,6 +434,25 @@ mod tests {
                 assert_eq!((key, index), ("usage_limit_patterns", 1))
             }
             other => panic!("expected BadPattern, got {other:?}"),
+        }
+    }
+}
+
+/// `[leads.heartbeat]` of one lead.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HeartbeatConfig {
+    /// A lead quiet this long with work outstanding is reminded.
+    pub idle_after_ms: u64,
+    /// Reminders until the lead acts again.
+    pub max_beats: u32,
+}
+
+impl Default for HeartbeatConfig {
+    fn default() -> Self {
+        HeartbeatConfig {
+            idle_after_ms: 10 * 60_000,
+            max_beats: 3,
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::amqp::{AmqpBroker, AmqpConfig};
 use crate::config::SandboxMode;
-use crate::config::{self, Config, LeadRole, LogFormat};
+use crate::config::{self, Config, LeadRole};
 use crate::driver::Driver;
 use crate::faces::{App, Health};
 use crate::herdr::launch::MemberTokens;
@@ -34,16 +34,15 @@ use tokio::sync::oneshot;
 mod from_config;
 mod http;
 mod keys;
-mod logging;
 mod run;
 
+pub use crate::logging::{init_logging, log_subscriber};
 pub use crate::origin::{cross_site, host_allowed};
 use from_config::{amqp_config, herdr_config, identity, kind_name};
 pub use from_config::{gateway, member_gateway_socket, topology};
 pub use http::http_router;
 use keys::gateway_key;
 pub use keys::{member_key, public_key, read_key, write_key};
-pub use logging::{init_logging, log_subscriber};
 pub use run::run;
 
 /// Why the daemon could not start (or stopped).

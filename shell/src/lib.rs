@@ -27,6 +27,9 @@ pub mod identity;
 #[cfg(feature = "daemon")]
 pub mod latency;
 #[cfg(feature = "daemon")]
+/// `[log]`: the log's level and format.
+pub mod logging;
+#[cfg(feature = "daemon")]
 pub mod mcp;
 #[cfg(feature = "daemon")]
 pub mod metrics;

@@ -338,7 +338,7 @@ mod tests {
             ..LogSection::default()
         };
         let out = sink.clone();
-        let sub = crate::daemon::log_subscriber(&cfg, move || out.clone(), false);
+        let sub = crate::logging::log_subscriber(&cfg, move || out.clone(), false);
         let mut obs = DaemonObserver::new(Arc::new(Metrics::default()), AuditSink::Log);
         tracing::subscriber::with_default(sub, || feed(&mut obs));
         let bytes = sink.0.lock().unwrap_or_else(|p| p.into_inner()).clone();

@@ -770,3 +770,8 @@ where
     drop(stop);
     Ok(())
 }
+
+/// Host `i`'s gateway name in a multi-host world.
+pub fn host_name(i: usize) -> HostId {
+    HostId::new(format!("gw{i}"))
+}

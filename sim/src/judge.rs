@@ -475,7 +475,7 @@ fn rosters_converge_truthfully(f: &Facts<'_>, out: &mut Verdicts) {
         .views
         .iter()
         .flat_map(|(host, view)| {
-            let me = crate::multi::host_name(*host);
+            let me = crate::host::host_name(*host);
             view.iter()
                 .filter(move |r| r.host == me)
                 .map(|r| (&r.gid, r))

@@ -20,6 +20,7 @@ pub mod lead;
 pub mod multi;
 pub mod net;
 pub mod oracle;
+pub mod pending;
 #[cfg(feature = "planted-bugs")]
 pub mod prove;
 pub mod run;

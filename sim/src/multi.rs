@@ -7,6 +7,7 @@
 use crate::adversary;
 use crate::agent::Behaviour;
 use crate::broker::SimBroker;
+use crate::host::host_name;
 use crate::host::{run_gateway, GatewaySpec, PaneLog, SimHerdr, Trace};
 use crate::judge;
 use crate::lead::{lead, lead_gid, LeadPlan, Ledger};
@@ -240,11 +241,6 @@ pub struct MultiReport {
 
 fn gid(host: usize, n: usize) -> SessionId {
     SessionId::new(format!("{host:08x}-0000-4000-8000-{n:012x}"))
-}
-
-/// Host `i`'s gateway name in a multi-host world.
-pub fn host_name(i: usize) -> HostId {
-    HostId::new(format!("gw{i}"))
 }
 
 /// The command that replays `seed` with `cfg`, as printed beside every failure.

@@ -3,7 +3,7 @@
 
 use crate::agent::Pane;
 use crate::invariant::Invariant;
-use crate::world::Pending;
+use crate::pending::Pending;
 use fleet_core::health::Health;
 use fleet_core::{
     AgentStatus, AskOutcome, CallId, Duration, Event, Instant, MsgId, Outcome, Output, Response,

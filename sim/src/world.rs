@@ -4,6 +4,7 @@
 
 use crate::agent::{Behaviour, Pane, Task};
 use crate::oracle::{Oracle, CHROME_MARK};
+pub use crate::pending::Pending;
 use fleet_core::{
     AgentStatus, AskOutcome, CallId, CoreConfig, Duration, Gateway, Input, Instant, Outcome,
     Output, Phase, Principal, Request, Response, SessionId, TicketId, TurnId,
@@ -47,33 +48,6 @@ enum Action {
     /// Someone types into an idle pane (a human, a lead at work): WORKING with no task.
     BusySpell(SessionId),
     BusySpellEnds(SessionId),
-}
-
-/// What a call was for, so its response can be acted on.
-#[derive(Clone, Debug)]
-pub enum Pending {
-    Send {
-        lead: usize,
-        task: String,
-        wait: bool,
-        deadline: Instant,
-    },
-    Answer {
-        lead: usize,
-        task: String,
-        wait: bool,
-        deadline: Instant,
-    },
-    Poll {
-        lead: usize,
-    },
-    Drain,
-    Reply {
-        pane: SessionId,
-    },
-    Ask {
-        pane: SessionId,
-    },
 }
 
 /// A simulated lead: a primary with its own pane.

@@ -562,7 +562,7 @@ impl Gateway {
         group: Option<String>,
         content: String,
     ) {
-        if self.fed.is_none() {
+        if self.link.is_solo() {
             return self.invalid(call, "broadcast runs over the broker; none is configured");
         }
         if content.trim().is_empty() {

@@ -90,7 +90,7 @@ impl Gateway {
     /// What `gid` is: served here, or as the roster says of another host's.
     pub(super) fn kind_of(&self, now: Instant, gid: &SessionId) -> Option<EntityKind> {
         self.local_kind(gid).or_else(|| {
-            self.fed.as_ref().and_then(|f| {
+            self.link.fleet().and_then(|f| {
                 f.roster
                     .row(now, gid, f.broker_up)
                     .filter(|r| &r.host != f.host())

@@ -6,6 +6,7 @@
 use super::federation::{topology, Served};
 use super::Gateway;
 use crate::broker::BrokerOp;
+use crate::gateway::Link;
 use crate::ids::{HostId, SessionId};
 use crate::io::{Output, RosterEntry, StatusView};
 use crate::roster::{Entity, EntityKind, Liveness, RosterRow};
@@ -53,7 +54,7 @@ impl Gateway {
             Liveness::Live,
         )];
         rows.extend(self.served().map(|(gid, s)| self.local_row(&own, gid, s)));
-        if let Some(f) = &self.fed {
+        if let Link::Fleet(f) = &self.link {
             let theirs = f.roster.view(self.now, &own, f.broker_up);
             rows.extend(
                 theirs
@@ -94,7 +95,7 @@ impl Gateway {
                 in_turn: v.in_turn,
             });
         }
-        let f = self.fed.as_ref()?;
+        let f = self.link.fleet()?;
         // What this host no longer serves is gone, whatever a late copy of its presence says.
         let row = f
             .roster
@@ -110,22 +111,15 @@ impl Gateway {
 
     /// What this host serves, in either mode.
     pub(super) fn served(&self) -> impl Iterator<Item = (&SessionId, &Served)> {
-        let fed = self.fed.as_ref().map(|f| f.local.iter());
-        fed.into_iter().flatten().chain(self.solo.iter())
+        self.served.iter()
     }
 
     pub(super) fn served_here(&self, gid: &SessionId) -> Option<&Served> {
-        match &self.fed {
-            Some(f) => f.local.get(gid),
-            None => self.solo.get(gid),
-        }
+        self.served.get(gid)
     }
 
     pub(super) fn served_here_mut(&mut self, gid: &SessionId) -> Option<&mut Served> {
-        match &mut self.fed {
-            Some(f) => f.local.get_mut(gid),
-            None => self.solo.get_mut(gid),
-        }
+        self.served.get_mut(gid)
     }
 
     /// What this host says of an entity it serves: its row here, and its presence.
@@ -158,9 +152,7 @@ impl Gateway {
     /// Remote: a federated gateway that does not serve `gid` itself. Same-host traffic never
     /// produces a broker output.
     pub(super) fn is_remote(&self, gid: &SessionId) -> bool {
-        self.fed
-            .as_ref()
-            .is_some_and(|f| !f.local.contains_key(gid))
+        matches!(self.link, Link::Fleet(_)) && !self.served.contains_key(gid)
     }
 
     /// `gid` is served here now; its inbox is declared if the broker is up.
@@ -174,27 +166,21 @@ impl Gateway {
             let card = self.cards.entry(gid.clone()).or_default();
             card.since = card.since.or(since);
         }
-        let Some(f) = &mut self.fed else {
-            let s = self.solo.entry(gid.clone()).or_insert(Served {
-                kind,
-                announced: false,
-                status: None,
-            });
-            s.announced |= when == Announce::Now;
-            return;
-        };
-        let fresh = !f.local.contains_key(gid);
-        if fresh {
-            // A peer's snapshot listing this gid must now be read in full (and the claim
-            // refused), not refreshed from its bytes.
-            f.roster.drop_listings();
-        }
-        let e = f.local.entry(gid.clone()).or_insert(Served {
+        let fresh = !self.served.contains_key(gid);
+        let e = self.served.entry(gid.clone()).or_insert(Served {
             kind,
             announced: false,
             status: None,
         });
         e.announced |= when == Announce::Now;
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
+        if fresh {
+            // A peer's snapshot listing this gid must now be read in full (and the claim
+            // refused), not refreshed from its bytes.
+            f.roster.drop_listings();
+        }
         if fresh && f.broker_up {
             let t = topology::slice(
                 &self.cfg,
@@ -212,33 +198,29 @@ impl Gateway {
 
     /// A member's pane is gone: its inbox is deleted with it (no broadcasts to the dead).
     pub(super) fn local_entity_gone(&mut self, gid: &SessionId) {
-        let Some(f) = &mut self.fed else {
-            if self
-                .solo
-                .get(gid)
-                .is_some_and(|s| s.kind == EntityKind::Member)
-            {
-                self.solo.remove(gid);
+        // A lead's inbox is durable across its pane's restarts (x-expires collects it);
+        // only a member's inbox goes with its pane.
+        let kind = self.served.get(gid).map(|s| s.kind);
+        if kind.is_some_and(|k| k != EntityKind::Member) {
+            return;
+        }
+        let Link::Fleet(f) = &mut self.link else {
+            if kind.is_some() {
+                self.served.remove(gid);
                 self.cards.remove(gid);
             }
             return;
         };
-        // A lead's inbox is durable across its pane's restarts (x-expires collects it);
-        // only a member's inbox goes with its pane.
-        if f.local
-            .get(gid)
-            .is_some_and(|s| s.kind != EntityKind::Member)
-        {
-            return;
-        }
         f.unsent.remove(gid);
-        if let Some(served) = f.local.remove(gid) {
+        if let Some(served) = self.served.remove(gid) {
             self.cards.remove(gid);
             f.roster.forget(gid);
             if served.announced {
                 self.announce_left(gid);
             }
-            let Some(f) = &mut self.fed else { return };
+            let Link::Fleet(f) = &mut self.link else {
+                return;
+            };
             // Results held for a member that is gone have no one left to collect them.
             for name in [f.names.inbox(gid), f.names.held(gid)] {
                 self.out

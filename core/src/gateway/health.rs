@@ -4,6 +4,7 @@
 //! audit record) and a presence delta; a member that goes leaves a tombstone.
 
 use super::{Gateway, Once};
+use crate::gateway::Link;
 use crate::health::{Evidence, Gate, Health, Verdict};
 use crate::ids::SessionId;
 use crate::io::{Event, Output, Sampled};
@@ -188,7 +189,7 @@ impl Gateway {
             mute_turns: self.health.mute_streak(gid),
             stranded: self.inbox.stranded(gid),
             orphaned: self.orphaned_on(gid),
-            link_up: self.fed.as_ref().is_none_or(|f| f.broker_up),
+            link_up: self.link.fleet().is_none_or(|f| f.broker_up),
         }
     }
 
@@ -196,7 +197,7 @@ impl Gateway {
     /// nobody will hear how they end. (A lead served here keeps its inbox across its pane's
     /// restarts, so its own delegations are never orphaned.)
     fn orphaned_on(&self, gid: &SessionId) -> usize {
-        let Some(f) = &self.fed else { return 0 };
+        let Link::Fleet(f) = &self.link else { return 0 };
         self.delegations
             .iter()
             .filter(|(_, d)| &d.target == gid)

@@ -5,29 +5,10 @@
 //! acts again.
 
 use super::{Gateway, TimerKind};
+pub use crate::config::HeartbeatConfig;
 use crate::ids::SessionId;
 use crate::io::Event;
 use crate::time::{Duration, Instant};
-use serde::{Deserialize, Serialize};
-
-/// `[leads.heartbeat]` of one lead.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct HeartbeatConfig {
-    /// A lead quiet this long with work outstanding is reminded.
-    pub idle_after_ms: u64,
-    /// Reminders until the lead acts again.
-    pub max_beats: u32,
-}
-
-impl Default for HeartbeatConfig {
-    fn default() -> Self {
-        HeartbeatConfig {
-            idle_after_ms: 10 * 60_000,
-            max_beats: 3,
-        }
-    }
-}
 
 /// Where one lead's heartbeat stands.
 #[derive(Clone, Debug)]

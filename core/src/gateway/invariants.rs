@@ -5,8 +5,8 @@
 
 use super::delegation::{Answer, Side};
 use super::{Gateway, TimerKind};
+use crate::gateway::Link;
 use crate::ids::CallId;
-use crate::ids::SessionId;
 use crate::revision::Revision;
 use std::collections::BTreeSet;
 
@@ -43,7 +43,7 @@ impl Gateway {
             return;
         }
         if let Err(broken) = self.check_invariants() {
-            let host = self.fed.as_ref().map_or(&self.host, |f| f.host());
+            let host = &self.host;
             panic!(
                 "invariant broken on {host} at {} after {step}: {broken}",
                 self.now
@@ -57,16 +57,12 @@ impl Gateway {
             return Err(b.clone());
         }
         self.delegations.check()?;
-        if let Some(f) = &mut self.fed {
+        if let Link::Fleet(f) = &mut self.link {
             f.roster.check_changed()?;
         }
         // A roster card is kept only for what is served here: no card outlives its member.
         // (Both maps are in gid order: one walk of each, not a lookup per card.)
-        let mut served = match &self.fed {
-            Some(f) => Box::new(f.local.keys()) as Box<dyn Iterator<Item = &SessionId>>,
-            None => Box::new(self.solo.keys()),
-        }
-        .peekable();
+        let mut served = self.served.keys().peekable();
         for gid in self.cards.keys() {
             while served.next_if(|s| *s < gid).is_some() {}
             if served.peek() != Some(&gid) {
@@ -138,13 +134,15 @@ impl Gateway {
                 ));
             }
         }
-        let Some(f) = &self.fed else { return Ok(()) };
+        let Link::Fleet(f) = &self.link else {
+            return Ok(());
+        };
         self.spawns
             .requests
             .check(|at, gid| self.timers.contains(&(at, TimerKind::Spawn(gid.clone()))))?;
         self.stops.check(
             |at, msg| self.timers.contains(&(at, TimerKind::Stop(msg))),
-            |gid| f.local.contains_key(gid),
+            |gid| self.served.contains_key(gid),
         )?;
         f.confirms.check()?;
         for (msg, ticket) in &f.remote_waiters {
@@ -177,7 +175,9 @@ impl Gateway {
     /// What the reply path holds agrees with the inbox, the tickets and the live connection.
     fn check_reply_path(&self) -> Result<(), String> {
         self.inbox.check()?;
-        let Some(f) = &self.fed else { return Ok(()) };
+        let Link::Fleet(f) = &self.link else {
+            return Ok(());
+        };
         f.held.check()?;
         for (member, reply) in f.held.inbox_holds() {
             if !self.inbox.contains(member, reply) {

@@ -51,6 +51,34 @@ use stops::Stops;
 use timer_table::{Once, TimerTable};
 pub use timers::TimerKind;
 
+/// How a gateway reaches other hosts: not at all (single-host mode, where every path is
+/// local), or through the broker as one host of a fleet.
+#[derive(Debug)]
+enum Link {
+    Solo,
+    Fleet(Box<Fed>),
+}
+
+impl Link {
+    fn fleet(&self) -> Option<&Fed> {
+        match self {
+            Link::Solo => None,
+            Link::Fleet(f) => Some(f),
+        }
+    }
+
+    fn fleet_mut(&mut self) -> Option<&mut Fed> {
+        match self {
+            Link::Solo => None,
+            Link::Fleet(f) => Some(f),
+        }
+    }
+
+    fn is_solo(&self) -> bool {
+        matches!(self, Link::Solo)
+    }
+}
+
 /// Running counters for `/metrics`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -110,10 +138,10 @@ pub struct Gateway {
     nudges: BTreeMap<MsgId, SessionId>,
     timers: BTreeSet<(Instant, TimerKind)>,
     sessions: Sessions,
-    /// Single-host mode: this host's name (`local` unless `named`), and the entities it serves
-    /// (federation keeps its own, announced, set).
+    /// This host's name: its federation's, or `local` unless `named`.
     host: HostId,
-    solo: BTreeMap<SessionId, federation::Served>,
+    /// The entities served here, in either mode (a federated host announces them).
+    served: BTreeMap<SessionId, federation::Served>,
     /// Who each local member (and lead) is, for its roster row.
     cards: BTreeMap<SessionId, crate::roster::Card>,
     /// The wall clock as the last `WallClock` input set it (federation starts with one), and
@@ -124,8 +152,8 @@ pub struct Gateway {
     once: TimerTable,
     out: VecDeque<Output>,
     stats: Stats,
-    /// Cross-host state; `None` in single-host mode, where every path is local.
-    fed: Option<Fed>,
+    /// How this gateway reaches other hosts.
+    link: Link,
     spawns: Spawns,
     stops: Stops,
     /// Members listed at start, until adopted, closed or undecided.
@@ -195,14 +223,14 @@ impl Gateway {
             timers: BTreeSet::new(),
             sessions: Sessions::default(),
             host: HostId::new("local"),
-            solo: BTreeMap::new(),
+            served: BTreeMap::new(),
             cards: BTreeMap::new(),
             wall_at: now,
             wall_unix: None,
             once: TimerTable::default(),
             out: VecDeque::new(),
             stats: Stats::default(),
-            fed: None,
+            link: Link::Solo,
             spawns: Spawns::default(),
             stops: Stops::default(),
             adoption: Adoption::default(),
@@ -252,8 +280,8 @@ impl Gateway {
 
     /// The ed25519 work this gateway has done (none without federation).
     pub fn crypto_counts(&self) -> crate::signing::CryptoCounts {
-        self.fed
-            .as_ref()
+        self.link
+            .fleet()
             .map(|f| f.cfg.keyring.counts())
             .unwrap_or_default()
     }

@@ -32,7 +32,7 @@ impl Gateway {
         let own = self.own_host();
         let mut hosts = vec![HostView {
             host: own.clone(),
-            link: match &self.fed {
+            link: match self.link.fleet() {
                 None => Link::None,
                 Some(f) if f.broker_up => Link::Up,
                 Some(_) => Link::Down,
@@ -40,7 +40,7 @@ impl Gateway {
             heard_ms_ago: None,
             ops: Some(self.host_ops()),
         }];
-        if let Some(f) = &self.fed {
+        if let Some(f) = self.link.fleet() {
             let link = if f.broker_up { Link::Up } else { Link::Unknown };
             hosts.extend(
                 f.roster

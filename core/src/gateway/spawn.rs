@@ -76,9 +76,7 @@ impl Spawns {
 
 impl Gateway {
     pub(super) fn own_host(&self) -> HostId {
-        self.fed
-            .as_ref()
-            .map_or_else(|| self.host.clone(), |f| f.host().clone())
+        self.host.clone()
     }
 
     fn spawn_ready_timeout(&self) -> Duration {
@@ -322,7 +320,7 @@ impl Gateway {
         self.injector.open_gate(gid);
         self.out.push_back(Output::MemberReady { gid: gid.clone() });
         self.local_entity(gid, crate::roster::EntityKind::Member, Announce::Now);
-        if self.fed.is_none() && !self.injector.is_active(gid) {
+        if self.link.is_solo() && !self.injector.is_active(gid) {
             // Its row shows a sampled status, not `unknown` until work comes (a federated
             // gateway samples idle members every presence round).
             self.poll_status(gid.clone());

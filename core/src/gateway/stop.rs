@@ -14,6 +14,7 @@ use super::{Gateway, TimerKind};
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode, StopRequest};
 use crate::envelope::{Envelope, Kind};
+use crate::gateway::Link;
 use crate::ids::{CallId, HostId, MsgId, SessionId};
 use crate::io::{CallError, Event, Output, Response};
 use crate::outcome::Outcome;
@@ -27,10 +28,7 @@ impl Gateway {
 
     /// What this host serves `gid` as, in either mode.
     pub(super) fn local_kind(&self, gid: &SessionId) -> Option<EntityKind> {
-        match &self.fed {
-            Some(f) => f.local.get(gid).map(|s| s.kind),
-            None => self.solo.get(gid).map(|s| s.kind),
-        }
+        self.served.get(gid).map(|s| s.kind)
     }
 
     /// `fleet_stop` / `DELETE /members/{id}`: a member here is closed at once; one on another
@@ -54,7 +52,7 @@ impl Gateway {
             Some(kind) => return self.not_a_member(call, &target, kind),
             None => {}
         }
-        let row = self.fed.as_ref().and_then(|f| {
+        let row = self.link.fleet().and_then(|f| {
             f.roster
                 .row(now, &target, f.broker_up)
                 .filter(|r| &r.host != f.host())
@@ -213,9 +211,11 @@ impl Gateway {
     /// `gid` was a pane here and is gone: not served (federated), or closed lately (single
     /// host, where a member's calls need no registration).
     pub(super) fn is_gone(&self, gid: &SessionId) -> bool {
-        match &self.fed {
-            Some(f) => !f.local.contains_key(gid),
-            None => !self.solo.contains_key(gid) && self.stops.stopped_lately(self.now, gid),
+        match &self.link {
+            Link::Fleet(_) => !self.served.contains_key(gid),
+            Link::Solo => {
+                !self.served.contains_key(gid) && self.stops.stopped_lately(self.now, gid)
+            }
         }
     }
 

@@ -92,9 +92,7 @@ pub enum Input {
     /// The replay record kept from before this process started (`Output::Remember`): fed
     /// once, before the broker comes up, so no brief admitted before a restart is admitted
     /// again within its expiry.
-    ReplayRecord {
-        entries: Vec<crate::admission::Remembered>,
-    },
+    ReplayRecord { entries: Vec<Remembered> },
 }
 
 impl Input {
@@ -283,7 +281,7 @@ pub enum Output {
     /// Keep these replay-record entries durably before carrying out any later output of
     /// this step (the ack and the inject that follow the admission they record), and give
     /// them back after a restart (`Input::ReplayRecord`).
-    Remember(Vec<crate::admission::Remembered>),
+    Remember(Vec<Remembered>),
     /// Start a member from `profile` in a new pane labelled `fleet:<gid>`; answer with
     /// `Input::Spawned`, then report `MemberConnected` when it is ready.
     SpawnPane {
@@ -401,4 +399,13 @@ impl fmt::Display for BrokerOp {
             BrokerOp::Reject { delivery } => write!(f, "reject {delivery}"),
         }
     }
+}
+
+/// One entry of the replay record: a msgId, the scope (queue) it was admitted in, and when it
+/// stops mattering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Remembered {
+    pub msg: MsgId,
+    pub scope: u64,
+    pub expires_at: u64,
 }

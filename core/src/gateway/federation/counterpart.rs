@@ -11,6 +11,7 @@
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::delegation::Side;
 use crate::gateway::Gateway;
+use crate::gateway::Link;
 use crate::roster::GATEWAY_GID;
 
 impl Gateway {
@@ -18,7 +19,9 @@ impl Gateway {
     /// counterpart of; `Ok` when it is, or when it names nothing open here (which each
     /// handler treats as it always has).
     pub(super) fn check_counterpart(&self, env: &Envelope) -> Result<(), String> {
-        let Some(f) = &self.fed else { return Ok(()) };
+        let Link::Fleet(f) = &self.link else {
+            return Ok(());
+        };
         if self
             .cfg
             .planted(crate::planted::PlantedBug::ReplyWithoutCounterpart)

@@ -10,6 +10,7 @@ use crate::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange, Names, PublishR
 use crate::control::{Refusal, RefusalCode};
 use crate::envelope::{Envelope, HeaderValue, Headers, Kind};
 use crate::gateway::delegation::{RemoteBrief, Side};
+use crate::gateway::Link;
 use crate::gateway::{Gateway, Once};
 use crate::ids::SessionId;
 use crate::io::{CallError, Event, Output, RejectCode, Response, Stale};
@@ -38,7 +39,7 @@ impl Gateway {
                 if self.spawn_confirmed(publish, &result) || self.stop_confirmed(publish, &result) {
                     return;
                 }
-                let what = self.fed.as_mut().and_then(|f| f.confirms.take(publish));
+                let what = self.link.fleet_mut().and_then(|f| f.confirms.take(publish));
                 if let Some(what) = what {
                     self.confirmed(now, what, result);
                 }
@@ -51,7 +52,7 @@ impl Gateway {
                 headers,
                 body,
             } => {
-                let current = self.fed.as_ref().is_some_and(|f| f.is_current(delivery));
+                let current = self.link.fleet().is_some_and(|f| f.is_current(delivery));
                 if !current {
                     // A delivery of a dead connection: its tag is void and the broker has
                     // requeued it for the next generation.
@@ -76,12 +77,17 @@ impl Gateway {
     }
 
     fn on_broker_up(&mut self, now: Instant, generation: u32) {
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         f.broker_up = true;
         f.generation = generation;
         f.roster.heard_again(now);
-        let gids: Vec<(SessionId, crate::roster::EntityKind)> =
-            f.local.iter().map(|(g, s)| (g.clone(), s.kind)).collect();
+        let gids: Vec<(SessionId, crate::roster::EntityKind)> = self
+            .served
+            .iter()
+            .map(|(g, s)| (g.clone(), s.kind))
+            .collect();
         let t = super::topology::slice(
             &self.cfg,
             f,
@@ -102,7 +108,9 @@ impl Gateway {
     /// Held deliveries lose their tags (the broker requeues them for the next generation);
     /// publishes awaiting a confirm are failed — nothing is buffered on the broker's behalf.
     fn on_broker_down(&mut self, now: Instant) {
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         f.broker_up = false;
         f.parking.disconnected();
         f.held.disconnected();
@@ -168,7 +176,9 @@ impl Gateway {
 
     fn on_delivery(&mut self, now: Instant, d: Delivery) {
         let unix = self.unix_now();
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         if d.queue == f.names.dead_letters(&f.cfg.host) {
             return self.on_dead_letter(d);
         }
@@ -258,10 +268,15 @@ impl Gateway {
         env: Envelope,
         redelivered: bool,
     ) {
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         let control = queue == f.names.control(&f.cfg.host);
         let roster_q = queue == f.names.roster(&f.cfg.host);
-        let held_q = f.names.held_gid(queue).filter(|g| f.local.contains_key(g));
+        let held_q = f
+            .names
+            .held_gid(queue)
+            .filter(|g| self.served.contains_key(g));
         if held_q.is_some() && env.kind != Kind::Reply {
             let why = format!(
                 "{} has no meaning on {queue}: only results wait there",
@@ -273,7 +288,7 @@ impl Gateway {
         let inbox_of = f
             .names
             .inbox_gid(queue)
-            .filter(|g| f.local.contains_key(g))
+            .filter(|g| self.served.contains_key(g))
             .or(held_q);
         // Point-to-point kinds must be addressed to the inbox they arrived in.
         let inbox = inbox_of.as_ref().is_some_and(|g| g.as_str() == env.to);
@@ -379,7 +394,7 @@ impl Gateway {
     /// ack and inject it leads to.
     pub(super) fn remember(&mut self, env: &Envelope, queue: &str) -> Result<(), Rejection> {
         let unix = self.unix_now();
-        let Some(f) = &mut self.fed else {
+        let Link::Fleet(f) = &mut self.link else {
             return Ok(());
         };
         let recorded = record(&mut f.seen, env, queue, unix);
@@ -396,8 +411,8 @@ impl Gateway {
     fn on_forward_redelivery(&mut self, delivery: DeliveryId, queue: &str, env: Envelope) {
         self.ack(delivery);
         let handled = self
-            .fed
-            .as_ref()
+            .link
+            .fleet()
             .is_some_and(|f| f.seen.contains_scoped(env.msg_id, queue));
         if handled {
             return;
@@ -441,7 +456,9 @@ impl Gateway {
             return;
         }
         let unix = self.unix_now();
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         let taken = f.seen.restore(entries, unix);
         self.event(Event::ReplayRecordRestored {
             entries: taken,
@@ -451,7 +468,9 @@ impl Gateway {
 
     /// `gid`'s presence arrived: what waited for it is admitted again, in arrival order.
     pub(super) fn unpark(&mut self, now: Instant, gid: &SessionId) {
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         for p in f.parking.take_for(gid) {
             let d = p.delivery;
             self.on_broker(
@@ -472,7 +491,9 @@ impl Gateway {
     /// with the reason they were parked for.
     pub(super) fn expire_parked(&mut self, now: Instant) {
         let ttl = Duration::from_millis(self.cfg.presence_ttl_ms);
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         for p in f.parking.take_expired(now, ttl) {
             let why = format!(
                 "no signed presence binds {} to a host within {} ms",
@@ -507,14 +528,14 @@ impl Gateway {
         if reason == "rejected" {
             return;
         }
-        let Some(f) = &self.fed else { return };
+        let Link::Fleet(f) = &self.link else { return };
         let host = &f.cfg.host;
         let ours = queue == f.names.control(host)
             || queue == f.names.roster(host)
             || f.names
                 .inbox_gid(&queue)
                 .or_else(|| f.names.held_gid(&queue))
-                .is_some_and(|g| f.local.contains_key(&g));
+                .is_some_and(|g| self.served.contains_key(&g));
         if !ours {
             return;
         }
@@ -532,8 +553,8 @@ impl Gateway {
             return;
         };
         let genuine = self
-            .fed
-            .as_ref()
+            .link
+            .fleet()
             .is_some_and(|f| f.cfg.keyring.check(&env).is_ok());
         if !genuine || env.kind != Kind::Send {
             return;
@@ -553,7 +574,7 @@ impl Gateway {
     fn on_injected_message(&mut self, env: &Envelope) {
         let ticket = env
             .re
-            .and_then(|re| self.fed.as_ref()?.remote_waiters.get(&re).copied());
+            .and_then(|re| self.link.fleet()?.remote_waiters.get(&re).copied());
         if let Some(d) = ticket.and_then(|t| self.delegations.get_mut(&t)) {
             if let Side::Sender { brief, .. } = &mut d.side {
                 *brief = RemoteBrief::Typed { at_unix: env.ts };
@@ -565,7 +586,7 @@ impl Gateway {
     fn on_too_late_message(&mut self, now: Instant, env: &Envelope) {
         let ticket = env
             .re
-            .and_then(|re| self.fed.as_ref()?.remote_waiters.get(&re).copied());
+            .and_then(|re| self.link.fleet()?.remote_waiters.get(&re).copied());
         if let Some(ticket) = ticket {
             let why = "the turn was no longer waiting when the answer arrived".to_string();
             self.finish(now, ticket, Outcome::StaleTurn, Some(why), env.turn_id);

@@ -19,6 +19,7 @@ use super::Gateway;
 use crate::admission::SeenSet;
 use crate::broker::{DeliveryId, Names, QueueType, Topology};
 use crate::config::CoreConfig;
+use crate::gateway::Link;
 use crate::ids::{HostId, MsgId, SessionId, TicketId, TurnId};
 use crate::planted::PlantedBug;
 use crate::roster::{EntityKind, Roster};
@@ -87,8 +88,6 @@ pub(crate) struct Fed {
     started_unix: u64,
     pub(crate) seen: SeenSet,
     pub(crate) roster: Roster,
-    /// Entities served here, as this host announces them.
-    pub(crate) local: BTreeMap<SessionId, Served>,
     /// The sequence number of this process's latest presence (snapshot or delta).
     presence_seq: u64,
     /// Entities whose status or busy flag changed since this host's last presence: they go
@@ -123,7 +122,6 @@ impl std::fmt::Debug for Fed {
         f.debug_struct("Fed")
             .field("host", &self.cfg.host)
             .field("broker_up", &self.broker_up)
-            .field("local", &self.local.len())
             .field("held", &self.held.len())
             .field("confirms", &self.confirms.len())
             .finish()
@@ -148,7 +146,8 @@ impl Gateway {
         } else {
             c.presence_ttl_ms
         };
-        gw.fed = Some(Fed {
+        gw.host = federation.host.clone();
+        gw.link = Link::Fleet(Box::new(Fed {
             names: Names::new(&federation.namespace),
             cfg: federation,
             broker_up: false,
@@ -157,7 +156,6 @@ impl Gateway {
             seen: SeenSet::new(c.seen_capacity),
             roster: Roster::new(Duration::from_millis(roster_ttl_ms))
                 .with_unordered_deltas(c.planted(PlantedBug::DeltaAppliedOutOfOrder)),
-            local: BTreeMap::new(),
             presence_seq: 0,
             changed: BTreeSet::new(),
             confirms: Confirms::default(),
@@ -168,23 +166,26 @@ impl Gateway {
                 .with_skewed_index(c.planted(PlantedBug::HeldIndexSkew)),
             late_acks: BTreeMap::new(),
             parking: Parking::default(),
-        });
+        }));
         Ok(gw)
     }
 
     /// Deliveries held unacked: reply-path holds, and deliveries parked until their sender's
     /// presence arrives (both bounded by the prefetch window).
     pub fn held_deliveries(&self) -> usize {
-        self.fed
-            .as_ref()
+        self.link
+            .fleet()
             .map_or(0, |f| f.held.len() + f.parking.len())
     }
 
     /// This gateway's slice of the broker topology (`fleetd topology`).
     pub fn topology(&self) -> Option<Topology> {
-        let f = self.fed.as_ref()?;
-        let gids: Vec<(SessionId, EntityKind)> =
-            f.local.iter().map(|(g, s)| (g.clone(), s.kind)).collect();
+        let f = self.link.fleet()?;
+        let gids: Vec<(SessionId, EntityKind)> = self
+            .served
+            .iter()
+            .map(|(g, s)| (g.clone(), s.kind))
+            .collect();
         Some(topology::slice(
             &self.cfg,
             f,
@@ -195,12 +196,12 @@ impl Gateway {
     }
 
     pub(super) fn broker_is_up(&self) -> bool {
-        self.fed.as_ref().is_some_and(|f| f.broker_up)
+        self.link.fleet().is_some_and(|f| f.broker_up)
     }
 
     /// The profiles `host` advertised, if its gateway heartbeat is fresh.
     pub(super) fn profiles_of(&self, host: &HostId) -> Option<Vec<String>> {
-        self.fed.as_ref()?.roster.profiles_of(self.now, host)
+        self.link.fleet()?.roster.profiles_of(self.now, host)
     }
 
     /// A member this gateway serves now (its gid is in a live pane's label).
@@ -213,6 +214,6 @@ impl Gateway {
     }
 
     fn served_as(&self, gid: &SessionId) -> Option<EntityKind> {
-        self.fed.as_ref()?.local.get(gid).map(|s| s.kind)
+        self.served.get(gid).map(|s| s.kind)
     }
 }

@@ -6,6 +6,7 @@ use super::Draft;
 use crate::admission::presence_key;
 use crate::broker::{DeliveryId, Exchange};
 use crate::envelope::{Envelope, Kind};
+use crate::gateway::Link;
 use crate::gateway::{Gateway, Once, TimerKind};
 use crate::ids::SessionId;
 use crate::io::{Event, Output, RejectCode};
@@ -32,7 +33,7 @@ impl Gateway {
         let mut listing = (env.from.as_str() == GATEWAY_GID)
             .then(|| Listing::peek(&env.body))
             .flatten();
-        if let (Some(l), Some(f)) = (&listing, &mut self.fed) {
+        if let (Some(l), Link::Fleet(f)) = (&listing, &mut self.link) {
             if f.roster.refresh_unchanged(now, &env.signer, l) {
                 self.ack(delivery);
                 return;
@@ -50,7 +51,9 @@ impl Gateway {
             }
         };
         self.ack(delivery);
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         if env.signer != f.cfg.host {
             // Another host claims gids served here: ours stand, and the rest of what it says
             // is still heard.
@@ -60,14 +63,14 @@ impl Gateway {
                 | Announcement::Batch {
                     changes: entities, ..
                 } => entities.retain(|(g, _)| {
-                    let ours = f.local.contains_key(g);
+                    let ours = self.served.contains_key(g);
                     if ours {
                         claims.push(g.clone());
                     }
                     !ours
                 }),
                 Announcement::Delta { gid, .. } | Announcement::Heartbeat { gid, .. } => {
-                    if f.local.contains_key(gid) {
+                    if self.served.contains_key(gid) {
                         claims.push(gid.clone());
                     }
                 }
@@ -100,7 +103,9 @@ impl Gateway {
             Announcement::Host { since, .. } => since.unwrap_or(0),
             Announcement::Heartbeat { .. } => 0,
         };
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         let seen = f.roster.observe(now, &env.signer, ann);
         if let Some(l) = &listing {
             f.roster.keep_listing(&env.signer, l);
@@ -130,7 +135,7 @@ impl Gateway {
 
     /// The next order this process's presence goes out with.
     fn next_order(&mut self) -> Option<Order> {
-        let f = self.fed.as_mut()?;
+        let f = self.link.fleet_mut()?;
         f.presence_seq += 1;
         Some(Order {
             since: f.started_unix,
@@ -142,10 +147,11 @@ impl Gateway {
     /// announced. Sent at once, so a spawned member is seen fleet-wide within a broker round
     /// trip.
     pub(in crate::gateway) fn announce(&mut self, gid: &SessionId) {
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         f.changed.remove(gid);
-        let Some(f) = &self.fed else { return };
-        let Some(served) = f.local.get(gid).filter(|s| s.announced) else {
+        let Some(served) = self.served.get(gid).filter(|s| s.announced) else {
             return;
         };
         let entity = self.describe(gid, served);
@@ -154,7 +160,7 @@ impl Gateway {
 
     /// One entity's leave: its pane is gone.
     pub(in crate::gateway) fn announce_left(&mut self, gid: &SessionId) {
-        if let Some(f) = &mut self.fed {
+        if let Link::Fleet(f) = &mut self.link {
             f.changed.remove(gid);
         }
         self.publish_delta(gid, None);
@@ -163,30 +169,31 @@ impl Gateway {
     /// `gid`'s status or busy flag changed: it goes out within `presence_batch_ms`, with
     /// every other change by then, in one message.
     fn announce_change(&mut self, gid: &SessionId) {
-        let Some(f) = &mut self.fed else { return };
-        if !f.local.get(gid).is_some_and(|s| s.announced) {
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
+        if !self.served.get(gid).is_some_and(|s| s.announced) {
             return;
         }
         if f.changed.is_empty() {
             let at = self.now + Duration::from_millis(self.cfg.presence_batch_ms);
             self.timers.insert((at, TimerKind::PresenceFlush));
         }
-        if let Some(f) = &mut self.fed {
-            f.changed.insert(gid.clone());
-        }
+        f.changed.insert(gid.clone());
     }
 
     /// The changes gathered: one as its own delta (the spec's key), several as one batch on
     /// the host's key. With the broker down they are dropped: the snapshot after it comes
     /// back says the same.
     pub(in crate::gateway) fn on_presence_flush(&mut self) {
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         let changed = std::mem::take(&mut f.changed);
-        let Some(f) = &self.fed else { return };
         let lines: Vec<Listed> = changed
             .iter()
             .filter_map(|gid| {
-                let s = f.local.get(gid).filter(|s| s.announced)?;
+                let s = self.served.get(gid).filter(|s| s.announced)?;
                 Some(Listed::new(gid.clone(), self.describe(gid, s)))
             })
             .collect();
@@ -214,7 +221,7 @@ impl Gateway {
             return;
         }
         let Some(at) = self.next_order() else { return };
-        let Some(f) = &self.fed else { return };
+        let Link::Fleet(f) = &self.link else { return };
         let gw = SessionId::new(GATEWAY_GID);
         let key = presence_key(f.host(), &gw);
         let body = Presence::batch(at, lines).to_body();
@@ -230,7 +237,7 @@ impl Gateway {
             return;
         }
         let Some(at) = self.next_order() else { return };
-        let Some(f) = &self.fed else { return };
+        let Link::Fleet(f) = &self.link else { return };
         let key = presence_key(f.host(), gid);
         let body = Presence::delta(at, change).to_body();
         let ttl = self.cfg.presence_ttl_ms;
@@ -267,7 +274,9 @@ impl Gateway {
     /// snapshot — one signed message for its gateway and every entity it has announced.
     pub(in crate::gateway) fn on_presence_tick(&mut self, now: Instant) {
         self.expire_parked(now);
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         f.remote_asks.retain(|_, a| a.until > now);
         // Only silence heard while listening counts: this chain stops while our own link is
         // down, and `heard_again` restarts every entry's clock when it comes back.
@@ -284,13 +293,12 @@ impl Gateway {
         if !self.broker_is_up() {
             return;
         }
-        let members: Vec<SessionId> = self.fed.as_ref().map_or_else(Vec::new, |f| {
-            f.local
-                .iter()
-                .filter(|(_, s)| s.announced && s.kind == EntityKind::Member)
-                .map(|(g, _)| g.clone())
-                .collect()
-        });
+        let members: Vec<SessionId> = self
+            .served
+            .iter()
+            .filter(|(_, s)| s.announced && s.kind == EntityKind::Member)
+            .map(|(g, _)| g.clone())
+            .collect();
         self.publish_snapshot();
         // Presence must stay true of members nothing is delegated to as well: sample each idle
         // one once a round — all of them from one listing of herdr's panes — so a pane that
@@ -316,13 +324,13 @@ impl Gateway {
     fn publish_snapshot(&mut self) {
         let Some(at) = self.next_order() else { return };
         // The snapshot carries every change gathered so far.
-        if let Some(f) = &mut self.fed {
+        if let Link::Fleet(f) = &mut self.link {
             f.changed.clear();
         }
-        let Some(f) = &self.fed else { return };
+        let Link::Fleet(f) = &self.link else { return };
         let drop_cards = self.cfg.planted(PlantedBug::SnapshotDropsCards);
-        let listed: Vec<Listed> = f
-            .local
+        let listed: Vec<Listed> = self
+            .served
             .iter()
             .filter(|(_, s)| s.announced)
             .map(|(gid, s)| {

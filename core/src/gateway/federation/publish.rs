@@ -4,6 +4,7 @@
 use crate::broker::{BrokerOp, DeliveryId, Exchange, Names, PublishId};
 use crate::envelope::{Envelope, Kind, VERSION};
 use crate::gateway::Gateway;
+use crate::gateway::Link;
 use crate::ids::{HostId, MsgId, SessionId, TraceId, TurnId};
 use crate::io::{Event, Output, RejectCode};
 use crate::outcome::Outcome;
@@ -120,7 +121,7 @@ impl Gateway {
         key: String,
         mut env: Envelope,
     ) -> Option<PublishId> {
-        let f = self.fed.as_mut()?;
+        let f = self.link.fleet_mut()?;
         if !f.broker_up {
             return None;
         }
@@ -134,7 +135,7 @@ impl Gateway {
         lead: &SessionId,
         env: &Envelope,
     ) -> Option<PublishId> {
-        if !self.fed.as_ref().is_some_and(|f| f.broker_up) {
+        if !self.link.fleet().is_some_and(|f| f.broker_up) {
             return None;
         }
         self.publish_signed(Exchange::Msg, Names::held_key(lead), env.clone())
@@ -146,7 +147,7 @@ impl Gateway {
         key: String,
         env: Envelope,
     ) -> Option<PublishId> {
-        let f = self.fed.as_mut()?;
+        let f = self.link.fleet_mut()?;
         let publish = f.confirms.next();
         let mandatory = env.kind != Kind::Broadcast;
         let persistent = matches!(
@@ -168,21 +169,21 @@ impl Gateway {
     /// Acks `delivery` if it belongs to the live connection (a tag from an earlier one died
     /// with it; the broker has requeued that copy).
     pub(crate) fn ack_if_current(&mut self, delivery: DeliveryId) {
-        if self.fed.as_ref().is_some_and(|f| f.is_current(delivery)) {
+        if self.link.fleet().is_some_and(|f| f.is_current(delivery)) {
             self.ack(delivery);
         }
     }
 
     /// The planted `AckAfterInject` bug's ack, once the brief's turn has ended.
     pub(crate) fn late_ack(&mut self, msg: MsgId) {
-        if let Some(d) = self.fed.as_mut().and_then(|f| f.late_acks.remove(&msg)) {
+        if let Some(d) = self.link.fleet_mut().and_then(|f| f.late_acks.remove(&msg)) {
             self.ack_if_current(d);
         }
     }
 
     /// The planted `AckAfterInject` bug: the brief's ack waits for its turn's end.
     pub(crate) fn ack_late(&mut self, msg: MsgId, delivery: DeliveryId) {
-        if let Some(f) = &mut self.fed {
+        if let Link::Fleet(f) = &mut self.link {
             f.late_acks.insert(msg, delivery);
         }
     }

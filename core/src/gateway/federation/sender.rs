@@ -10,6 +10,7 @@ use crate::broker::{DeliveryId, Exchange};
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::calls::{Answering, Opening, Send};
 use crate::gateway::delegation::{Answer, Delegation, RemoteBrief, Side};
+use crate::gateway::Link;
 use crate::gateway::{Gateway, TimerKind};
 use crate::ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TurnId};
 use crate::inbox::HeldReply;
@@ -46,7 +47,7 @@ impl Gateway {
         };
         self.stats.sends_total += 1;
         let ticket = self.ids.ticket();
-        if let Some(f) = &mut self.fed {
+        if let Link::Fleet(f) = &mut self.link {
             f.confirms.expect(publish, Pending::Delegation(ticket));
             f.remote_waiters.insert(msg, ticket);
         }
@@ -82,14 +83,14 @@ impl Gateway {
     }
 
     pub(in crate::gateway) fn forget_remote_waiter(&mut self, msg: MsgId) {
-        if let Some(f) = &mut self.fed {
+        if let Link::Fleet(f) = &mut self.link {
             f.remote_waiters.remove(&msg);
         }
     }
 
     /// The worker on another host whose open question `turn` is.
     pub(in crate::gateway) fn remote_asker(&self, turn: TurnId) -> Option<SessionId> {
-        Some(self.fed.as_ref()?.remote_asks.get(&turn)?.worker.clone())
+        Some(self.link.fleet()?.remote_asks.get(&turn)?.worker.clone())
     }
 
     /// A coordination note's publish: its call is answered at the confirm.
@@ -100,7 +101,7 @@ impl Gateway {
         target: SessionId,
         msg: crate::ids::MsgId,
     ) {
-        if let Some(f) = &mut self.fed {
+        if let Link::Fleet(f) = &mut self.link {
             f.confirms
                 .expect(publish, Pending::Coordination { call, target, msg });
         }
@@ -108,12 +109,12 @@ impl Gateway {
 
     /// The lead a remote worker's question was put to.
     pub(in crate::gateway) fn remote_ask_lead(&self, turn: TurnId) -> Option<SessionId> {
-        self.fed.as_ref()?.remote_asks.get(&turn)?.lead.clone()
+        self.link.fleet()?.remote_asks.get(&turn)?.lead.clone()
     }
 
     pub(in crate::gateway) fn is_remote_ask(&self, turn: TurnId) -> bool {
-        self.fed
-            .as_ref()
+        self.link
+            .fleet()
             .is_some_and(|f| f.remote_asks.contains_key(&turn))
     }
 
@@ -130,7 +131,11 @@ impl Gateway {
             return self.respond(call, Response::Error(CallError::BrokerUnavailable));
         }
         let turn = a.turn;
-        let Some(ask) = self.fed.as_mut().and_then(|f| f.remote_asks.remove(&turn)) else {
+        let Some(ask) = self
+            .link
+            .fleet_mut()
+            .and_then(|f| f.remote_asks.remove(&turn))
+        else {
             return self.invalid(call, "no open question from another host has this turnId");
         };
         let Some(from) = caller.session.clone() else {
@@ -147,7 +152,7 @@ impl Gateway {
         };
         let paused = self.delegations.paused_on(turn);
         let ticket = paused.unwrap_or_else(|| self.ids.ticket());
-        if let Some(f) = &mut self.fed {
+        if let Link::Fleet(f) = &mut self.link {
             f.confirms.expect(publish, Pending::Delegation(ticket));
             f.remote_waiters.insert(msg, ticket);
         }
@@ -189,7 +194,9 @@ impl Gateway {
         env: Envelope,
     ) {
         let dedup = !self.cfg.planted(PlantedBug::NoReplyDedup);
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         if dedup {
             match f.held.arrived(env.msg_id, delivery, held_queue) {
                 Arrival::New => {}
@@ -203,7 +210,7 @@ impl Gateway {
                     let lead = SessionId::new(&env.to);
                     if let Some(p) = self.publish_to_held(&lead, &env) {
                         self.expect_confirm(p, Pending::Move(env.msg_id));
-                        if let Some(f) = &mut self.fed {
+                        if let Link::Fleet(f) = &mut self.link {
                             f.held.move_again(env.msg_id, delivery);
                         }
                     }
@@ -224,7 +231,9 @@ impl Gateway {
                 .is_some_and(|d| matches!(d.side.answer(), Some(Answer::Blocking(_))));
             self.finish(now, ticket, outcome, Some(content), None);
             let unix = self.unix_now();
-            let Some(f) = &mut self.fed else { return };
+            let Link::Fleet(f) = &mut self.link else {
+                return;
+            };
             if blocking {
                 f.held.handed(env.msg_id, env.expires_at, unix);
                 return self.ack(delivery);
@@ -264,8 +273,8 @@ impl Gateway {
             }
             Err(full) => {
                 let queue = self
-                    .fed
-                    .as_ref()
+                    .link
+                    .fleet()
                     .map(|f| f.names.inbox(&lead))
                     .unwrap_or_default();
                 self.reject(
@@ -290,7 +299,9 @@ impl Gateway {
         if let Some(p) = moved {
             self.expect_confirm(p, Pending::Move(env.msg_id));
         }
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         if moved.is_some() {
             f.held
                 .hold_moving(env.msg_id, delivery, env.expires_at, what);
@@ -301,7 +312,9 @@ impl Gateway {
 
     /// A result's copy on the held queue is confirmed, or failed.
     pub(super) fn result_moved(&mut self, msg: MsgId, routed: bool) {
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         if let Some(d) = f.held.moved(msg, routed) {
             self.ack_if_current(d);
         }
@@ -311,7 +324,9 @@ impl Gateway {
     /// were voided).
     fn release(&mut self, holder: Holder) {
         let unix = self.unix_now();
-        let Some(f) = &mut self.fed else { return };
+        let Link::Fleet(f) = &mut self.link else {
+            return;
+        };
         for d in f.held.release(holder, unix) {
             self.ack_if_current(d);
         }
@@ -329,7 +344,7 @@ impl Gateway {
     /// cannot wedge an inbox behind a full prefetch window.
     pub(super) fn sweep_held(&mut self) {
         let unix = self.unix_now();
-        let Some(f) = &self.fed else { return };
+        let Link::Fleet(f) = &self.link else { return };
         for what in f.held.expired(unix) {
             if let HeldFor::Inbox { reply, member } = &what {
                 let gone = self.inbox.ack(member, &[*reply]);
@@ -348,7 +363,7 @@ impl Gateway {
         }
         let ticket = env
             .re
-            .and_then(|re| self.fed.as_ref()?.remote_waiters.get(&re).copied());
+            .and_then(|re| self.link.fleet()?.remote_waiters.get(&re).copied());
         let Some(ticket) = ticket else { return };
         let outcome = match env.kind {
             Kind::Abandoned => Outcome::WorkerFailed,
@@ -369,7 +384,7 @@ impl Gateway {
         let Some(turn) = env.turn_id else { return };
         let ticket = env
             .re
-            .and_then(|re| self.fed.as_ref()?.remote_waiters.get(&re).copied())
+            .and_then(|re| self.link.fleet()?.remote_waiters.get(&re).copied())
             .filter(|t| self.delegations.contains(t));
         let Some(ticket) = ticket else {
             let ttl = self.cfg.reply_ttl_ms;
@@ -382,7 +397,7 @@ impl Gateway {
             self.publish(Exchange::Msg, nw);
             return;
         };
-        if let Some(f) = &mut self.fed {
+        if let Link::Fleet(f) = &mut self.link {
             let until = now + Duration::from_millis(self.cfg.ask_timeout_ms);
             let lead = self.delegations.get(&ticket).and_then(|d| d.lead.clone());
             f.remote_asks.insert(
@@ -408,7 +423,7 @@ impl Gateway {
     /// may still be in the worker's queue, for the new process to type.
     pub(super) fn peer_restarted(&mut self, now: Instant, host: &HostId, since: u64) {
         self.event(Event::PeerRestarted { host: host.clone() });
-        let Some(f) = &self.fed else { return };
+        let Link::Fleet(f) = &self.link else { return };
         let on_host: std::collections::BTreeSet<SessionId> = self
             .delegations
             .iter()

@@ -8,6 +8,7 @@ use super::Draft;
 use crate::broker::{DeliveryId, Exchange, Names};
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::delegation::{Delegation, Side};
+use crate::gateway::Link;
 use crate::gateway::{Gateway, TimerKind};
 use crate::ids::{CallId, MsgId, ReplyId, SessionId, TurnId};
 use crate::io::{CallError, Event, RejectCode, Response};
@@ -243,7 +244,7 @@ impl Gateway {
     }
 
     pub(super) fn expect_confirm(&mut self, publish: crate::broker::PublishId, what: Pending) {
-        if let Some(f) = &mut self.fed {
+        if let Link::Fleet(f) = &mut self.link {
             f.confirms.expect(publish, what);
         }
     }
@@ -298,7 +299,9 @@ impl Gateway {
         content: &str,
     ) -> bool {
         let turn = self.turns.get(member).copied();
-        let Some(f) = &mut self.fed else { return false };
+        let Link::Fleet(f) = &mut self.link else {
+            return false;
+        };
         let Some(sent) = f.unsent.remove(member) else {
             return false;
         };
@@ -349,7 +352,7 @@ impl Gateway {
 
     /// The broker does not have the member's reply: the member hears so, and may try again.
     pub(super) fn reply_unsent(&mut self, call: CallId, member: &SessionId, sent: Unsent) {
-        if let Some(f) = &mut self.fed {
+        if let Link::Fleet(f) = &mut self.link {
             // A failed reply to the delegation outranks a failed stranded one of the same turn
             // (a second `fleet_reply` made while the first awaited its confirm): the retry
             // must still carry `re`.

@@ -1,6 +1,6 @@
 //! The log: `[log]`'s level and format, human or JSON, with each flow's span.
 
-use super::*;
+use crate::config::{self, LogFormat};
 
 /// Sets up logging as `[log]` says (`RUST_LOG` overrides the level).
 pub fn init_logging(cfg: &config::LogSection) {
