@@ -204,7 +204,7 @@ impl Gateway {
         let action = request.action();
         let decision = authz::permits(caller, action, target);
         let allowed = decision.allowed;
-        self.out.push_back(Output::Audit(decision));
+        self.fx.emit(Output::Audit(decision));
         let own = matches!(request, Request::Reply { .. } | Request::Ask { .. });
         if !allowed {
             self.stats.auth_failures_total += 1;
@@ -417,8 +417,7 @@ impl Gateway {
             deadline,
         );
         self.delegations.insert(o.ticket, d);
-        self.timers
-            .insert((deadline, TimerKind::SendDeadline(o.ticket)));
+        self.fx.wake(deadline, TimerKind::SendDeadline(o.ticket));
         if !o.wait {
             let t = Ticket {
                 target: o.target,
@@ -493,8 +492,7 @@ impl Gateway {
         };
         if let Some(timeout) = timeout {
             d.deadline = now + timeout;
-            self.timers
-                .insert((d.deadline, TimerKind::SendDeadline(ticket)));
+            self.fx.wake(d.deadline, TimerKind::SendDeadline(ticket));
         }
         let lead = d.lead.clone();
         self.rendezvous

@@ -92,8 +92,7 @@ impl Gateway {
                         body,
                         at: now,
                     });
-                    self.timers
-                        .insert((now + ttl, TimerKind::TicketExpiry(ticket)));
+                    self.fx.wake(now + ttl, TimerKind::TicketExpiry(ticket));
                 }
                 if let Some(lead) = d.lead {
                     self.push.add(&lead, Attention::Ticket(ticket));

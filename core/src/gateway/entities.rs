@@ -189,7 +189,7 @@ impl Gateway {
                 &[(gid.clone(), kind)],
                 topology::Part::Inboxes,
             );
-            self.out.push_back(Output::Broker(BrokerOp::Declare(t)));
+            self.fx.emit(Output::Broker(BrokerOp::Declare(t)));
         }
         if when == Announce::Now {
             self.announce(gid);
@@ -223,8 +223,7 @@ impl Gateway {
             };
             // Results held for a member that is gone have no one left to collect them.
             for name in [f.names.inbox(gid), f.names.held(gid)] {
-                self.out
-                    .push_back(Output::Broker(BrokerOp::DeleteQueue { name }));
+                self.fx.emit(Output::Broker(BrokerOp::DeleteQueue { name }));
             }
         }
     }

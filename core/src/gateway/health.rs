@@ -30,18 +30,18 @@ impl Gateway {
     pub(super) fn arm_health(&mut self, now: Instant) {
         let watching = self.served().any(|(_, s)| s.kind == EntityKind::Member)
             || self.health.has_tombstones();
-        if self.once.is_set(Once::Health) || !watching {
+        if self.fx.is_set(Once::Health) || !watching {
             return;
         }
         let at = now + Duration::from_millis(self.cfg.health.interval_ms);
-        self.once.set(Once::Health, at);
+        self.fx.set(Once::Health, at);
     }
 
     pub(super) fn on_health_tick(&mut self, now: Instant) {
         self.health.expire(now);
         let targets = self.members_here();
         if !targets.is_empty() {
-            self.out.push_back(Output::ProbeHealth { targets });
+            self.fx.emit(Output::ProbeHealth { targets });
         }
         self.arm_health(now);
     }

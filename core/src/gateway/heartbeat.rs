@@ -45,7 +45,7 @@ impl Gateway {
                 },
             );
             if let Some(idle) = self.heartbeat_of(&lead) {
-                self.timers.insert((now + idle, TimerKind::Heartbeat(lead)));
+                self.fx.wake(now + idle, TimerKind::Heartbeat(lead));
             }
         }
     }
@@ -76,7 +76,7 @@ impl Gateway {
         let due = beat.active_at + idle;
         if due > now {
             // It acted since this timer was armed: wait from then.
-            self.timers.insert((due, TimerKind::Heartbeat(lead)));
+            self.fx.wake(due, TimerKind::Heartbeat(lead));
             return;
         }
         let max = self.cfg.heartbeats.get(&lead).map_or(0, |h| h.max_beats);
@@ -106,6 +106,6 @@ impl Gateway {
             });
             self.poll_status(lead.clone());
         }
-        self.timers.insert((now + idle, TimerKind::Heartbeat(lead)));
+        self.fx.wake(now + idle, TimerKind::Heartbeat(lead));
     }
 }

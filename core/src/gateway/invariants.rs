@@ -80,11 +80,7 @@ impl Gateway {
             // Each open delegation's deadline is armed — except a worker-side turn already
             // typed when its brief expired, which runs to its end (the sender owns the timeout).
             let ran_on = d.side.is_worker() && d.deadline <= self.now;
-            if !ran_on
-                && !self
-                    .timers
-                    .contains(&(d.deadline, TimerKind::SendDeadline(*ticket)))
-            {
+            if !ran_on && !self.fx.waking(d.deadline, TimerKind::SendDeadline(*ticket)) {
                 return Err(format!("{ticket}'s deadline {} is not armed", d.deadline));
             }
             // An async delegation's ticket is open as long as it is.
@@ -109,10 +105,7 @@ impl Gateway {
             if self.injector.gate_state(gid) != Some(false) {
                 return Err(format!("{gid} is being adopted but its gate is not closed"));
             }
-            if !self
-                .timers
-                .contains(&(deadline, TimerKind::Adoption(gid.clone())))
-            {
+            if !self.fx.waking(deadline, TimerKind::Adoption(gid.clone())) {
                 return Err(format!("{gid}'s adoption bound {deadline} is not armed"));
             }
         }
@@ -139,9 +132,9 @@ impl Gateway {
         };
         self.spawns
             .requests
-            .check(|at, gid| self.timers.contains(&(at, TimerKind::Spawn(gid.clone()))))?;
+            .check(|at, gid| self.fx.waking(at, TimerKind::Spawn(gid.clone())))?;
         self.stops.check(
-            |at, msg| self.timers.contains(&(at, TimerKind::Stop(msg))),
+            |at, msg| self.fx.waking(at, TimerKind::Stop(msg)),
             |gid| self.served.contains_key(gid),
         )?;
         f.confirms.check()?;

@@ -151,8 +151,7 @@ impl Gateway {
         let (AskOpen::Fresh(turn_id) | AskOpen::Coalesced(turn_id)) =
             self.rendezvous
                 .open_ask(&mut self.ids, &session, msg, &question, call, deadline);
-        self.timers
-            .insert((deadline, TimerKind::AskDeadline(turn_id)));
+        self.fx.wake(deadline, TimerKind::AskDeadline(turn_id));
         self.injector.set_asking(&session, true);
         self.event(Event::Asked {
             target: session.clone(),

@@ -15,12 +15,13 @@ use crate::rendezvous::Rendezvous;
 use crate::sample_order::SampleOrder;
 use crate::session::{SessionState, Sessions};
 use crate::time::{Duration, Instant};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::BTreeMap;
 
 mod answer;
 mod calls;
 mod coordination;
 mod delegation;
+mod effects;
 mod endings;
 mod entities;
 mod federation;
@@ -43,12 +44,13 @@ mod timers;
 mod turns;
 
 use delegation::{Delegations, Tickets};
+use effects::Effects;
 use federation::Fed;
 pub use federation::Federation;
 pub use heartbeat::HeartbeatConfig;
 use spawn::Spawns;
 use stops::Stops;
-use timer_table::{Once, TimerTable};
+use timer_table::Once;
 pub use timers::TimerKind;
 
 /// How a gateway reaches other hosts: not at all (single-host mode, where every path is
@@ -136,7 +138,6 @@ pub struct Gateway {
     delegator_of: BTreeMap<MsgId, SessionId>,
     /// Nudge messages in the injector, by the lead they remind.
     nudges: BTreeMap<MsgId, SessionId>,
-    timers: BTreeSet<(Instant, TimerKind)>,
     sessions: Sessions,
     /// This host's name: its federation's, or `local` unless `named`.
     host: HostId,
@@ -148,9 +149,8 @@ pub struct Gateway {
     /// when on the monotonic clock.
     wall_at: Instant,
     wall_unix: Option<u64>,
-    /// One-instance timers (`timer_table`).
-    once: TimerTable,
-    out: VecDeque<Output>,
+    /// What each step decided: outputs, and when to wake (`effects`).
+    fx: Effects,
     stats: Stats,
     /// How this gateway reaches other hosts.
     link: Link,
@@ -220,15 +220,13 @@ impl Gateway {
             last_delegator: BTreeMap::new(),
             delegator_of: BTreeMap::new(),
             nudges: BTreeMap::new(),
-            timers: BTreeSet::new(),
             sessions: Sessions::default(),
             host: HostId::new("local"),
             served: BTreeMap::new(),
             cards: BTreeMap::new(),
             wall_at: now,
             wall_unix: None,
-            once: TimerTable::default(),
-            out: VecDeque::new(),
+            fx: Effects::default(),
             stats: Stats::default(),
             link: Link::Solo,
             spawns: Spawns::default(),
@@ -411,18 +409,13 @@ impl Gateway {
     /// The next thing to do, in the order decided.
     #[must_use]
     pub fn poll_output(&mut self) -> Option<Output> {
-        self.out.pop_front()
+        self.fx.pop()
     }
 
     /// When to call `handle(_, Input::Tick)` even if nothing arrives.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<(Instant, TimerKind)> {
-        let mut best = self.timers.first().cloned();
-        if let Some((at, kind)) = self.once.earliest() {
-            if best.as_ref().is_none_or(|b| (at, &kind) < (b.0, &b.1)) {
-                best = Some((at, kind));
-            }
-        }
+        let mut best = self.fx.earliest();
         for (at, kind) in [(self.injector.next_deadline(), TimerKind::Injector)] {
             if let Some(at) = at {
                 if best.as_ref().is_none_or(|(b, _)| at < *b) {
@@ -438,10 +431,9 @@ impl Gateway {
         self.drain_injector(now);
         self.pump_nudges(now);
         self.drain_injector(now);
-        if !self.once.is_set(Once::StatusPoll)
-            && (self.injector.has_active() || self.adoption.any())
+        if !self.fx.is_set(Once::StatusPoll) && (self.injector.has_active() || self.adoption.any())
         {
-            self.once
+            self.fx
                 .set(Once::StatusPoll, now + self.cfg.poll_interval());
         }
         self.arm_health(now);
@@ -450,7 +442,7 @@ impl Gateway {
     fn respond(&mut self, call: CallId, response: Response) {
         #[cfg(any(debug_assertions, feature = "invariants"))]
         self.open_calls.answered(call);
-        self.out.push_back(Output::Respond { call, response });
+        self.fx.emit(Output::Respond { call, response });
     }
 
     /// Responds to what a sub-machine is done with.
@@ -478,6 +470,6 @@ impl Gateway {
             Event::BrokerDropped { .. } => self.stats.broker_drops_total += 1,
             _ => {}
         }
-        self.out.push_back(Output::Event(e));
+        self.fx.emit(Output::Event(e));
     }
 }

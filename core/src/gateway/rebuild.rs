@@ -28,8 +28,7 @@ impl Gateway {
             self.injector.gate(&gid);
             self.local_entity(&gid, EntityKind::Member, Announce::Later);
             self.adoption.begin(&gid, starting, deadline);
-            self.timers
-                .insert((deadline, TimerKind::Adoption(gid.clone())));
+            self.fx.wake(deadline, TimerKind::Adoption(gid.clone()));
             self.poll_status(gid);
         }
     }
@@ -56,7 +55,7 @@ impl Gateway {
         });
         if verdict == AdoptVerdict::Reaped {
             // The driver closes it and reports `PaneGone`, which ends what is open on it.
-            self.out.push_back(Output::ClosePane { gid });
+            self.fx.emit(Output::ClosePane { gid });
         }
     }
 }

@@ -11,13 +11,13 @@ impl Gateway {
     /// Asks for `target`'s status (`Input::StatusSampled` answers).
     pub(super) fn poll_status(&mut self, target: SessionId) {
         let asked = self.samples.ask();
-        self.out.push_back(Output::PollStatus { target, asked });
+        self.fx.emit(Output::PollStatus { target, asked });
     }
 
     /// Asks for every one of `targets` from one listing (`Input::StatusesSampled` answers).
     pub(super) fn poll_statuses(&mut self, round: Round, targets: Vec<SessionId>) {
         let asked = self.samples.ask();
-        self.out.push_back(Output::PollStatuses {
+        self.fx.emit(Output::PollStatuses {
             round,
             targets,
             asked,

@@ -69,11 +69,11 @@ impl Gateway {
     /// late.
     fn arm_reaper(&mut self, now: Instant) {
         let Some(ttl) = self.idle_ttl() else { return };
-        if self.once.is_set(Once::Reap) || self.sessions.is_empty() {
+        if self.fx.is_set(Once::Reap) || self.sessions.is_empty() {
             return;
         }
         let round = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
-        self.once.set(Once::Reap, now + round);
+        self.fx.set(Once::Reap, now + round);
     }
 
     /// Closes every member idle past its TTL with nothing queued for it. Its session ends
@@ -90,7 +90,7 @@ impl Gateway {
                 gid: gid.clone(),
                 idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
             });
-            self.out.push_back(Output::ClosePane { gid });
+            self.fx.emit(Output::ClosePane { gid });
         }
         self.arm_reaper(now);
     }

@@ -161,7 +161,7 @@ impl Gateway {
         self.spawns
             .requests
             .wait(gid.clone(), msg, publish, waiting);
-        self.timers.insert((deadline, TimerKind::Spawn(gid)));
+        self.fx.wake(deadline, TimerKind::Spawn(gid));
     }
 
     /// The target side: dedup by the live registry, then by the reservation set, then the
@@ -246,11 +246,10 @@ impl Gateway {
                 connected: false,
             },
         );
-        self.timers
-            .insert((deadline, TimerKind::Spawn(gid.clone())));
+        self.fx.wake(deadline, TimerKind::Spawn(gid.clone()));
         self.session_set(&gid, crate::session::SessionState::Spawning);
         self.stats.spawns_total += 1;
-        self.out.push_back(Output::SpawnPane { gid, spec });
+        self.fx.emit(Output::SpawnPane { gid, spec });
     }
 
     /// The launcher's answer. A pane that exists still waits for its readiness gate.
@@ -258,7 +257,7 @@ impl Gateway {
         match result {
             Ok(_) if !self.spawns.reserved.contains_key(&gid) => {
                 // Too late: the spawn was already reaped and reported failed.
-                self.out.push_back(Output::ClosePane { gid });
+                self.fx.emit(Output::ClosePane { gid });
             }
             Ok(launched) => {
                 let (card, connected) = self.spawns.reserved.get(&gid).map_or_else(
@@ -318,7 +317,7 @@ impl Gateway {
         }
         self.session_ready(gid);
         self.injector.open_gate(gid);
-        self.out.push_back(Output::MemberReady { gid: gid.clone() });
+        self.fx.emit(Output::MemberReady { gid: gid.clone() });
         self.local_entity(gid, crate::roster::EntityKind::Member, Announce::Now);
         if self.link.is_solo() && !self.injector.is_active(gid) {
             // Its row shows a sampled status, not `unknown` until work comes (a federated
@@ -384,7 +383,7 @@ impl Gateway {
         if let Some(r) = self.spawns.reserved.get(&gid) {
             if r.deadline <= now {
                 let r = self.spawns.reserved.remove(&gid).expect("checked above");
-                self.out.push_back(Output::ClosePane { gid: gid.clone() });
+                self.fx.emit(Output::ClosePane { gid: gid.clone() });
                 let why = format!(
                     "the member did not become ready within {} ms; its pane is reaped",
                     self.cfg.spawn_ready_timeout_ms
@@ -435,7 +434,7 @@ impl Gateway {
 
     pub(super) fn cancel_spawn(&mut self, gid: &SessionId, why: &str) {
         if let Some(r) = self.spawns.reserved.remove(gid) {
-            self.out.push_back(Output::ClosePane { gid: gid.clone() });
+            self.fx.emit(Output::ClosePane { gid: gid.clone() });
             self.spawn_done(gid, r.reply, Err(why.to_string()));
         }
     }

@@ -103,7 +103,7 @@ impl Gateway {
             deadline,
         };
         self.stops.wait(msg, publish, waiting);
-        self.timers.insert((deadline, TimerKind::Stop(msg)));
+        self.fx.wake(deadline, TimerKind::Stop(msg));
     }
 
     fn not_a_member(&mut self, call: CallId, target: &SessionId, kind: EntityKind) {
@@ -123,7 +123,7 @@ impl Gateway {
             gid: gid.clone(),
             why: why.to_string(),
         });
-        self.out.push_back(Output::ClosePane { gid: gid.clone() });
+        self.fx.emit(Output::ClosePane { gid: gid.clone() });
     }
 
     /// Target side: a verified STOP from an allowed gateway. `Err` is the refusal its
@@ -153,7 +153,7 @@ impl Gateway {
                 } else {
                     // A redelivery while the pane is closing: ask herdr again (the first close
                     // may have found it unavailable).
-                    self.out.push_back(Output::ClosePane { gid: target });
+                    self.fx.emit(Output::ClosePane { gid: target });
                 }
                 Ok(())
             }

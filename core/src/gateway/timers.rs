@@ -45,38 +45,9 @@ pub enum TimerKind {
 }
 
 impl Gateway {
-    /// The next timer due by `now`, from the timer set or the one-instance table, in one order
-    /// (instant, then kind) — taken off where it was. The status poll is not among them: it
-    /// runs after every other timer of the tick.
-    fn take_due(&mut self, now: Instant) -> Option<TimerKind> {
-        let set = self.timers.first().cloned();
-        let once = self.once.earliest_but_poll();
-        let from_once = match (&set, &once) {
-            (None, None) => return None,
-            (Some(_), None) => false,
-            (None, Some(_)) => true,
-            (Some(s), Some(o)) => (o.0, &o.1) < (s.0, &s.1),
-        };
-        if from_once {
-            let (at, kind, t) = once?;
-            if at > now {
-                return None;
-            }
-            self.once.clear(t);
-            Some(kind)
-        } else {
-            let (at, kind) = set?;
-            if at > now {
-                return None;
-            }
-            self.timers.pop_first();
-            Some(kind)
-        }
-    }
-
     pub(super) fn on_tick(&mut self, now: Instant) {
         self.injector.on_timer(now);
-        while let Some(kind) = self.take_due(now) {
+        while let Some(kind) = self.fx.take_due(now) {
             match kind {
                 TimerKind::SendDeadline(ticket) => self.on_send_deadline(now, ticket),
                 TimerKind::AskDeadline(turn_id) => {
@@ -103,8 +74,7 @@ impl Gateway {
                 TimerKind::StatusPoll | TimerKind::Injector => {}
             }
         }
-        if self.once.get(Once::StatusPoll).is_some_and(|p| p <= now) {
-            self.once.clear(Once::StatusPoll);
+        if self.fx.take_once(Once::StatusPoll, now) {
             let mut targets: Vec<SessionId> = self.injector.active_targets().cloned().collect();
             // Members being adopted are sampled too (their verdict comes from the samples).
             targets.extend(

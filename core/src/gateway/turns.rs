@@ -22,7 +22,7 @@ impl Gateway {
                     self.stats.injections_total += 1;
                     self.rendezvous.typing(&target, msg, &text);
                     self.samples.typing(&target);
-                    self.out.push_back(Output::Inject { target, msg, text });
+                    self.fx.emit(Output::Inject { target, msg, text });
                 }
                 InjectorEvent::Delivered { target, msg } => self.on_delivered(now, target, msg),
                 InjectorEvent::TurnComplete {
@@ -53,7 +53,7 @@ impl Gateway {
                     if captured && scraped {
                         self.rendezvous.turn_ended(&target, msg, missed_fast_turn);
                         self.injector.hold(now, &target, msg);
-                        self.out.push_back(Output::ReadPane { target, msg });
+                        self.fx.emit(Output::ReadPane { target, msg });
                     }
                 }
                 InjectorEvent::TurnFailed { target, msg, cause } => {
@@ -89,7 +89,7 @@ impl Gateway {
                     }
                     if let Some(lead) = self.nudges.remove(&msg) {
                         if let Some(at) = self.push.failed(now, &lead, msg) {
-                            self.timers.insert((at, TimerKind::Nudge));
+                            self.fx.wake(at, TimerKind::Nudge);
                         }
                     }
                     let why = cause.to_string();
@@ -119,7 +119,7 @@ impl Gateway {
         self.remote_injected(&target, msg);
         if let Some(lead) = self.nudges.remove(&msg) {
             if let Some(at) = self.push.delivered(now, &lead, msg) {
-                self.timers.insert((at, TimerKind::Nudge));
+                self.fx.wake(at, TimerKind::Nudge);
             }
         }
         self.event(Event::Delivered { target, msg });

@@ -95,13 +95,13 @@ impl Gateway {
             &gids,
             super::topology::Part::Whole,
         );
-        self.out.push_back(Output::Broker(BrokerOp::Declare(t)));
-        if !self.once.is_set(Once::Presence) {
-            self.once.set(Once::Presence, now);
+        self.fx.emit(Output::Broker(BrokerOp::Declare(t)));
+        if !self.fx.is_set(Once::Presence) {
+            self.fx.set(Once::Presence, now);
         }
-        if !self.once.is_set(Once::HeldSweep) {
+        if !self.fx.is_set(Once::HeldSweep) {
             let at = now + Duration::from_millis(self.cfg.held_sweep_interval_ms);
-            self.once.set(Once::HeldSweep, at);
+            self.fx.set(Once::HeldSweep, at);
         }
     }
 
@@ -400,7 +400,7 @@ impl Gateway {
         let recorded = record(&mut f.seen, env, queue, unix);
         let journal = f.seen.take_journal();
         if !journal.is_empty() {
-            self.out.push_back(Output::Remember(journal));
+            self.fx.emit(Output::Remember(journal));
         }
         recorded
     }

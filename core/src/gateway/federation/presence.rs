@@ -177,7 +177,7 @@ impl Gateway {
         }
         if f.changed.is_empty() {
             let at = self.now + Duration::from_millis(self.cfg.presence_batch_ms);
-            self.timers.insert((at, TimerKind::PresenceFlush));
+            self.fx.wake(at, TimerKind::PresenceFlush);
         }
         f.changed.insert(gid.clone());
     }
@@ -281,8 +281,8 @@ impl Gateway {
         // Only silence heard while listening counts: this chain stops while our own link is
         // down, and `heard_again` restarts every entry's clock when it comes back.
         for gid in f.roster.expire(now) {
-            self.out
-                .push_back(Output::Event(Event::RosterExpired { gid: gid.clone() }));
+            self.fx
+                .emit(Output::Event(Event::RosterExpired { gid: gid.clone() }));
             let why = format!(
                 "{gid} sent no presence for {} ms: its host is gone or cut off, and its \
                  turn with it",
@@ -316,7 +316,7 @@ impl Gateway {
             self.poll_statuses(crate::io::Round::Idle, idle);
         }
         let next = now + Duration::from_millis(self.cfg.presence_interval_ms);
-        self.once.set(Once::Presence, next);
+        self.fx.set(Once::Presence, next);
     }
 
     /// This host's snapshot: its profiles, its start, and every announced entity with its
@@ -356,7 +356,7 @@ impl Gateway {
         self.sweep_held();
         if self.broker_is_up() {
             let next = now + Duration::from_millis(self.cfg.held_sweep_interval_ms);
-            self.once.set(Once::HeldSweep, next);
+            self.fx.set(Once::HeldSweep, next);
         }
     }
 }

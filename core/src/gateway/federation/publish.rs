@@ -154,7 +154,7 @@ impl Gateway {
             env.kind,
             Kind::Send | Kind::Reply | Kind::Failed | Kind::Abandoned | Kind::Spawn | Kind::Stop
         );
-        self.out.push_back(Output::Broker(BrokerOp::Publish {
+        self.fx.emit(Output::Broker(BrokerOp::Publish {
             publish,
             exchange,
             key,
@@ -189,8 +189,7 @@ impl Gateway {
     }
 
     pub(crate) fn ack(&mut self, delivery: DeliveryId) {
-        self.out
-            .push_back(Output::Broker(BrokerOp::Ack { delivery }));
+        self.fx.emit(Output::Broker(BrokerOp::Ack { delivery }));
     }
 
     /// Rejects `delivery` to the DLX and says why.
@@ -201,8 +200,7 @@ impl Gateway {
         code: RejectCode,
         detail: String,
     ) {
-        self.out
-            .push_back(Output::Broker(BrokerOp::Reject { delivery }));
+        self.fx.emit(Output::Broker(BrokerOp::Reject { delivery }));
         self.event(Event::Rejected {
             queue: queue.to_string(),
             code,

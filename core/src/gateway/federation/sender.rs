@@ -64,7 +64,7 @@ impl Gateway {
             d.trace = Some(trace);
         }
         let by = now + Duration::from_millis(inject_ms + self.cfg.clock_skew_ms);
-        self.timers.insert((by, TimerKind::InjectBy(ticket)));
+        self.fx.wake(by, TimerKind::InjectBy(ticket));
     }
 
     /// No INJECTED within the bound: a loud, fast failure, not a send-length silence.
@@ -162,8 +162,7 @@ impl Gateway {
             if let Some(d) = self.delegations.get_mut(&ticket) {
                 d.msg = msg;
                 d.deadline = now + a.timeout;
-                self.timers
-                    .insert((d.deadline, TimerKind::SendDeadline(ticket)));
+                self.fx.wake(d.deadline, TimerKind::SendDeadline(ticket));
             }
             if let Some(view) = self.ticket_view(ticket) {
                 self.respond(call, Response::Ticket(view));

@@ -81,8 +81,7 @@ impl Gateway {
         let mut d = Delegation::new(target.clone(), msg, None, side, deadline);
         d.trace = Some(env.trace_id);
         self.delegations.insert(ticket, d);
-        self.timers
-            .insert((deadline, TimerKind::SendDeadline(ticket)));
+        self.fx.wake(deadline, TimerKind::SendDeadline(ticket));
         self.event(Event::Enqueued {
             ticket: Some(ticket),
             target: target.clone(),
