@@ -323,13 +323,10 @@ impl From<&HealthConfig> for Thresholds {
     }
 }
 
-/// Decides a member's health from `e`. Pure: the same evidence and prior give the same
-/// verdict; the prior only carries `since` over while the state stays.
-pub fn classify(now: Instant, e: &Evidence, t: Thresholds, prior: Option<&Verdict>) -> Verdict {
-    let mut found: Vec<Finding> = Vec::new();
-    let mut hold = |state: Health, why: String| found.push(Finding { state, why });
-    match e.gate {
-        Gate::Closed { waited, bound } if waited >= bound => hold(
+/// What the readiness gate says, if it is still shut.
+fn gate_finding(gate: Gate) -> Option<Finding> {
+    let (state, why) = match gate {
+        Gate::Closed { waited, bound } if waited >= bound => (
             Health::NeverReady,
             format!(
                 "not ready after {} ms (bound {} ms)",
@@ -337,15 +334,22 @@ pub fn classify(now: Instant, e: &Evidence, t: Thresholds, prior: Option<&Verdic
                 bound.as_millis()
             ),
         ),
-        Gate::Closed { waited, .. } => hold(
+        Gate::Closed { waited, .. } => (
             Health::Starting,
             format!(
                 "waiting for it to connect, {} ms so far",
                 waited.as_millis()
             ),
         ),
-        Gate::Open => {}
-    }
+        Gate::Open => return None,
+    };
+    Some(Finding { state, why })
+}
+
+/// Every state the evidence supports, besides `Idle`.
+fn findings(e: &Evidence, t: Thresholds) -> Vec<Finding> {
+    let mut found: Vec<Finding> = gate_finding(e.gate).into_iter().collect();
+    let mut hold = |state: Health, why: String| found.push(Finding { state, why });
     if let Some(line) = e
         .fatal_line
         .as_ref()
@@ -422,7 +426,17 @@ pub fn classify(now: Instant, e: &Evidence, t: Thresholds, prior: Option<&Verdic
             ),
         );
     }
-    hold(Health::Idle, "ready".into());
+    found
+}
+
+/// Decides a member's health from `e`. Pure: the same evidence and prior give the same
+/// verdict; the prior only carries `since` over while the state stays.
+pub fn classify(now: Instant, e: &Evidence, t: Thresholds, prior: Option<&Verdict>) -> Verdict {
+    let mut found = findings(e, t);
+    found.push(Finding {
+        state: Health::Idle,
+        why: "ready".into(),
+    });
     // Precedence is `Health::ALL`'s order; findings were pushed in it, bar the gate's.
     found.sort_by_key(|f| Health::ALL.iter().position(|h| *h == f.state));
     let state = found.first().map_or(Health::Idle, |f| f.state);

@@ -60,6 +60,30 @@ impl Gateway {
         if let Link::Fleet(f) = &mut self.link {
             f.roster.check_changed()?;
         }
+        self.check_served()?;
+        self.check_turns()?;
+        self.check_fleet()?;
+        // The reply path's records are walked again only once one of them has changed.
+        let Link::Fleet(f) = &self.link else {
+            return Ok(());
+        };
+        let read = ReplyPathRead {
+            held: f.held.revision(),
+            inbox: self.inbox.revision(),
+            parking: f.parking.revision(),
+            tickets: self.tickets.revision(),
+            link: (f.broker_up, f.generation),
+        };
+        if self.reply_path_read == Some(read) {
+            return Ok(());
+        }
+        self.check_reply_path()?;
+        self.reply_path_read = Some(read);
+        Ok(())
+    }
+
+    /// Cards and health are kept only for what is served here.
+    fn check_served(&self) -> Result<(), String> {
         // A roster card is kept only for what is served here: no card outlives its member.
         // (Both maps are in gid order: one walk of each, not a lookup per card.)
         let mut served = self.served.keys().peekable();
@@ -76,6 +100,12 @@ impl Gateway {
                 "{gid} has a health record but is no member served here"
             ));
         }
+        Ok(())
+    }
+
+    /// Each open delegation has its deadline armed, its ticket and its waiter; each waiter,
+    /// ticket and adoption agrees with it.
+    fn check_turns(&self) -> Result<(), String> {
         for (ticket, d) in self.delegations.iter() {
             // Each open delegation's deadline is armed — except a worker-side turn already
             // typed when its brief expired, which runs to its end (the sender owns the timeout).
@@ -127,6 +157,12 @@ impl Gateway {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Cross-host: the spawns', stops' and confirms' own checks, and each remote waiter names
+    /// a delegation sent on it.
+    fn check_fleet(&self) -> Result<(), String> {
         let Link::Fleet(f) = &self.link else {
             return Ok(());
         };
@@ -149,19 +185,6 @@ impl Gateway {
                 ));
             }
         }
-        // The reply path's records are walked again only once one of them has changed.
-        let read = ReplyPathRead {
-            held: f.held.revision(),
-            inbox: self.inbox.revision(),
-            parking: f.parking.revision(),
-            tickets: self.tickets.revision(),
-            link: (f.broker_up, f.generation),
-        };
-        if self.reply_path_read == Some(read) {
-            return Ok(());
-        }
-        self.check_reply_path()?;
-        self.reply_path_read = Some(read);
         Ok(())
     }
 

@@ -5,6 +5,7 @@
 use super::delegation::{Delegation, RemoteBrief, Side};
 use super::Gateway;
 use crate::authz::{self, Action, Principal, Role};
+use crate::ids::{HostId, TicketId};
 use crate::io::{DelegationView, FlowPhase, Half, HeldView, HostView, Link, Overview};
 use crate::roster::HostOps;
 use crate::time::Instant;
@@ -30,67 +31,11 @@ impl Gateway {
             .collect();
         let answers = may.contains(&Action::Send);
         let own = self.own_host();
-        let mut hosts = vec![HostView {
-            host: own.clone(),
-            link: match self.link.fleet() {
-                None => Link::None,
-                Some(f) if f.broker_up => Link::Up,
-                Some(_) => Link::Down,
-            },
-            heard_ms_ago: None,
-            ops: Some(self.host_ops()),
-        }];
-        if let Some(f) = self.link.fleet() {
-            let link = if f.broker_up { Link::Up } else { Link::Unknown };
-            hosts.extend(
-                f.roster
-                    .hosts_heard(now, &own)
-                    .into_iter()
-                    .map(|(host, ago, ops)| HostView {
-                        host,
-                        link,
-                        heard_ms_ago: Some(ago.as_millis() as u64),
-                        ops,
-                    }),
-            );
-        }
+        let hosts = self.host_views(now, &own);
         let mut delegations: Vec<DelegationView> = self
             .delegations
             .iter()
-            .map(|(ticket, d)| {
-                let mut v = DelegationView {
-                    ticket: *ticket,
-                    target: d.target.clone(),
-                    lead: match &d.side {
-                        Side::Worker { reply_to, .. } => Some(reply_to.clone()),
-                        _ => d.lead.clone(),
-                    },
-                    half: match d.side {
-                        Side::Local(_) => Half::Local,
-                        Side::Sender { .. } => Half::Sender,
-                        Side::Worker { .. } => Half::Worker,
-                    },
-                    phase: self.flow_phase(d),
-                    msg: Some(d.msg),
-                    trace: d.trace,
-                    question: None,
-                    turn_id: None,
-                    outcome: None,
-                    ends_in_ms: Some(d.deadline.saturating_since(now).as_millis() as u64),
-                };
-                // The question, and the turn id that answers it, only for the caller who may
-                // answer: its delegation's own lead (or any lead for one that has none); a
-                // question asked of a lead on another host is that lead's alone.
-                if let Some(p) = d.paused() {
-                    let theirs =
-                        !d.side.is_worker() && (d.lead.is_none() || d.lead == caller.session);
-                    if answers && theirs {
-                        v.turn_id = Some(p.turn);
-                        v.question = Some(p.question.clone());
-                    }
-                }
-                v
-            })
+            .map(|(ticket, d)| self.delegation_view(now, caller, answers, ticket, d))
             .collect();
         let mine = |lead: &Option<crate::ids::SessionId>| {
             caller.role == Role::Primary || lead.is_none() || *lead == caller.session
@@ -111,8 +56,92 @@ impl Gateway {
                 ends_in_ms: None,
             })
         }));
-        let held = self
-            .inbox
+        let held = self.held_views(now);
+        Overview {
+            host: own,
+            hosts,
+            delegations,
+            held,
+            may,
+            caller: caller.clone(),
+        }
+    }
+
+    /// This host first, with its own link, then every host heard from (cross-host).
+    fn host_views(&self, now: Instant, own: &HostId) -> Vec<HostView> {
+        let mut hosts = vec![HostView {
+            host: own.clone(),
+            link: match self.link.fleet() {
+                None => Link::None,
+                Some(f) if f.broker_up => Link::Up,
+                Some(_) => Link::Down,
+            },
+            heard_ms_ago: None,
+            ops: Some(self.host_ops()),
+        }];
+        if let Some(f) = self.link.fleet() {
+            let link = if f.broker_up { Link::Up } else { Link::Unknown };
+            hosts.extend(
+                f.roster
+                    .hosts_heard(now, own)
+                    .into_iter()
+                    .map(|(host, ago, ops)| HostView {
+                        host,
+                        link,
+                        heard_ms_ago: Some(ago.as_millis() as u64),
+                        ops,
+                    }),
+            );
+        }
+        hosts
+    }
+
+    /// One open delegation as `caller` may see it: the question and its turn id only for the
+    /// caller who may answer.
+    fn delegation_view(
+        &self,
+        now: Instant,
+        caller: &Principal,
+        answers: bool,
+        ticket: &TicketId,
+        d: &Delegation,
+    ) -> DelegationView {
+        let mut v = DelegationView {
+            ticket: *ticket,
+            target: d.target.clone(),
+            lead: match &d.side {
+                Side::Worker { reply_to, .. } => Some(reply_to.clone()),
+                _ => d.lead.clone(),
+            },
+            half: match d.side {
+                Side::Local(_) => Half::Local,
+                Side::Sender { .. } => Half::Sender,
+                Side::Worker { .. } => Half::Worker,
+            },
+            phase: self.flow_phase(d),
+            msg: Some(d.msg),
+            trace: d.trace,
+            question: None,
+            turn_id: None,
+            outcome: None,
+            ends_in_ms: Some(d.deadline.saturating_since(now).as_millis() as u64),
+        };
+        // The question, and the turn id that answers it, only for the caller who may
+        // answer: its delegation's own lead (or any lead for one that has none); a
+        // question asked of a lead on another host is that lead's alone.
+        if let Some(p) = d.paused() {
+            let theirs = !d.side.is_worker() && (d.lead.is_none() || d.lead == caller.session);
+            if answers && theirs {
+                v.turn_id = Some(p.turn);
+                v.question = Some(p.question.clone());
+            }
+        }
+        v
+    }
+
+    /// Held replies per member: count, bytes and the oldest's age, never their text.
+    fn held_views(&self, now: Instant) -> Vec<HeldView> {
+        self.inbox
             .iter()
             .filter_map(|(target, q)| {
                 let oldest = q.front()?;
@@ -124,15 +153,7 @@ impl Gateway {
                     oldest_ms: now.saturating_since(oldest.at).as_millis() as u64,
                 })
             })
-            .collect();
-        Overview {
-            host: own,
-            hosts,
-            delegations,
-            held,
-            may,
-            caller: caller.clone(),
-        }
+            .collect()
     }
 
     /// How far `d` has gone: asking beats everything; a local brief is typed once it is the

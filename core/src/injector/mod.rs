@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 /// iterated in insertion order, which depends only on the sequence of operations — never on
 /// hash values — so the polls it drives stay deterministic. The hasher is fixed (no OS seed).
 type Tracks = IndexMap<SessionId, Track, FxBuildHasher>;
+use sample::{Pickup, Step};
 use std::fmt;
 
 /// The injector's bounds, lifted from `CoreConfig`.
@@ -439,7 +440,6 @@ impl Injector {
 
     /// A status sample (one poll). `status` is already refined.
     pub fn on_sample(&mut self, now: Instant, target: &SessionId, status: AgentStatus) {
-        let b = self.bounds;
         // One search of `tracks` per sample: this is the hottest path of the core.
         let Some(t) = self.tracks.get_mut(target) else {
             return;
@@ -450,35 +450,17 @@ impl Injector {
                 t.turn = Turn::Quiescent;
             }
         }
+        let mut step = Step {
+            now,
+            b: self.bounds,
+            target,
+            events: &mut self.events,
+            deadlines: &mut self.deadlines,
+        };
         match t.turn {
             Turn::Quiescent => {
-                if t.queue.is_empty() || t.asking {
-                    // nothing to deliver, or the pane is mid-ask for another turn
-                } else if !self.gates.get(target).copied().unwrap_or(true) {
-                    t.not_ready_polls += 1;
-                    if t.not_ready_polls >= b.readiness_grace_polls {
-                        t.not_ready_polls = 0;
-                        for q in t.queue.drain(..) {
-                            self.events.push_back(InjectorEvent::Dropped {
-                                target: target.clone(),
-                                msg: q.msg,
-                                cause: Cause::NeverReady,
-                            });
-                        }
-                    }
-                } else if status.injectable() {
-                    t.not_ready_polls = 0;
-                    if let Some(job) = t.queue.pop_front() {
-                        let deadline = now + b.io_timeout;
-                        self.deadlines.insert((deadline, target.clone()));
-                        self.events.push_back(InjectorEvent::Inject {
-                            target: target.clone(),
-                            msg: job.msg,
-                            text: job.text.clone(),
-                        });
-                        t.turn = Turn::Injecting { job, deadline };
-                    }
-                }
+                let gate_open = self.gates.get(target).copied().unwrap_or(true);
+                step.quiescent(t, gate_open, status)
             }
             Turn::Injecting { .. } | Turn::Settling { .. } => {}
             Turn::AwaitingPickup {
@@ -486,85 +468,19 @@ impl Injector {
                 injectable_polls,
                 unknown_polls,
                 injectable_since,
-            } => match status {
-                AgentStatus::Working => {
-                    t.turn = Turn::AwaitingCompletion {
-                        msg,
-                        unknown_polls: 0,
-                    }
-                }
-                AgentStatus::Unknown if !t.asking => {
-                    // Deviation from Figure 6: a turn that goes UNKNOWN before pickup would
-                    // otherwise hold the queue forever, so the stall bound applies here too.
-                    let unknown_polls = unknown_polls + 1;
-                    if unknown_polls >= b.stall_grace_polls {
-                        t.turn = Turn::Quiescent;
-                        self.events.push_back(InjectorEvent::TurnFailed {
-                            target: target.clone(),
-                            msg,
-                            cause: Cause::Stalled,
-                        });
-                    } else {
-                        t.turn = Turn::AwaitingPickup {
-                            msg,
-                            injectable_polls,
-                            unknown_polls,
-                            injectable_since,
-                        };
-                    }
-                }
-                s if s.injectable() && !t.asking => {
-                    let injectable_polls = injectable_polls + 1;
-                    let since = injectable_since.unwrap_or(now);
-                    let long_enough = now.saturating_since(since) >= b.pickup_grace_span;
-                    if injectable_polls >= b.pickup_grace_polls && long_enough {
-                        let end = TurnEnd {
-                            target,
-                            msg,
-                            missed_fast_turn: true,
-                        };
-                        Self::complete(t, &mut self.events, &mut self.deadlines, now, b, end);
-                    } else {
-                        t.turn = Turn::AwaitingPickup {
-                            msg,
-                            injectable_polls,
-                            unknown_polls: 0,
-                            injectable_since: Some(since),
-                        };
-                    }
-                }
-                _ => {}
-            },
-            Turn::AwaitingCompletion { msg, unknown_polls } => match status {
-                AgentStatus::Working => {
-                    t.turn = Turn::AwaitingCompletion {
-                        msg,
-                        unknown_polls: 0,
-                    }
-                }
-                AgentStatus::Unknown if !t.asking => {
-                    let unknown_polls = unknown_polls + 1;
-                    if unknown_polls >= b.stall_grace_polls {
-                        t.turn = Turn::Quiescent;
-                        self.events.push_back(InjectorEvent::TurnFailed {
-                            target: target.clone(),
-                            msg,
-                            cause: Cause::Stalled,
-                        });
-                    } else {
-                        t.turn = Turn::AwaitingCompletion { msg, unknown_polls };
-                    }
-                }
-                s if s.injectable() && !t.asking => {
-                    let end = TurnEnd {
-                        target,
-                        msg,
-                        missed_fast_turn: false,
-                    };
-                    Self::complete(t, &mut self.events, &mut self.deadlines, now, b, end);
-                }
-                _ => {}
-            },
+            } => step.awaiting_pickup(
+                t,
+                Pickup {
+                    msg,
+                    injectable_polls,
+                    unknown_polls,
+                    injectable_since,
+                },
+                status,
+            ),
+            Turn::AwaitingCompletion { msg, unknown_polls } => {
+                step.awaiting_completion(t, msg, unknown_polls, status)
+            }
         }
         if t.idle() {
             self.tracks.swap_remove(target);
@@ -765,5 +681,6 @@ fn settled(now: Instant, ready_at: Instant, hold: Option<(MsgId, Instant)>) -> b
     ready_at <= now && hold.is_none_or(|(_, until)| until <= now)
 }
 
+mod sample;
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,7 @@ use crate::broker::{DeliveryId, Exchange};
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::Link;
 use crate::gateway::{Gateway, Once, TimerKind};
-use crate::ids::SessionId;
+use crate::ids::{HostId, SessionId};
 use crate::io::{Event, Output, RejectCode};
 use crate::planted::PlantedBug;
 use crate::roster::{
@@ -57,43 +57,12 @@ impl Gateway {
         if env.signer != f.cfg.host {
             // Another host claims gids served here: ours stand, and the rest of what it says
             // is still heard.
-            let mut claims = Vec::new();
-            match &mut ann {
-                Announcement::Snapshot { entities, .. }
-                | Announcement::Batch {
-                    changes: entities, ..
-                } => entities.retain(|(g, _)| {
-                    let ours = self.served.contains_key(g);
-                    if ours {
-                        claims.push(g.clone());
-                    }
-                    !ours
-                }),
-                Announcement::Delta { gid, .. } | Announcement::Heartbeat { gid, .. } => {
-                    if self.served.contains_key(gid) {
-                        claims.push(gid.clone());
-                    }
-                }
-                Announcement::Host { .. } => {}
-            }
-            let whole = !matches!(
-                ann,
-                Announcement::Snapshot { .. } | Announcement::Batch { .. }
-            ) && !claims.is_empty();
-            if !claims.is_empty() {
+            if let Some(whole) = self.refuse_claims(&env.signer, queue, &mut ann) {
                 // What is applied is not what it said: its bytes may not stand for it.
                 listing = None;
-            }
-            for gid in claims {
-                let why = format!("{} claims {gid}, which this host serves", env.signer);
-                self.event(Event::Rejected {
-                    queue: queue.to_string(),
-                    code: RejectCode::GidClaimed,
-                    detail: why,
-                });
-            }
-            if whole {
-                return;
+                if whole {
+                    return;
+                }
             }
         }
         let since = match &ann {
@@ -131,6 +100,52 @@ impl Gateway {
             self.spawn_seen(gid, &env.signer);
             self.unpark(now, gid);
         }
+    }
+
+    /// Takes out of `ann` every gid served here that another host claims, and says each
+    /// claim refused. `None`: it claimed nothing of ours; `Some(true)`: all it said was a
+    /// claim (one entity's delta or heartbeat), and nothing of it is heard.
+    fn refuse_claims(
+        &mut self,
+        signer: &HostId,
+        queue: &str,
+        ann: &mut Announcement,
+    ) -> Option<bool> {
+        let mut claims = Vec::new();
+        match ann {
+            Announcement::Snapshot { entities, .. }
+            | Announcement::Batch {
+                changes: entities, ..
+            } => entities.retain(|(g, _)| {
+                let ours = self.served.contains_key(g);
+                if ours {
+                    claims.push(g.clone());
+                }
+                !ours
+            }),
+            Announcement::Delta { gid, .. } | Announcement::Heartbeat { gid, .. } => {
+                if self.served.contains_key(gid) {
+                    claims.push(gid.clone());
+                }
+            }
+            Announcement::Host { .. } => {}
+        }
+        if claims.is_empty() {
+            return None;
+        }
+        let whole = !matches!(
+            ann,
+            Announcement::Snapshot { .. } | Announcement::Batch { .. }
+        );
+        for gid in claims {
+            let why = format!("{signer} claims {gid}, which this host serves");
+            self.event(Event::Rejected {
+                queue: queue.to_string(),
+                code: RejectCode::GidClaimed,
+                detail: why,
+            });
+        }
+        Some(whole)
     }
 
     /// The next order this process's presence goes out with.
