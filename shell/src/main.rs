@@ -87,37 +87,7 @@ fn load(path: &Path) -> Result<Config, ExitCode> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run { config } => {
-            let cfg = match load(&config) {
-                Ok(c) => c,
-                Err(code) => return code,
-            };
-            daemon::init_logging(&cfg.log);
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("fleetd: starting the runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            let bound = std::time::Duration::from_millis(cfg.gateway.shutdown_timeout_ms);
-            let local = tokio::task::LocalSet::new();
-            let result = local.block_on(&rt, daemon::run(cfg, daemon::signals(), None));
-            drop(local);
-            // Tasks still running (a DNS lookup, a lingering connection) get a bound, not forever.
-            rt.shutdown_timeout(bound);
-            match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    tracing::error!("{e}");
-                    eprintln!("fleetd: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Command::Run { config } => run_daemon(&config),
         Command::MemberRelay {
             listen,
             to,
@@ -144,34 +114,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::CheckConfig { config, example } => {
-            if example {
-                print!("{}", config::EXAMPLE);
-                return ExitCode::SUCCESS;
-            }
-            let Some(path) = config else {
-                return ExitCode::from(2);
-            };
-            match load(&path) {
-                Ok(cfg) => {
-                    println!(
-                        "{}: ok — host {}, {} on {}, {} lead(s), {} profile(s)",
-                        path.display(),
-                        cfg.gateway.host,
-                        if cfg.broker.is_some() {
-                            "cross-host"
-                        } else {
-                            "single-host"
-                        },
-                        cfg.gateway.listen,
-                        cfg.leads.len(),
-                        cfg.profiles.len()
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(code) => code,
-            }
-        }
+        Command::CheckConfig { config, example } => check_config(config, example),
         Command::Ctl(ctl) => fleetd::ctl::main(ctl),
         Command::Openapi => {
             match serde_json::to_string_pretty(&fleetd::rest::document(
@@ -211,5 +154,68 @@ fn main() -> ExitCode {
                 }
             }
         }
+    }
+}
+
+/// `fleetd run`: the daemon, on one thread, until a signal; then a bounded shutdown.
+fn run_daemon(config: &Path) -> ExitCode {
+    let cfg = match load(config) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    daemon::init_logging(&cfg.log);
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("fleetd: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let bound = std::time::Duration::from_millis(cfg.gateway.shutdown_timeout_ms);
+    let local = tokio::task::LocalSet::new();
+    let result = local.block_on(&rt, daemon::run(cfg, daemon::signals(), None));
+    drop(local);
+    // Tasks still running (a DNS lookup, a lingering connection) get a bound, not forever.
+    rt.shutdown_timeout(bound);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("fleetd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `fleetd check-config`: the config read and checked as `run` would, or the example.
+fn check_config(config: Option<PathBuf>, example: bool) -> ExitCode {
+    if example {
+        print!("{}", config::EXAMPLE);
+        return ExitCode::SUCCESS;
+    }
+    let Some(path) = config else {
+        return ExitCode::from(2);
+    };
+    match load(&path) {
+        Ok(cfg) => {
+            println!(
+                "{}: ok — host {}, {} on {}, {} lead(s), {} profile(s)",
+                path.display(),
+                cfg.gateway.host,
+                if cfg.broker.is_some() {
+                    "cross-host"
+                } else {
+                    "single-host"
+                },
+                cfg.gateway.listen,
+                cfg.leads.len(),
+                cfg.profiles.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(code) => code,
     }
 }

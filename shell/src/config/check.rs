@@ -265,46 +265,7 @@ impl Config {
                 format!("{:?} is used twice", l.name),
             ));
         }
-        if l.pane.is_some() && l.pane_label.is_some() {
-            errs.push(invalid(
-                format!("{at}.pane_label"),
-                "a lead's pane is named by its id (pane) or its label (pane_label), not both",
-            ));
-        }
-        if l.pane_label
-            .as_deref()
-            .is_some_and(|p| p.trim().is_empty() || p.starts_with("fleet:"))
-        {
-            errs.push(invalid(
-                format!("{at}.pane_label"),
-                "must be a label that is not empty and not a member's (fleet:…)",
-            ));
-        }
-        if let Some(launch) = &l.launch {
-            if l.pane_label.is_none() {
-                errs.push(invalid(
-                    format!("{at}.launch"),
-                    "needs pane_label: the launched pane is labelled with it, and found by it",
-                ));
-            }
-            if let Some(why) = launch.invalid() {
-                errs.push(invalid(format!("{at}.launch"), why));
-            }
-        }
-        if let Some(hb) = &l.heartbeat {
-            if l.pane.is_none() && l.pane_label.is_none() {
-                errs.push(invalid(
-                    format!("{at}.heartbeat"),
-                    "needs the lead's pane (pane or pane_label): it is typed there",
-                ));
-            }
-            if hb.idle_after_ms == 0 || hb.max_beats == 0 {
-                errs.push(invalid(
-                    format!("{at}.heartbeat"),
-                    "idle_after_ms and max_beats must be greater than zero",
-                ));
-            }
-        }
+        check_lead_pane(&at, l, errs);
         let gid = l.gid();
         // An explicit gid or name must be a plain name; a pane id (herdr's `w1:p2`) is
         // allowed its own characters, but nothing that breaks a queue name.
@@ -417,6 +378,51 @@ impl Config {
                     ));
                 }
             }
+        }
+    }
+}
+
+/// A lead's pane: named by id or label (a label no member's), and what needs one — a launch
+/// finds its pane by label, a heartbeat is typed there.
+fn check_lead_pane(at: &str, l: &LeadSection, errs: &mut Vec<ConfigError>) {
+    if l.pane.is_some() && l.pane_label.is_some() {
+        errs.push(invalid(
+            format!("{at}.pane_label"),
+            "a lead's pane is named by its id (pane) or its label (pane_label), not both",
+        ));
+    }
+    if l.pane_label
+        .as_deref()
+        .is_some_and(|p| p.trim().is_empty() || p.starts_with("fleet:"))
+    {
+        errs.push(invalid(
+            format!("{at}.pane_label"),
+            "must be a label that is not empty and not a member's (fleet:…)",
+        ));
+    }
+    if let Some(launch) = &l.launch {
+        if l.pane_label.is_none() {
+            errs.push(invalid(
+                format!("{at}.launch"),
+                "needs pane_label: the launched pane is labelled with it, and found by it",
+            ));
+        }
+        if let Some(why) = launch.invalid() {
+            errs.push(invalid(format!("{at}.launch"), why));
+        }
+    }
+    if let Some(hb) = &l.heartbeat {
+        if l.pane.is_none() && l.pane_label.is_none() {
+            errs.push(invalid(
+                format!("{at}.heartbeat"),
+                "needs the lead's pane (pane or pane_label): it is typed there",
+            ));
+        }
+        if hb.idle_after_ms == 0 || hb.max_beats == 0 {
+            errs.push(invalid(
+                format!("{at}.heartbeat"),
+                "idle_after_ms and max_beats must be greater than zero",
+            ));
         }
     }
 }

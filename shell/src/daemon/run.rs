@@ -65,29 +65,15 @@ pub async fn run(
     adopt_members(&cfg, &hc, &client, &handle, &metrics).await;
     let watcher = spawn_watcher(&cfg, &client, &handle);
     let launcher = spawn_lead_launcher(&cfg, &client, &metrics);
-    let app = App::new(crate::faces::Inner {
-        handle: handle.clone(),
-        identity: identity(&cfg, mkey, hc.launch.tokens.clone()),
-        metrics: metrics.clone(),
+    let app = faces_app(
+        &cfg,
+        &handle,
+        mkey,
+        &hc,
+        &metrics,
         audit,
-        host: cfg.host(),
-        profiles: cfg
-            .profiles
-            .iter()
-            .map(|(n, p)| (n.clone(), kind_name(p.kind).to_string()))
-            .collect(),
-        health: Health {
-            broker: broker_status.clone(),
-            herdr: Some(hc.socket.clone()),
-            member_herdr: hc.member_socket.clone(),
-            herdr_timeout: hc.timeout,
-            sandbox: hc.sandbox.availability.clone(),
-        },
-        limits: crate::faces::Limits {
-            timeout_max_ms: cfg.core.send_timeout_max_ms,
-            max_body_bytes: cfg.core.max_body_bytes,
-        },
-    });
+        broker_status.clone(),
+    );
     let cancel = tokio_util::sync::CancellationToken::new();
     let faces = serve_faces(&cfg, &state, app, &metrics, &cancel).await?;
     if let Some(tx) = started {
@@ -115,6 +101,41 @@ pub async fn run(
     faces.stop(bound).await;
     tracing::info!("fleetd stopped");
     Ok(())
+}
+
+/// The faces' shared state: the driver's handle, who may call, and what `/health` reports.
+fn faces_app(
+    cfg: &Config,
+    handle: &Handle,
+    mkey: [u8; 32],
+    hc: &HerdrConfig,
+    metrics: &Arc<Metrics>,
+    audit: AuditSink,
+    broker_status: Option<tokio::sync::watch::Receiver<crate::amqp::Status>>,
+) -> App {
+    App::new(crate::faces::Inner {
+        handle: handle.clone(),
+        identity: identity(cfg, mkey, hc.launch.tokens.clone()),
+        metrics: metrics.clone(),
+        audit,
+        host: cfg.host(),
+        profiles: cfg
+            .profiles
+            .iter()
+            .map(|(n, p)| (n.clone(), kind_name(p.kind).to_string()))
+            .collect(),
+        health: Health {
+            broker: broker_status,
+            herdr: Some(hc.socket.clone()),
+            member_herdr: hc.member_socket.clone(),
+            herdr_timeout: hc.timeout,
+            sandbox: hc.sandbox.availability.clone(),
+        },
+        limits: crate::faces::Limits {
+            timeout_max_ms: cfg.core.send_timeout_max_ms,
+            max_body_bytes: cfg.core.max_body_bytes,
+        },
+    })
 }
 
 /// herdr's version, checked: a protocol fleetd cannot speak stops the start; a newer one, or

@@ -227,38 +227,12 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
                             break;
                         }
                     };
-                    let (pane_id, input) = match ev {
-                        PaneEvent::Status { pane_id, status } => {
-                            let Some(gid) = by_pane.get(&pane_id) else { continue };
-                            // Only a change the injector cares about (injectable or not) is
-                            // worth a sample: herdr flips done <-> idle on focus alone, and
-                            // extra samples would count toward the injector's grace polls.
-                            let now = AgentStatus::from_wire(&status).injectable();
-                            let before = injectable.insert(pane_id.clone(), now);
-                            if before == Some(now) {
-                                continue;
-                            }
-                            (pane_id.clone(), Input::StatusHint { target: gid.clone() })
-                        }
-                        PaneEvent::Gone { pane_id } => {
-                            let Some(gid) = by_pane.get(&pane_id) else { continue };
-                            // Trust no stale id (a moved pane gets a new one): gone unless
-                            // another pane carries the member's label now. (herdr may still
-                            // list the closing pane itself for a moment.)
-                            match client.member_panes().await {
-                                Ok(now) if now.iter().any(|(g, p)| g == gid && *p != pane_id) => {
-                                    continue
-                                }
-                                Err(_) => continue,
-                                Ok(_) => {}
-                            }
-                            if !ended_first(&client, &handle, gid).await {
-                                return;
-                            }
-                            client.forget(gid);
-                            (pane_id.clone(), Input::PaneGone { target: gid.clone() })
-                        }
-                    };
+                    let (pane_id, input) =
+                        match hear(&client, &handle, &by_pane, &mut injectable, ev).await {
+                            Heard::Nothing => continue,
+                            Heard::DriverGone => return,
+                            Heard::Tell(pane_id, input) => (pane_id, *input),
+                        };
                     tracing::debug!(pane = %pane_id, ?input, "herdr event");
                     if handle.tell(input).await.is_err() {
                         return;
@@ -297,6 +271,71 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// What one herdr event means for the gateway.
+enum Heard {
+    Nothing,
+    Tell(String, Box<Input>),
+    /// The driver is gone: the watch ends.
+    DriverGone,
+}
+
+/// Reads one event about a member pane: a change of injectability asks for a sample; a pane
+/// gone (and no other pane carrying the member's label) is the member gone.
+async fn hear(
+    client: &HerdrClient,
+    handle: &Handle,
+    by_pane: &BTreeMap<String, SessionId>,
+    injectable: &mut BTreeMap<String, bool>,
+    ev: PaneEvent,
+) -> Heard {
+    match ev {
+        PaneEvent::Status { pane_id, status } => {
+            let Some(gid) = by_pane.get(&pane_id) else {
+                return Heard::Nothing;
+            };
+            // Only a change the injector cares about (injectable or not) is
+            // worth a sample: herdr flips done <-> idle on focus alone, and
+            // extra samples would count toward the injector's grace polls.
+            let now = AgentStatus::from_wire(&status).injectable();
+            let before = injectable.insert(pane_id.clone(), now);
+            if before == Some(now) {
+                return Heard::Nothing;
+            }
+            Heard::Tell(
+                pane_id,
+                Box::new(Input::StatusHint {
+                    target: gid.clone(),
+                }),
+            )
+        }
+        PaneEvent::Gone { pane_id } => {
+            let Some(gid) = by_pane.get(&pane_id) else {
+                return Heard::Nothing;
+            };
+            // Trust no stale id (a moved pane gets a new one): gone unless
+            // another pane carries the member's label now. (herdr may still
+            // list the closing pane itself for a moment.)
+            match client.member_panes().await {
+                Ok(now) if now.iter().any(|(g, p)| g == gid && *p != pane_id) => {
+                    return Heard::Nothing
+                }
+                Err(_) => return Heard::Nothing,
+                Ok(_) => {}
+            }
+            if !ended_first(client, handle, gid).await {
+                return Heard::DriverGone;
+            }
+            client.forget(gid);
+            Heard::Tell(
+                pane_id,
+                Box::new(Input::PaneGone {
+                    target: gid.clone(),
+                }),
+            )
         }
     }
 }

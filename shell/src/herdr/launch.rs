@@ -491,32 +491,22 @@ impl<'a> Member<'a> {
     }
 }
 
-/// Plans the launch of `member` from `profile`. `parent_env` is the daemon's environment
-/// (an input, so the scrub is testable).
-pub fn plan(
+/// A member's environment: what `env_allow` lets through of the daemon's, the profile's own,
+/// a sandboxed member's own home and XDG places, and fleet's variables.
+fn member_env(
     cfg: &LaunchConfig,
-    name: &str,
     profile: &Profile,
-    member: Member<'_>,
+    member: &Member<'_>,
+    dir: &Path,
     parent_env: &BTreeMap<String, String>,
-) -> Result<Launch, LaunchError> {
+) -> BTreeMap<String, String> {
     let (gid, group) = (member.gid, member.group);
-    let invalid = |why: &str| LaunchError::Invalid {
-        profile: name.to_string(),
-        why: why.to_string(),
-    };
-    let Some(dir) = cfg.member_dir(gid) else {
-        return Err(invalid(&format!("gid {gid:?} is not a plain name")));
-    };
     let mut env: BTreeMap<String, String> = parent_env
         .iter()
         .filter(|(k, _)| allowed(&cfg.env_allow, k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     env.extend(profile.env.clone());
-    if !safe_nonce(member.nonce) {
-        return Err(invalid("the spawn nonce is not hex"));
-    }
     if member.boxed.is_some() {
         // Its own home, an empty /tmp; the daemon's runtime dir is not there at all.
         env.insert("HOME".into(), path_arg(&dir.join("home")));
@@ -542,6 +532,30 @@ pub fn plan(
     if let Some(g) = group {
         env.insert("FLEET_GROUP".into(), g.to_string());
     }
+    env
+}
+
+/// Plans the launch of `member` from `profile`. `parent_env` is the daemon's environment
+/// (an input, so the scrub is testable).
+pub fn plan(
+    cfg: &LaunchConfig,
+    name: &str,
+    profile: &Profile,
+    member: Member<'_>,
+    parent_env: &BTreeMap<String, String>,
+) -> Result<Launch, LaunchError> {
+    let gid = member.gid;
+    let invalid = |why: &str| LaunchError::Invalid {
+        profile: name.to_string(),
+        why: why.to_string(),
+    };
+    let Some(dir) = cfg.member_dir(gid) else {
+        return Err(invalid(&format!("gid {gid:?} is not a plain name")));
+    };
+    if !safe_nonce(member.nonce) {
+        return Err(invalid("the spawn nonce is not hex"));
+    }
+    let env = member_env(cfg, profile, &member, &dir, parent_env);
     let receipt = profile.charter.as_deref().map(CharterReceipt::of);
     let c = kinds::Ctx {
         cfg,

@@ -362,6 +362,34 @@ pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
         opt(&["--unshare-net"]);
     }
     opt(&["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+    mounts(cfg, room, &mut w);
+    entry(cfg, room, &mut w);
+    w.extend(program.iter().map(Word::lit));
+    w
+}
+
+/// Hides a path: an empty tmpfs over a directory, `/dev/null` over a file.
+fn mask(w: &mut Vec<Word>, h: &Path) {
+    if h.is_dir() {
+        w.extend([Word::lit("--tmpfs"), Word::path(h)]);
+    } else if h.exists() {
+        w.extend([
+            Word::lit("--ro-bind"),
+            Word::lit("/dev/null"),
+            Word::path(h),
+        ]);
+    }
+}
+
+/// Binds `p` to itself, `how` (`--bind`, `--ro-bind`, `--ro-bind-try`).
+fn bind(w: &mut Vec<Word>, how: &str, p: &Path) {
+    w.extend([Word::lit(how), Word::path(p), Word::path(p)]);
+}
+
+/// What the member sees of the file system: shared places emptied, hidden paths masked, the
+/// repository, the cwd and the member's own bound back in that order, so nothing later is
+/// covered by something earlier.
+fn mounts(cfg: &SandboxConfig, room: &Room, w: &mut Vec<Word>) {
     // Shared scratch and per-user places, emptied: other users' homes, the runtime dirs (D-Bus,
     // agent sockets), anything left in /tmp.
     for dir in EMPTIED {
@@ -369,34 +397,20 @@ pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
             w.extend([Word::lit("--tmpfs"), Word::lit(dir)]);
         }
     }
-    let mask = |w: &mut Vec<Word>, h: &Path| {
-        if h.is_dir() {
-            w.extend([Word::lit("--tmpfs"), Word::path(h)]);
-        } else if h.exists() {
-            w.extend([
-                Word::lit("--ro-bind"),
-                Word::lit("/dev/null"),
-                Word::path(h),
-            ]);
-        }
-    };
     for h in &cfg.hide {
-        mask(&mut w, h);
+        mask(w, h);
     }
-    let bind = |w: &mut Vec<Word>, how: &str, p: &Path| {
-        w.extend([Word::lit(how), Word::path(p), Word::path(p)]);
-    };
     let mut shared: Vec<&Path> = Vec::new();
     if let Some(g) = &room.git {
-        bind(&mut w, "--ro-bind", &g.common_dir);
+        bind(w, "--ro-bind", &g.common_dir);
         shared.push(&g.common_dir);
         if let Some(b) = &g.borrowed {
-            bind(&mut w, "--ro-bind", b);
+            bind(w, "--ro-bind", b);
             shared.push(b);
         }
     }
     if let Some(c) = &room.cwd {
-        bind(&mut w, "--bind", c);
+        bind(w, "--bind", c);
         shared.push(c);
     }
     // The cwd's own hidden directories (a repository's `.git` with its hooks and config, an
@@ -416,37 +430,42 @@ pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
         .chain(cfg.hide.iter().cloned())
     {
         if shared.iter().any(|s| h.starts_with(s) && h.as_path() != *s) {
-            mask(&mut w, &h);
+            mask(w, &h);
         }
     }
     if let Some(g) = &room.git {
         for d in g.writable() {
-            bind(&mut w, "--bind", &d);
+            bind(w, "--bind", &d);
         }
         for f in g.pinned(room.cwd.as_deref()) {
-            bind(&mut w, "--ro-bind-try", &f);
+            bind(w, "--ro-bind-try", &f);
         }
     }
     for p in &pinned_hidden {
-        bind(&mut w, "--ro-bind", p);
+        bind(w, "--ro-bind", p);
     }
     for p in &room.shown {
-        bind(&mut w, "--ro-bind-try", p);
+        bind(w, "--ro-bind-try", p);
     }
     // The member's own, last: nothing above covers them.
-    bind(&mut w, "--ro-bind", &room.member_dir);
-    bind(&mut w, "--bind", &room.home);
+    bind(w, "--ro-bind", &room.member_dir);
+    bind(w, "--bind", &room.home);
     for d in &room.own {
-        bind(&mut w, "--bind", d);
+        bind(w, "--bind", d);
     }
     // `/etc/resolv.conf` may point into `/run` (systemd-resolved), emptied above.
     if room.network == Network::Host {
         if let Ok(real) = std::fs::canonicalize("/etc/resolv.conf") {
             if real.starts_with("/run") {
-                bind(&mut w, "--ro-bind-try", &real);
+                bind(w, "--ro-bind-try", &real);
             }
         }
     }
+}
+
+/// The binaries a member's command runs through (herdr's for status reports, fleetd's as the
+/// relay or the scope), the working directory, and the command's prefix.
+fn entry(cfg: &SandboxConfig, room: &Room, w: &mut Vec<Word>) {
     // herdr's own binary (`"$HERDR_BIN_PATH" pane report-agent …`), wherever it lives.
     w.extend([
         Word::lit("--ro-bind-try"),
@@ -494,8 +513,6 @@ pub fn wrap(cfg: &SandboxConfig, room: &Room, program: &[String]) -> Vec<Word> {
             Word::lit("--"),
         ]);
     }
-    w.extend(program.iter().map(Word::lit));
-    w
 }
 
 #[cfg(test)]

@@ -361,6 +361,52 @@ pub struct Cut {
     pub borrowed: Option<PathBuf>,
 }
 
+/// A URL member's own bare repository, its objects borrowed from this host's clone cache
+/// (fetched at the exact commit), after the URL passes the protocol and repository allowlists;
+/// with the cache it borrows from.
+async fn url_repo(
+    cfg: &WorktreeConfig,
+    gid: &str,
+    w: &Worktree,
+) -> Result<(PathBuf, Option<PathBuf>), WorktreeError> {
+    let invalid = |why: String| WorktreeError::Invalid {
+        gid: gid.to_string(),
+        why,
+    };
+    let t = transport(&w.repo);
+    if !cfg.protocols.contains(&t) {
+        return Err(invalid(format!(
+            "{} uses {t}, which is not on [herdr] git_protocols {:?}",
+            w.repo, cfg.protocols
+        )));
+    }
+    if !cfg.allowed(&w.repo) {
+        return Err(invalid(format!(
+            "{} is not on [herdr] repo_allow; this host clones no other repository",
+            w.repo
+        )));
+    }
+    let commit = w
+        .commit
+        .as_deref()
+        .ok_or_else(|| invalid("a repository URL needs the exact commit".into()))?;
+    let cache = cached(cfg, &w.repo, commit).await?;
+    // The member's own repository, objects borrowed from the cache: the member writes
+    // objects and its branch there, never into the cache other members share.
+    let own = cfg.own_repo(gid);
+    if !own.exists() {
+        std::fs::create_dir_all(own.parent().unwrap_or(&cfg.root))
+            .map_err(|e| invalid(format!("{}: {e}", own.display())))?;
+        let (from, to) = (
+            cache.to_string_lossy().into_owned(),
+            own.to_string_lossy().into_owned(),
+        );
+        let clone = ["clone", "--bare", "--shared", "--quiet", "--", &from, &to];
+        run(cfg, None, &[], &["protocol.file.allow=always"], &clone).await?;
+    }
+    Ok((own, Some(cache)))
+}
+
 /// Cuts member `gid`'s worktree as `w` asks.
 pub async fn cut(cfg: &WorktreeConfig, gid: &str, w: &Worktree) -> Result<Cut, WorktreeError> {
     let invalid = |why: String| WorktreeError::Invalid {
@@ -380,38 +426,7 @@ pub async fn cut(cfg: &WorktreeConfig, gid: &str, w: &Worktree) -> Result<Cut, W
     std::fs::create_dir_all(&cfg.root)
         .map_err(|e| invalid(format!("{}: {e}", cfg.root.display())))?;
     let (repo, borrowed) = if w.is_url() {
-        let t = transport(&w.repo);
-        if !cfg.protocols.contains(&t) {
-            return Err(invalid(format!(
-                "{} uses {t}, which is not on [herdr] git_protocols {:?}",
-                w.repo, cfg.protocols
-            )));
-        }
-        if !cfg.allowed(&w.repo) {
-            return Err(invalid(format!(
-                "{} is not on [herdr] repo_allow; this host clones no other repository",
-                w.repo
-            )));
-        }
-        let commit = w
-            .commit
-            .as_deref()
-            .ok_or_else(|| invalid("a repository URL needs the exact commit".into()))?;
-        let cache = cached(cfg, &w.repo, commit).await?;
-        // The member's own repository, objects borrowed from the cache: the member writes
-        // objects and its branch there, never into the cache other members share.
-        let own = cfg.own_repo(gid);
-        if !own.exists() {
-            std::fs::create_dir_all(own.parent().unwrap_or(&cfg.root))
-                .map_err(|e| invalid(format!("{}: {e}", own.display())))?;
-            let (from, to) = (
-                cache.to_string_lossy().into_owned(),
-                own.to_string_lossy().into_owned(),
-            );
-            let clone = ["clone", "--bare", "--shared", "--quiet", "--", &from, &to];
-            run(cfg, None, &[], &["protocol.file.allow=always"], &clone).await?;
-        }
-        (own, Some(cache))
+        url_repo(cfg, gid, w).await?
     } else {
         (PathBuf::from(&w.repo), None)
     };
