@@ -1699,3 +1699,63 @@ fn a_sample_asked_before_a_typing_and_heard_after_it_says_nothing() {
         "WORKING then IDLE asked after the typing end the turn"
     );
 }
+
+// ---- who a caller is ------------------------------------------------------------------------
+
+/// The shell knows every member by its member token (WORKER); the core knows which were
+/// spawned ARCHITECT, and `Whoami` says so — the one place the rule lives.
+#[test]
+fn whoami_names_a_member_spawned_architect_as_one() {
+    let mut g = Gw::with(two_profiles(fleet_core::placement::Strategy::Fixed));
+    let spawned = |g: &mut Gw, role| {
+        let c = g.call(
+            lead(),
+            Request::Spawn {
+                host: None,
+                spec: fleet_core::SpawnSpec {
+                    profile: "heavy".into(),
+                    role,
+                    ..fleet_core::SpawnSpec::default()
+                },
+            },
+        );
+        let gid = g
+            .out
+            .iter()
+            .rev()
+            .find_map(|o| match o {
+                Output::SpawnPane { gid, .. } => Some(gid.clone()),
+                _ => None,
+            })
+            .expect("a pane launched");
+        g.input(Input::Spawned {
+            gid: gid.clone(),
+            result: Ok(fleet_core::Readiness::Ready.into()),
+        });
+        assert!(matches!(g.response(c), Some(Response::Spawned { .. })));
+        gid
+    };
+    let architect = spawned(&mut g, Some(fleet_core::MemberRole::Architect));
+    let worker = spawned(&mut g, None);
+    for (gid, role) in [
+        (architect, fleet_core::Role::Architect),
+        (worker, fleet_core::Role::Worker),
+    ] {
+        let c = g.call(Principal::worker(gid.clone()), Request::Whoami);
+        match g.response(c) {
+            Some(Response::Whoami { principal }) => {
+                assert_eq!(
+                    (principal.role, principal.session.as_ref()),
+                    (role, Some(&gid))
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // A lead is what its token says.
+    let c = g.call(lead(), Request::Whoami);
+    assert!(matches!(
+        g.response(c),
+        Some(Response::Whoami { principal }) if principal.role == fleet_core::Role::Primary
+    ));
+}

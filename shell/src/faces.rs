@@ -221,20 +221,20 @@ impl App {
         })
     }
 
-    /// `fleet_whoami` as the core authorises the caller: a member spawned ARCHITECT is known
-    /// to the shell only by its member token (WORKER), and to the core by its roster card.
+    /// `fleet_whoami` as the core authorises the caller (`Request::Whoami`): a member spawned
+    /// ARCHITECT is known to the shell only by its member token (WORKER), and to the core by
+    /// its roster card — the rule lives there, once.
     pub async fn whoami_as_seen(&self, caller: &Caller) -> Value {
         let mut me = self.whoami(caller);
         let p = &caller.principal;
         let (Role::Worker, Some(gid)) = (p.role, &p.session) else {
             return me;
         };
-        if let Ok(Response::Roster { rows }) = self.handle.call(p.clone(), Request::List).await {
-            let architect = rows
-                .iter()
-                .any(|r| &r.gid == gid && r.role == Some(MemberRole::Architect));
-            if architect {
-                me["role"] = json!(Role::Architect.as_str());
+        if let Ok(Response::Whoami { principal }) =
+            self.handle.call(p.clone(), Request::Whoami).await
+        {
+            if principal.session.as_ref() == Some(gid) && principal.role != p.role {
+                me["role"] = json!(principal.role.as_str());
             }
         }
         me

@@ -779,6 +779,7 @@ fn describe(r: &Request) -> String {
         Request::List => "list".into(),
         Request::Profiles => "profiles".into(),
         Request::Overview => "overview".into(),
+        Request::Whoami => "whoami".into(),
         Request::Peek { target } => format!("peek {target}"),
         Request::Ack { target, ids } => format!("ack {target} {} id(s)", ids.len()),
         Request::Drain { target } => format!("drain {target}"),

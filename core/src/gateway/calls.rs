@@ -145,6 +145,12 @@ impl Gateway {
                 let view = self.overview(now, &caller);
                 self.respond(call, Response::Overview(Box::new(view)));
             }
+            Request::Whoami => self.respond(
+                call,
+                Response::Whoami {
+                    principal: caller.clone(),
+                },
+            ),
             Request::Profiles => {
                 let (strategy, default_profile, profiles) = self.placement_view();
                 let profiles = Response::Profiles {
@@ -187,7 +193,8 @@ impl Gateway {
             | Request::Broadcast { .. }
             | Request::List
             | Request::Profiles
-            | Request::Overview => None,
+            | Request::Overview
+            | Request::Whoami => None,
         }
     }
 

@@ -67,6 +67,9 @@ pub enum Request {
     /// `GET /overview`: each host's link and counts, the delegations open here, the results
     /// held here (the dashboard's and `fleetd ctl`'s view beside the roster).
     Overview,
+    /// `fleet_whoami`: the caller as the core authorises it — a member spawned ARCHITECT is
+    /// one here, though the shell knows it only by its member token.
+    Whoami,
     /// `fleet_send{coordId}`: a note for a peer lead, typed into its pane when it is ready —
     /// coordination, never a task: nothing waits on it.
     Coordinate { target: SessionId, content: String },
@@ -99,9 +102,11 @@ impl Request {
             Request::Reply { .. } => Action::Reply,
             Request::Ask { .. } => Action::Ask,
             Request::Peek { .. } | Request::Ack { .. } | Request::Drain { .. } => Action::Drain,
-            Request::Status { .. } | Request::List | Request::Profiles | Request::Overview => {
-                Action::Read
-            }
+            Request::Status { .. }
+            | Request::List
+            | Request::Profiles
+            | Request::Overview
+            | Request::Whoami => Action::Read,
             Request::Spawn { .. } => Action::Spawn,
             Request::Stop { .. } => Action::Stop,
             Request::Broadcast { .. } | Request::Coordinate { .. } => Action::Send,
@@ -160,6 +165,10 @@ pub enum Response {
     },
     /// What this gateway has in flight.
     Overview(Box<super::overview::Overview>),
+    /// Who the caller is, as the core authorises it.
+    Whoami {
+        principal: crate::authz::Principal,
+    },
     /// The member's pane is being closed; its open delegations ended.
     Stopped {
         target: SessionId,
@@ -462,6 +471,9 @@ impl fmt::Display for Response {
                 o.delegations.len(),
                 o.held.len()
             ),
+            Response::Whoami { principal } => {
+                write!(f, "whoami {} {}", principal.role.as_str(), principal.name)
+            }
             Response::Stopped { target } => write!(f, "stopped {target}"),
             Response::Broadcast { msg, key } => write!(f, "broadcast msg={msg} key={key}"),
             Response::Coordinated { target, msg } => write!(f, "coordinated {target} msg={msg}"),
