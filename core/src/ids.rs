@@ -7,19 +7,58 @@ use std::fmt;
 use std::sync::Arc;
 use uuid::Uuid;
 
-/// A delivery target: today a herdr pane id, later a fleet-wide gid. Cheap to clone.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct SessionId(Arc<str>);
+/// A delivery target: today a herdr pane id, later a fleet-wide gid. Cheap to clone. Its
+/// text's hash is computed once, when it is made: session ids key the hot maps (the
+/// injector's tracks, the sample order), which hash it on every sample.
+#[derive(Clone)]
+pub struct SessionId {
+    text: Arc<str>,
+    hash: u64,
+}
+
+/// Equal text; two clones of one id (the common case in the hot maps' lookups) are equal
+/// without reading it, and two ids of different hashes without reading either.
+impl PartialEq for SessionId {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.text, &other.text) || (self.hash == other.hash && self.text == other.text)
+    }
+}
+
+impl Eq for SessionId {}
+
+/// The text's hash, taken when the id was made (equal texts, equal hashes).
+impl std::hash::Hash for SessionId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash)
+    }
+}
+
+impl fmt::Debug for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("SessionId").field(&&*self.text).finish()
+    }
+}
+
+impl Serialize for SessionId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for SessionId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Arc::<str>::deserialize(d).map(SessionId::from_arc)
+    }
+}
 
 /// Lexicographic byte order, computed on the first 8 bytes as one integer before falling back
 /// to a full compare: session ids key every hot map, and most differ early.
 impl Ord for SessionId {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        if Arc::ptr_eq(&self.0, &other.0) {
+        if Arc::ptr_eq(&self.text, &other.text) {
             return std::cmp::Ordering::Equal;
         }
-        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
+        let (a, b) = (self.text.as_bytes(), other.text.as_bytes());
         prefix(a).cmp(&prefix(b)).then_with(|| a.cmp(b))
     }
 }
@@ -46,17 +85,26 @@ fn prefix(bytes: &[u8]) -> u64 {
 
 impl SessionId {
     pub fn new(s: impl AsRef<str>) -> Self {
-        SessionId(Arc::from(s.as_ref()))
+        SessionId::from_arc(Arc::from(s.as_ref()))
+    }
+
+    fn from_arc(text: Arc<str>) -> Self {
+        use std::hash::BuildHasher;
+        // A fixed hasher: the same text hashes the same in every process and every run.
+        SessionId {
+            hash: rustc_hash::FxBuildHasher.hash_one(&*text),
+            text,
+        }
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
     }
 }
 
 impl fmt::Display for SessionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.text)
     }
 }
 
@@ -213,6 +261,21 @@ impl IdMint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn session_ids_of_one_text_are_equal_and_hash_alike_however_they_were_made() {
+        use std::hash::BuildHasher;
+        let hash = |g: &SessionId| rustc_hash::FxBuildHasher.hash_one(g);
+        let made = SessionId::new("w1");
+        let read: SessionId = serde_json::from_str("\"w1\"").expect("a JSON string");
+        assert_eq!(made, read);
+        assert_eq!(hash(&made), hash(&read));
+        assert_ne!(made, SessionId::new("w2"));
+        assert_eq!(made.cmp(&read), std::cmp::Ordering::Equal);
+        // On the wire and in traces it is its text, as before.
+        assert_eq!(serde_json::to_string(&made).expect("serialises"), "\"w1\"");
+        assert_eq!(format!("{made:?}"), "SessionId(\"w1\")");
+    }
 
     #[test]
     fn the_same_seed_mints_the_same_ids() {

@@ -74,9 +74,13 @@ impl SampleOrder {
 
     /// Whether a sample of `target` asked at `asked` may speak; if so, it is the newest heard.
     pub fn fresh(&mut self, target: &SessionId, asked: Asked) -> bool {
-        let floor = self.floor.get(target).copied().unwrap_or(0);
-        if asked.0 < floor && !self.believe_all {
-            return false;
+        // One lookup, and no key cloned, for a target already known (nearly every sample).
+        if let Some(floor) = self.floor.get_mut(target) {
+            if asked.0 < *floor && !self.believe_all {
+                return false;
+            }
+            *floor = (*floor).max(asked.0);
+            return true;
         }
         self.raise(target, asked.0);
         true
@@ -98,8 +102,11 @@ impl SampleOrder {
     }
 
     fn raise(&mut self, target: &SessionId, to: u64) {
-        let f = self.floor.entry(target.clone()).or_insert(0);
-        *f = (*f).max(to);
+        if let Some(f) = self.floor.get_mut(target) {
+            *f = (*f).max(to);
+            return;
+        }
+        self.floor.insert(target.clone(), to);
         if self.floor.len() > KEPT {
             let oldest = self
                 .floor

@@ -32,6 +32,7 @@ impl Effects {
     }
 
     /// Whether a wake-up for `kind` at `at` is pending (the invariant checks').
+    #[cfg(any(debug_assertions, feature = "invariants", test))]
     pub(super) fn waking(&self, at: Instant, kind: TimerKind) -> bool {
         self.timers.contains(&(at, kind))
     }

@@ -135,7 +135,7 @@ impl SpawnRequests {
 
     /// Each waiting spawn has its bound armed and its SPAWN msgId; each msgId names a waiting
     /// spawn.
-    #[cfg(any(debug_assertions, feature = "invariants"))]
+    #[cfg(any(debug_assertions, feature = "invariants", test))]
     pub(super) fn check(&self, armed: impl Fn(Instant, &SessionId) -> bool) -> Result<(), String> {
         for (gid, w) in &self.waiting {
             if !armed(w.deadline, gid) {
