@@ -6,6 +6,7 @@ use crate::driver::{Gone, Handle};
 use crate::herdr::{Api, Socket};
 use crate::identity::{Caller, Identity};
 use crate::metrics::Metrics;
+use crate::metrics::{Counter, Gauge};
 use crate::observe::AuditSink;
 use fleet_core::authz::{self, Action};
 use fleet_core::roster::EntityKind;
@@ -118,7 +119,7 @@ impl App {
                 "bad_credentials"
             };
             self.metrics
-                .inc("fleet_auth_failures_total", &[("reason", reason)]);
+                .inc(Counter::AuthFailures, &[("reason", reason)]);
         }
         if let Some(gid) = &c.member {
             let _ = self
@@ -138,7 +139,7 @@ impl App {
             | Request::Answer { .. }
             | Request::Broadcast { .. }
             | Request::Coordinate { .. } => {
-                self.metrics.inc("fleet_sends_total", &[("face", face)]);
+                self.metrics.inc(Counter::Sends, &[("face", face)]);
                 "send"
             }
             Request::Reply { .. } => "reply",
@@ -148,22 +149,19 @@ impl App {
         };
         let resp = self.handle.call(caller.principal.clone(), req).await?;
         match (kind, &resp) {
-            ("send", Response::Outcome { outcome, .. }) => self.metrics.inc(
-                "fleet_send_outcomes_total",
-                &[("outcome", outcome.as_str())],
-            ),
-            ("reply", Response::ReplyAccepted { .. }) => {
-                self.metrics.inc("fleet_replies_total", &[])
-            }
+            ("send", Response::Outcome { outcome, .. }) => self
+                .metrics
+                .inc(Counter::SendOutcomes, &[("outcome", outcome.as_str())]),
+            ("reply", Response::ReplyAccepted { .. }) => self.metrics.inc(Counter::Replies, &[]),
             ("ask", Response::Ask { outcome, .. }) => self
                 .metrics
-                .inc("fleet_asks_total", &[("outcome", outcome.as_str())]),
+                .inc(Counter::Asks, &[("outcome", outcome.as_str())]),
             ("spawn", Response::Spawned { .. }) => {
-                self.metrics.inc("fleet_spawns_total", &[("result", "ok")])
+                self.metrics.inc(Counter::Spawns, &[("result", "ok")])
             }
-            ("spawn", Response::Error(e)) => self
-                .metrics
-                .inc("fleet_spawns_total", &[("result", e.code())]),
+            ("spawn", Response::Error(e)) => {
+                self.metrics.inc(Counter::Spawns, &[("result", e.code())])
+            }
             _ => {}
         }
         Ok(resp)
@@ -180,7 +178,7 @@ impl App {
             Ok(())
         } else {
             self.metrics
-                .inc("fleet_auth_failures_total", &[("reason", "denied")]);
+                .inc(Counter::AuthFailures, &[("reason", "denied")]);
             Err(CallError::Denied {
                 role: caller.principal.role,
                 action,
@@ -196,17 +194,13 @@ impl App {
         let s = rx.borrow().clone();
         let m = &self.metrics;
         m.set(
-            "fleet_broker_connected",
+            Gauge::BrokerConnected,
             &[],
             f64::from(u8::from(s.connected)),
         );
-        m.set("fleet_broker_generation", &[], f64::from(s.generation));
-        m.set("fleet_broker_malformed_total", &[], s.malformed as f64);
-        m.set(
-            "fleet_broker_queues_other_type",
-            &[],
-            s.kept_other_type as f64,
-        );
+        m.set(Gauge::BrokerGeneration, &[], f64::from(s.generation));
+        m.set_total(Counter::BrokerMalformed, &[], s.malformed as f64);
+        m.set(Gauge::BrokerQueuesOtherType, &[], s.kept_other_type as f64);
     }
 
     /// `fleet_whoami`.

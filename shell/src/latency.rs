@@ -5,6 +5,7 @@
 //! is matched by its key here; what never comes back is replaced by the next start under its
 //! key, and at most `PENDING_CAP` of each kind wait.
 
+use crate::metrics::Histo;
 use fleet_core::broker::{BrokerEvent, BrokerOp, PublishId, PublishResult};
 use fleet_core::{
     CallId, Duration, Event, Input, Instant, MsgId, Output, Request, Response, Round, SessionId,
@@ -18,7 +19,7 @@ const PENDING_CAP: usize = 16_384;
 /// One measured latency: the histogram, its label, the seconds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
-    pub series: &'static str,
+    pub series: Histo,
     pub label: (&'static str, String),
     pub seconds: f64,
 }
@@ -144,7 +145,7 @@ impl Latencies {
                         PublishResult::Failed(_) => "failed",
                     };
                     out.push(Sample {
-                        series: "fleet_broker_confirm_seconds",
+                        series: Histo::BrokerConfirm,
                         label: ("result", result.into()),
                         seconds: s,
                     });
@@ -156,7 +157,7 @@ impl Latencies {
         if let Some(key) = herdr_key {
             if let Some((s, op)) = self.herdr.end(&key, now) {
                 out.push(Sample {
-                    series: "fleet_herdr_call_seconds",
+                    series: Histo::HerdrCall,
                     label: ("op", op.into()),
                     seconds: s,
                 });
@@ -174,7 +175,7 @@ impl Latencies {
             Event::Delivered { msg, .. } => {
                 if let Some((s, _)) = self.queued.end(msg, now) {
                     out.push(Sample {
-                        series: "fleet_inject_wait_seconds",
+                        series: Histo::InjectWait,
                         label: ("result", "typed".into()),
                         seconds: s,
                     });
@@ -183,7 +184,7 @@ impl Latencies {
             Event::Dropped { msg, .. } => {
                 if let Some((s, _)) = self.queued.end(msg, now) {
                     out.push(Sample {
-                        series: "fleet_inject_wait_seconds",
+                        series: Histo::InjectWait,
                         label: ("result", "dropped".into()),
                         seconds: s,
                     });
@@ -194,7 +195,7 @@ impl Latencies {
             } => {
                 if let Some((s, _)) = self.tickets.end(ticket, now) {
                     out.push(Sample {
-                        series: "fleet_delegation_seconds",
+                        series: Histo::Delegation,
                         label: ("outcome", outcome.as_str().into()),
                         seconds: s,
                     });
@@ -210,7 +211,7 @@ impl Latencies {
             Response::Outcome { outcome, .. } => {
                 if let Some((s, _)) = self.calls.end(&call, now) {
                     out.push(Sample {
-                        series: "fleet_delegation_seconds",
+                        series: Histo::Delegation,
                         label: ("outcome", outcome.as_str().into()),
                         seconds: s,
                     });
@@ -261,7 +262,7 @@ mod tests {
         l.input(at(30), &sampled(&w1), &mut out);
         let got: Vec<(String, f64)> = out.iter().map(|s| (s.label.1.clone(), s.seconds)).collect();
         assert_eq!(got, [("sample".into(), 0.007), ("sample".into(), 0.020)]);
-        assert!(out.iter().all(|s| s.series == "fleet_herdr_call_seconds"));
+        assert!(out.iter().all(|s| s.series == Histo::HerdrCall));
     }
 
     #[test]
@@ -318,15 +319,15 @@ mod tests {
             outcome: Outcome::TimedOutWorking,
         };
         l.output(at(5_000), &Output::Event(resolved), &mut out);
-        let got: Vec<(&str, String, f64)> = out
+        let got: Vec<(Histo, String, f64)> = out
             .iter()
             .map(|s| (s.series, s.label.1.clone(), s.seconds))
             .collect();
         assert_eq!(
             got,
             [
-                ("fleet_delegation_seconds", "REPLIED".into(), 1.5),
-                ("fleet_delegation_seconds", "TIMED_OUT_WORKING".into(), 3.0)
+                (Histo::Delegation, "REPLIED".into(), 1.5),
+                (Histo::Delegation, "TIMED_OUT_WORKING".into(), 3.0)
             ]
         );
     }

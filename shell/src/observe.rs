@@ -6,6 +6,7 @@
 
 use crate::driver::Observer;
 use crate::metrics::Metrics;
+use crate::metrics::{Counter, Gauge};
 use fleet_core::broker::{BrokerEvent, BrokerOp};
 use fleet_core::envelope::{HeaderValue, Headers};
 use fleet_core::roster::EntityKind;
@@ -117,15 +118,15 @@ impl DaemonObserver {
 
     fn event(&mut self, e: &Event) {
         match e {
-            Event::Nudged { .. } => self.metrics.inc("fleet_push_nudges_total", &[]),
-            Event::Heartbeat { .. } => self.metrics.inc("fleet_lead_heartbeat_nudges_total", &[]),
+            Event::Nudged { .. } => self.metrics.inc(Counter::PushNudges, &[]),
+            Event::Heartbeat { .. } => self.metrics.inc(Counter::LeadHeartbeatNudges, &[]),
             Event::Rejected { code, .. } => {
                 self.metrics
-                    .inc("fleet_dead_letters_total", &[("code", code.as_str())]);
+                    .inc(Counter::DeadLetters, &[("code", code.as_str())]);
             }
             Event::BrokerDropped { reason, .. } => {
                 self.metrics
-                    .inc("fleet_broker_drops_total", &[("reason", reason.as_str())]);
+                    .inc(Counter::BrokerDrops, &[("reason", reason.as_str())]);
             }
             _ => {}
         }
@@ -171,13 +172,13 @@ impl Observer for DaemonObserver {
     fn output(&mut self, now: Instant, output: &Output) {
         self.latencies.output(now, output, &mut self.samples);
         self.record_latencies();
-        let herdr = |m: &Metrics, op: &str| m.inc("fleet_herdr_calls_total", &[("op", op)]);
+        let herdr = |m: &Metrics, op: &str| m.inc(Counter::HerdrCalls, &[("op", op)]);
         match output {
             Output::Event(e) => self.event(e),
             Output::Audit(a) => {
                 if !a.allowed {
                     self.metrics
-                        .inc("fleet_auth_failures_total", &[("reason", "denied")]);
+                        .inc(Counter::AuthFailures, &[("reason", "denied")]);
                 }
                 if let Ok(line) = serde_json::to_string(a) {
                     self.audit.write(&line);
@@ -191,11 +192,8 @@ impl Observer for DaemonObserver {
             Output::ClosePane { .. } => herdr(&self.metrics, "close"),
             Output::ProbeHealth { targets } => {
                 herdr(&self.metrics, "sample_all");
-                self.metrics.add(
-                    "fleet_herdr_calls_total",
-                    &[("op", "read")],
-                    targets.len() as f64,
-                );
+                self.metrics
+                    .add(Counter::HerdrCalls, &[("op", "read")], targets.len() as f64);
             }
             Output::Broker(BrokerOp::Publish { key, headers, .. }) => {
                 if heartbeat(headers) {
@@ -265,11 +263,11 @@ impl Observer for DaemonObserver {
             .collect();
         let rows: Vec<(&[(&'static str, &str)], f64)> =
             rows.iter().map(|(l, n)| (&l[..], *n)).collect();
-        m.set_all("fleet_sessions", &rows);
-        m.set("fleet_inbox_depth", &[], gw.inbox_depth() as f64);
-        m.set("fleet_held_deliveries", &[], gw.held_deliveries() as f64);
-        m.set("fleet_open_delegations", &[], gw.open_delegations() as f64);
-        m.set("fleet_mute_turns_total", &[], gw.mute_turns_total() as f64);
+        m.set_all(Gauge::Sessions, &rows);
+        m.set(Gauge::InboxDepth, &[], gw.inbox_depth() as f64);
+        m.set(Gauge::HeldDeliveries, &[], gw.held_deliveries() as f64);
+        m.set(Gauge::OpenDelegations, &[], gw.open_delegations() as f64);
+        m.set_total(Counter::MuteTurns, &[], gw.mute_turns_total() as f64);
         let health: Vec<([(&'static str, &str); 1], f64)> = gw
             .health_counts()
             .into_iter()
@@ -277,7 +275,7 @@ impl Observer for DaemonObserver {
             .collect();
         let health: Vec<(&[(&'static str, &str)], f64)> =
             health.iter().map(|(l, n)| (&l[..], *n)).collect();
-        m.set_all("fleet_member_health", &health);
+        m.set_all(Gauge::MemberHealth, &health);
         let (_, _, placed) = gw.placement_view();
         let loads: Vec<([(&'static str, &str); 1], f64)> = placed
             .iter()
@@ -285,7 +283,7 @@ impl Observer for DaemonObserver {
             .collect();
         let loads: Vec<(&[(&'static str, &str)], f64)> =
             loads.iter().map(|(l, n)| (&l[..], *n)).collect();
-        m.set_all("fleet_profile_load", &loads);
+        m.set_all(Gauge::ProfileLoad, &loads);
         let mut cooling: BTreeMap<&str, bool> = BTreeMap::new();
         for p in &placed {
             *cooling.entry(p.credential.as_str()).or_default() |= p.cooling_until.is_some();
@@ -296,7 +294,7 @@ impl Observer for DaemonObserver {
             .collect();
         let cooling: Vec<(&[(&'static str, &str)], f64)> =
             cooling.iter().map(|(l, n)| (&l[..], *n)).collect();
-        m.set_all("fleet_credential_cooling", &cooling);
+        m.set_all(Gauge::CredentialCooling, &cooling);
         let mut kinds = [0usize; 3];
         for r in gw.roster() {
             kinds[match r.kind {
@@ -306,7 +304,7 @@ impl Observer for DaemonObserver {
             }] += 1;
         }
         for (kind, n) in ["member", "lead", "gateway"].into_iter().zip(kinds) {
-            m.set("fleet_roster_entities", &[("kind", kind)], n as f64);
+            m.set(Gauge::RosterEntities, &[("kind", kind)], n as f64);
         }
     }
 }

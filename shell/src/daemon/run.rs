@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::driver::Handle;
+use crate::metrics::Counter;
 
 /// Runs the daemon until `shutdown` resolves. Must run inside a `tokio::task::LocalSet` on a
 /// current-thread runtime (the herdr client is single-threaded by design). `started` hears
@@ -199,7 +200,7 @@ async fn adopt_members(
             Ok(_) => "orphan_removed",
             Err(_) => "orphan_failed",
         };
-        metrics.inc("fleet_worktree_sweeps_total", &[("result", what)]);
+        metrics.inc(Counter::WorktreeSweeps, &[("result", what)]);
         match removed {
             Ok(done) => tracing::info!(%gid, ?done, "swept an orphaned worktree"),
             Err(e) => tracing::warn!(%gid, "sweeping an orphaned worktree: {e}"),
@@ -209,7 +210,7 @@ async fn adopt_members(
         let now = TokioClock::new().unix_ms() / 1000;
         let keep = cfg.herdr.wip_retention_days * 86_400;
         for gone in herdr::worktree::sweep_wip(&hc.worktrees, now, keep).await {
-            metrics.inc("fleet_worktree_sweeps_total", &[("result", "wip_expired")]);
+            metrics.inc(Counter::WorktreeSweeps, &[("result", "wip_expired")]);
             tracing::info!(wip = %gone, "expired a member's snapshot of unfinished work");
         }
     }
@@ -301,7 +302,7 @@ async fn serve_faces(
     let refused = metrics.clone();
     let relay_listener =
         crate::conn_limit::Limited::new(relay_listener, cfg.gateway.max_connections, move || {
-            refused.inc("fleet_connections_refused_total", &[])
+            refused.inc(Counter::ConnectionsRefused, &[])
         });
     let relay_server = tokio::spawn(crate::serve::serve(
         relay_listener,
@@ -313,7 +314,7 @@ async fn serve_faces(
     let refused = metrics.clone();
     let listener =
         crate::conn_limit::Limited::new(listener, cfg.gateway.max_connections, move || {
-            refused.inc("fleet_connections_refused_total", &[])
+            refused.inc(Counter::ConnectionsRefused, &[])
         });
     let server = tokio::spawn(crate::serve::serve(
         listener,

@@ -7,6 +7,7 @@
 
 use super::api::NewPane;
 use super::HerdrClient;
+use crate::metrics::Counter;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -102,7 +103,7 @@ pub async fn keep_running(
         for l in &leads {
             match client.ensure_lead(&l.launch.pane(&l.label, &mcp_url)).await {
                 Ok(Some(pane)) => {
-                    metrics.inc("fleet_leads_launched_total", &[("lead", l.name.as_str())]);
+                    metrics.inc(Counter::LeadsLaunched, &[("lead", l.name.as_str())]);
                     tracing::info!(lead = %l.name, label = %l.label, %pane, "lead launched (none was running)")
                 }
                 Ok(None) => {}
