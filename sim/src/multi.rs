@@ -311,6 +311,272 @@ pub fn run_multi(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn st
     }
 }
 
+/// The core's config in every gateway of a multi-host world: bounds small enough that what
+/// they guard (a negligent lead's window, forgotten tickets, a liar's flood, health changes)
+/// is reached within a run.
+fn core_config(cfg: &MultiConfig) -> CoreConfig {
+    #[allow(unused_mut)]
+    let mut core = CoreConfig {
+        profiles: vec!["claude".into()],
+        spawn_ready_timeout_ms: 30_000,
+        // A small window, so a negligent lead's uncollected results fill it many times over
+        // within a minute (with results held in the inbox, as the first build did, they wedge).
+        // At fleet scale it grows with the fleet, and still fills many times over: a lead's
+        // broadcast draws a reply from every member, each moved off the inbox within the window,
+        // and 4 at a time a 12 x 100 fleet's replies took a minute of broker round trips to move
+        // (a blocking call's reply queued behind them, I11) — a throughput fleetd's default of
+        // 64 never shows.
+        prefetch: (cfg.hosts * cfg.members_per_host / 16).max(4) as u16,
+        held_prefetch: 16,
+        // Tickets a negligent lead forgets expire within the run (what was held for them must
+        // go with them); the ones it polls are polled in the quiet phase, before this.
+        ticket_ttl_ms: 120_000,
+        // The liar's flood of unsolicited replies reaches this within the run.
+        inbox_cap_per_target: 64,
+        // Probed every few seconds, so members' health changes within a run.
+        health: fleet_core::health::HealthConfig {
+            interval_ms: 3_000,
+            stall_suspect_ms: 15_000,
+            ..fleet_core::health::HealthConfig::default()
+        },
+        ..CoreConfig::default()
+    };
+    #[cfg(feature = "planted-bugs")]
+    {
+        core.planted = cfg.planted;
+    }
+    core
+}
+
+/// What the faults did to the world so far, and the log of them.
+#[derive(Default)]
+struct Faults {
+    log: Vec<String>,
+    /// Hosts whose machine is down: a restart or another crash waits for the boot.
+    down: BTreeSet<usize>,
+    crashed: BTreeSet<usize>,
+    restarted: BTreeSet<usize>,
+}
+
+/// What a fault acts on.
+struct Targets<'a> {
+    names: &'a [HostId],
+    herdrs: &'a [SimHerdr],
+    skews: &'a [Rc<std::cell::Cell<i64>>],
+    ledger: &'a RefCell<Ledger>,
+}
+
+impl Faults {
+    /// The log's first lines: who lies and who neglects, from the start.
+    fn begin(liar: bool, negligent: &BTreeSet<usize>) -> Self {
+        let mut log = Vec::new();
+        if liar {
+            log.push(format!(
+                "0.0s a lying gateway ({}) taps the message exchange, answers every brief it sees and claims its target",
+                adversary::HOST
+            ));
+        }
+        for h in negligent {
+            log.push(format!(
+                "0.0s lead{h} is negligent: it collects nothing until the quiet phase, async work in bursts"
+            ));
+        }
+        Faults {
+            log,
+            ..Faults::default()
+        }
+    }
+
+    /// Runs the world to `end`, each scheduled fault applied at its time.
+    fn play(
+        &mut self,
+        sim: &mut turmoil::Sim<'_>,
+        mut events: Vec<(Duration, FaultStep)>,
+        end: Duration,
+        world: &Targets<'_>,
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        events.sort_by_key(|(at, _)| *at);
+        let mut next = 0;
+        while sim.elapsed() < end {
+            let now = sim.elapsed();
+            while next < events.len() && events[next].0 <= now {
+                let (_, step) = events[next];
+                next += 1;
+                self.apply(sim, step, now.as_secs_f64(), world);
+            }
+            sim.step()?;
+        }
+        Ok(())
+    }
+
+    /// One step of the seed's fault schedule, at `at` seconds.
+    fn apply(&mut self, sim: &mut turmoil::Sim<'_>, step: FaultStep, at: f64, world: &Targets<'_>) {
+        let Targets {
+            names,
+            herdrs,
+            skews,
+            ledger,
+        } = world;
+        let (down, crashed, restarted, fault_log) = (
+            &mut self.down,
+            &mut self.crashed,
+            &mut self.restarted,
+            &mut self.log,
+        );
+        match step {
+            FaultStep::BrokerBounce => {
+                sim.bounce("broker");
+                fault_log.push(format!("{at:.1}s broker bounce"));
+            }
+            FaultStep::Restart(h) | FaultStep::Crash(h) | FaultStep::Lose(h)
+                if down.contains(&h) => {}
+            FaultStep::Boot(h) if !down.contains(&h) => {}
+            FaultStep::Restart(h) => {
+                restarted.insert(h);
+                sim.bounce(names[h].to_string());
+                fault_log.push(format!("{at:.1}s restart {}", names[h]));
+            }
+            FaultStep::Crash(h) | FaultStep::Lose(h) => {
+                sim.crash(names[h].to_string());
+                herdrs[h].crash();
+                down.insert(h);
+                crashed.insert(h);
+                restarted.insert(h);
+                ledger.borrow_mut().host_down(h);
+                let how = if matches!(step, FaultStep::Lose(_)) {
+                    "host lost for good"
+                } else {
+                    "host crash"
+                };
+                fault_log.push(format!("{at:.1}s {how} {}", names[h]));
+            }
+            FaultStep::Boot(h) => {
+                down.remove(&h);
+                sim.bounce(names[h].to_string());
+                fault_log.push(format!("{at:.1}s host boot {}", names[h]));
+            }
+            FaultStep::Cut(h, dir) => {
+                let (gw, b) = (names[h].to_string(), "broker");
+                match dir {
+                    Dir::Both => sim.partition(gw, b),
+                    Dir::Up => sim.partition_oneway(gw, b),
+                    Dir::Down => sim.partition_oneway(b, gw),
+                }
+                fault_log.push(format!("{at:.1}s partition {} {dir}", names[h]));
+            }
+            FaultStep::Hold(h) => {
+                sim.hold(names[h].to_string(), "broker");
+                fault_log.push(format!("{at:.1}s link stalls {}", names[h]));
+            }
+            FaultStep::Release(h) => {
+                sim.release(names[h].to_string(), "broker");
+                fault_log.push(format!("{at:.1}s link flows {}", names[h]));
+            }
+            FaultStep::ClockJump(h, ms) => {
+                skews[h].set(ms);
+                fault_log.push(format!("{at:.1}s clock of {} jumps to {ms:+} ms", names[h]));
+            }
+            FaultStep::Heal(h, dir) => {
+                let (gw, b) = (names[h].to_string(), "broker");
+                match dir {
+                    Dir::Both => sim.repair(gw, b),
+                    Dir::Up => sim.repair_oneway(gw, b),
+                    Dir::Down => sim.repair_oneway(b, gw),
+                }
+                fault_log.push(format!("{at:.1}s repair {} {dir}", names[h]));
+            }
+        }
+    }
+}
+
+/// Who a run was: its seed, fault profile, liar, hosts and their herdrs.
+struct World<'a> {
+    seed: u64,
+    profile: FaultProfile,
+    liar: bool,
+    names: &'a [HostId],
+    herdrs: &'a [SimHerdr],
+}
+
+/// The run judged: what herdr shows against what the leads were told, and the report.
+fn report(
+    w: World<'_>,
+    elapsed: Duration,
+    ledger: &RefCell<Ledger>,
+    faults: Faults,
+    trace: &Trace,
+) -> MultiReport {
+    let World {
+        seed,
+        profile,
+        liar,
+        names,
+        herdrs,
+    } = w;
+    let at = Instant::from_millis(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
+    let logs: Vec<PaneLog> = herdrs.iter().map(|h| h.log.borrow().clone()).collect();
+    let truth: BTreeSet<(SessionId, HostId)> = herdrs
+        .iter()
+        .enumerate()
+        .flat_map(|(h, herdr)| {
+            let name = names[h].clone();
+            herdr
+                .ready_gids()
+                .into_iter()
+                .map(move |g| (g, name.clone()))
+        })
+        .collect();
+    let ledger = ledger.borrow();
+    let violations = judge::judge(&judge::Facts {
+        at,
+        ledger: &ledger,
+        logs: &logs,
+        truth: &truth,
+        crashed: &faults.crashed,
+        restarted: &faults.restarted,
+        liar,
+        quiet: profile == FaultProfile::None,
+    });
+    let outcomes = judge::outcomes(&ledger);
+    let mut health: BTreeMap<String, u64> = BTreeMap::new();
+    for (_, state, _, _) in logs.iter().flat_map(|l| &l.health) {
+        *health.entry(state.to_string()).or_default() += 1;
+    }
+    let text = trace.text();
+    MultiReport {
+        seed,
+        profile,
+        faults: faults.log,
+        sends: ledger.sends.len(),
+        outcomes,
+        health,
+        violations,
+        trace_hash: crate::run::fnv1a(text.as_bytes()),
+        sim_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        trace: text,
+        timeline: trace.timeline(),
+        trace_ids: trace.trace_ids(),
+    }
+}
+
+/// Each member's behaviour on host `h`, drawn from the world's stream.
+fn behaviours(h: usize, cfg: &MultiConfig, rng: &mut impl RngCore) -> Vec<(SessionId, Behaviour)> {
+    (0..cfg.members_per_host)
+        .map(|n| {
+            let b = match rng.next_u64() % 16 {
+                0 | 1 => Behaviour::CompletesSilently,
+                2..=4 => Behaviour::Asks,
+                5 => Behaviour::Wedges,
+                6 => Behaviour::UsageLimit,
+                7 => Behaviour::Dies,
+                8 => Behaviour::Fast,
+                _ => Behaviour::Replies,
+            };
+            (gid(h, n), b)
+        })
+        .collect()
+}
+
 fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::error::Error>> {
     let mut rng = world_rng(seed);
     let profile = profile_of(&mut rng);
@@ -350,52 +616,10 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
     let skews: Vec<Rc<std::cell::Cell<i64>>> = (0..cfg.hosts).map(|_| Rc::default()).collect();
     let workload_until = Duration::from_secs(cfg.sim_secs);
     let settle_at = workload_until + Duration::from_secs(QUIET_SECS - 20);
-    #[allow(unused_mut)]
-    let mut core = CoreConfig {
-        profiles: vec!["claude".into()],
-        spawn_ready_timeout_ms: 30_000,
-        // A small window, so a negligent lead's uncollected results fill it many times over
-        // within a minute (with results held in the inbox, as the first build did, they wedge).
-        // At fleet scale it grows with the fleet, and still fills many times over: a lead's
-        // broadcast draws a reply from every member, each moved off the inbox within the window,
-        // and 4 at a time a 12 x 100 fleet's replies took a minute of broker round trips to move
-        // (a blocking call's reply queued behind them, I11) — a throughput fleetd's default of
-        // 64 never shows.
-        prefetch: (cfg.hosts * cfg.members_per_host / 16).max(4) as u16,
-        held_prefetch: 16,
-        // Tickets a negligent lead forgets expire within the run (what was held for them must
-        // go with them); the ones it polls are polled in the quiet phase, before this.
-        ticket_ttl_ms: 120_000,
-        // The liar's flood of unsolicited replies reaches this within the run.
-        inbox_cap_per_target: 64,
-        // Probed every few seconds, so members' health changes within a run.
-        health: fleet_core::health::HealthConfig {
-            interval_ms: 3_000,
-            stall_suspect_ms: 15_000,
-            ..fleet_core::health::HealthConfig::default()
-        },
-        ..CoreConfig::default()
-    };
-    #[cfg(feature = "planted-bugs")]
-    {
-        core.planted = cfg.planted;
-    }
+    let core = core_config(cfg);
 
     for h in 0..cfg.hosts {
-        let behaviours = (0..cfg.members_per_host)
-            .map(|n| {
-                let b = match rng.next_u64() % 16 {
-                    0 | 1 => Behaviour::CompletesSilently,
-                    2..=4 => Behaviour::Asks,
-                    5 => Behaviour::Wedges,
-                    6 => Behaviour::UsageLimit,
-                    7 => Behaviour::Dies,
-                    8 => Behaviour::Fast,
-                    _ => Behaviour::Replies,
-                };
-                (gid(h, n), b)
-            })
-            .collect();
+        let behaviours = behaviours(h, cfg, &mut rng);
         let spec = GatewaySpec {
             host: names[h].clone(),
             seed: seed.wrapping_mul(31).wrapping_add(h as u64),
@@ -443,141 +667,28 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
 
     // Faults, chosen by the seed.
     let faults = schedule(profile, cfg, &mut rng);
-    let mut fault_log = Vec::new();
-    if liar.is_some() {
-        fault_log.push(format!(
-            "0.0s a lying gateway ({}) taps the message exchange, answers every brief it sees and claims its target",
-            adversary::HOST
-        ));
-    }
-    for h in ledger.borrow().negligent.iter() {
-        fault_log.push(format!(
-            "0.0s lead{h} is negligent: it collects nothing until the quiet phase, async work in bursts"
-        ));
-    }
     let end = workload_until + Duration::from_secs(QUIET_SECS);
-    let mut next = 0;
-    let mut events: Vec<(Duration, FaultStep)> = faults;
-    events.sort_by_key(|(at, _)| *at);
-    // Hosts whose machine is down: a restart or another crash waits for the boot.
-    let mut down: BTreeSet<usize> = BTreeSet::new();
-    let mut crashed: BTreeSet<usize> = BTreeSet::new();
-    let mut restarted: BTreeSet<usize> = BTreeSet::new();
-    while sim.elapsed() < end {
-        let now = sim.elapsed();
-        while next < events.len() && events[next].0 <= now {
-            let (_, step) = events[next];
-            next += 1;
-            let at = now.as_secs_f64();
-            match step {
-                FaultStep::BrokerBounce => {
-                    sim.bounce("broker");
-                    fault_log.push(format!("{at:.1}s broker bounce"));
-                }
-                FaultStep::Restart(h) | FaultStep::Crash(h) | FaultStep::Lose(h)
-                    if down.contains(&h) => {}
-                FaultStep::Boot(h) if !down.contains(&h) => {}
-                FaultStep::Restart(h) => {
-                    restarted.insert(h);
-                    sim.bounce(names[h].to_string());
-                    fault_log.push(format!("{at:.1}s restart {}", names[h]));
-                }
-                FaultStep::Crash(h) | FaultStep::Lose(h) => {
-                    sim.crash(names[h].to_string());
-                    herdrs[h].crash();
-                    down.insert(h);
-                    crashed.insert(h);
-                    restarted.insert(h);
-                    ledger.borrow_mut().host_down(h);
-                    let how = if matches!(step, FaultStep::Lose(_)) {
-                        "host lost for good"
-                    } else {
-                        "host crash"
-                    };
-                    fault_log.push(format!("{at:.1}s {how} {}", names[h]));
-                }
-                FaultStep::Boot(h) => {
-                    down.remove(&h);
-                    sim.bounce(names[h].to_string());
-                    fault_log.push(format!("{at:.1}s host boot {}", names[h]));
-                }
-                FaultStep::Cut(h, dir) => {
-                    let (gw, b) = (names[h].to_string(), "broker");
-                    match dir {
-                        Dir::Both => sim.partition(gw, b),
-                        Dir::Up => sim.partition_oneway(gw, b),
-                        Dir::Down => sim.partition_oneway(b, gw),
-                    }
-                    fault_log.push(format!("{at:.1}s partition {} {dir}", names[h]));
-                }
-                FaultStep::Hold(h) => {
-                    sim.hold(names[h].to_string(), "broker");
-                    fault_log.push(format!("{at:.1}s link stalls {}", names[h]));
-                }
-                FaultStep::Release(h) => {
-                    sim.release(names[h].to_string(), "broker");
-                    fault_log.push(format!("{at:.1}s link flows {}", names[h]));
-                }
-                FaultStep::ClockJump(h, ms) => {
-                    skews[h].set(ms);
-                    fault_log.push(format!("{at:.1}s clock of {} jumps to {ms:+} ms", names[h]));
-                }
-                FaultStep::Heal(h, dir) => {
-                    let (gw, b) = (names[h].to_string(), "broker");
-                    match dir {
-                        Dir::Both => sim.repair(gw, b),
-                        Dir::Up => sim.repair_oneway(gw, b),
-                        Dir::Down => sim.repair_oneway(b, gw),
-                    }
-                    fault_log.push(format!("{at:.1}s repair {} {dir}", names[h]));
-                }
-            }
-        }
-        sim.step()?;
-    }
-
-    let at = Instant::from_millis(u64::try_from(sim.elapsed().as_millis()).unwrap_or(u64::MAX));
-    let logs: Vec<PaneLog> = herdrs.iter().map(|h| h.log.borrow().clone()).collect();
-    let truth: BTreeSet<(SessionId, HostId)> = herdrs
-        .iter()
-        .enumerate()
-        .flat_map(|(h, herdr)| {
-            let name = names[h].clone();
-            herdr
-                .ready_gids()
-                .into_iter()
-                .map(move |g| (g, name.clone()))
-        })
-        .collect();
-    let ledger = ledger.borrow();
-    let violations = judge::judge(&judge::Facts {
-        at,
+    let mut played = Faults::begin(liar.is_some(), &ledger.borrow().negligent);
+    let world = Targets {
+        names: &names,
+        herdrs: &herdrs,
+        skews: &skews,
         ledger: &ledger,
-        logs: &logs,
-        truth: &truth,
-        crashed: &crashed,
-        restarted: &restarted,
-        liar: liar.is_some(),
-        quiet: profile == FaultProfile::None,
-    });
-    let outcomes = judge::outcomes(&ledger);
-    let mut health: BTreeMap<String, u64> = BTreeMap::new();
-    for (_, state, _, _) in logs.iter().flat_map(|l| &l.health) {
-        *health.entry(state.to_string()).or_default() += 1;
-    }
-    let text = trace.text();
-    Ok(MultiReport {
-        seed,
-        profile,
-        faults: fault_log,
-        sends: ledger.sends.len(),
-        outcomes,
-        health,
-        violations,
-        trace_hash: crate::run::fnv1a(text.as_bytes()),
-        sim_ms: u64::try_from(sim.elapsed().as_millis()).unwrap_or(u64::MAX),
-        trace: text,
-        timeline: trace.timeline(),
-        trace_ids: trace.trace_ids(),
-    })
+    };
+    played.play(&mut sim, faults, end, &world)?;
+
+    let elapsed = sim.elapsed();
+    Ok(report(
+        World {
+            seed,
+            profile,
+            liar: liar.is_some(),
+            names: &names,
+            herdrs: &herdrs,
+        },
+        elapsed,
+        &ledger,
+        played,
+        &trace,
+    ))
 }
