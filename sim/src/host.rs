@@ -422,19 +422,7 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
         tokio::time::sleep(Duration::from_millis(200)).await;
         busy.borrow_mut()
             .retain(|g| herdr.panes.borrow().contains_key(g));
-        // Spawned agents that finished booting connect: their readiness gate opens.
-        let now = sim_now();
-        let up: Vec<SessionId> = herdr
-            .booting
-            .borrow()
-            .iter()
-            .filter(|(_, b)| b.connect_at <= now)
-            .map(|(g, _)| g.clone())
-            .collect();
-        for gid in up {
-            herdr.booting.borrow_mut().remove(&gid);
-            let _ = gateway.tell(Input::MemberConnected { target: gid }).await;
-        }
+        connect_booted(&herdr, &gateway).await;
         // Only a ready pane with a task typed into it has anything to do (a fleet of idle
         // members is not walked every 200 ms).
         let waiting: Vec<SessionId> = {
@@ -464,108 +452,139 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
                 continue;
             };
             if behaviour == Behaviour::Fast {
-                // Done before any poll: answered in plain text, no WORKING ever sampled, no
-                // `fleet_reply` (as Claude Code answering a short brief at once did).
-                if let Some(p) = herdr.panes.borrow_mut().get_mut(&gid) {
-                    p.print(format!("● finished: {}", task.text));
-                    p.print("❯ ");
-                    p.task = None;
-                    p.status = AgentStatus::Idle;
-                }
-                let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
-                herdr
-                    .log
-                    .borrow_mut()
-                    .ended_unreplied
-                    .push((gid.clone(), task.text.clone(), at));
+                answer_at_once(&herdr, &gid, &task);
                 continue;
             }
             busy.borrow_mut().insert(gid.clone());
             let (panes_of, gateway, gid2) = (herdr.clone(), gateway.clone(), gid.clone());
             let busy = busy.clone();
-            tokio::task::spawn_local(async move {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                match behaviour {
-                    // Stuck: the pane reads UNKNOWN from now on and the turn never ends.
-                    Behaviour::Wedges => {
-                        if let Some(p) = panes_of.panes.borrow_mut().get_mut(&gid2) {
-                            p.print("⠋ ");
-                            p.status = AgentStatus::Unknown;
-                        }
-                        return;
-                    }
-                    // The process exits mid-turn and its pane closes.
-                    Behaviour::Dies => {
-                        panes_of.panes.borrow_mut().remove(&gid2);
-                        busy.borrow_mut().remove(&gid2);
-                        return;
-                    }
-                    // Refuses the turn with a usage-limit notice and goes idle, no reply.
-                    Behaviour::UsageLimit => {
-                        if let Some(p) = panes_of.panes.borrow_mut().get_mut(&gid2) {
-                            p.print("You've hit your usage limit · resets 4pm");
-                            p.print("❯ ");
-                            p.task = None;
-                            p.status = AgentStatus::Idle;
-                        }
-                        busy.borrow_mut().remove(&gid2);
-                        return;
-                    }
-                    _ => {}
-                }
-                if behaviour == Behaviour::Asks {
-                    // Ask the lead mid-turn; whatever comes back (an answer, NO_WAITER, a
-                    // timeout), finish the turn with a reply.
-                    let ask = Request::Ask {
-                        question: format!("question on {}", task.text),
-                        timeout_ms: Some(6_000),
-                    };
-                    let _ = gateway.call(Principal::worker(gid2.clone()), ask).await;
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                if matches!(behaviour, Behaviour::Replies | Behaviour::Asks) {
-                    // As a coding agent does with a tool error that says the broker is
-                    // unreachable: it tries again a little later, within its turn.
-                    for _ in 0..REPLY_TRIES {
-                        let reply = Request::Reply {
-                            content: format!("done: {}", task.text),
-                        };
-                        match gateway.call(Principal::worker(gid2.clone()), reply).await {
-                            Ok(Response::Error(CallError::BrokerUnavailable)) => {
-                                tokio::time::sleep(REPLY_RETRY).await
-                            }
-                            Ok(Response::ReplyAccepted { .. }) => {
-                                let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
-                                panes_of
-                                    .log
-                                    .borrow_mut()
-                                    .replied
-                                    .push((task.text.clone(), at));
-                                break;
-                            }
-                            _ => break,
-                        }
-                    }
-                }
-                let mut panes = panes_of.panes.borrow_mut();
-                if let Some(p) = panes.get_mut(&gid2) {
-                    p.print(format!("● finished: {}", task.text));
-                    p.print("❯ ");
-                    p.task = None;
-                    p.status = AgentStatus::Idle;
-                    if behaviour == Behaviour::CompletesSilently {
-                        let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
-                        panes_of.log.borrow_mut().ended_unreplied.push((
-                            gid2.clone(),
-                            task.text.clone(),
-                            at,
-                        ));
-                    }
-                }
-                busy.borrow_mut().remove(&gid2);
-            });
+            tokio::task::spawn_local(work(panes_of, gateway, gid2, behaviour, task, busy));
         }
     }
+}
+
+/// Spawned agents that finished booting connect: their readiness gate opens.
+async fn connect_booted(herdr: &SimHerdr, gateway: &Handle) {
+    let now = sim_now();
+    let up: Vec<SessionId> = herdr
+        .booting
+        .borrow()
+        .iter()
+        .filter(|(_, b)| b.connect_at <= now)
+        .map(|(g, _)| g.clone())
+        .collect();
+    for gid in up {
+        herdr.booting.borrow_mut().remove(&gid);
+        let _ = gateway.tell(Input::MemberConnected { target: gid }).await;
+    }
+}
+
+/// Done before any poll: answered in plain text, no WORKING ever sampled, no `fleet_reply`
+/// (as Claude Code answering a short brief at once did).
+fn answer_at_once(herdr: &SimHerdr, gid: &SessionId, task: &Task) {
+    if let Some(p) = herdr.panes.borrow_mut().get_mut(gid) {
+        p.print(format!("● finished: {}", task.text));
+        p.print("❯ ");
+        p.task = None;
+        p.status = AgentStatus::Idle;
+    }
+    let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
+    herdr
+        .log
+        .borrow_mut()
+        .ended_unreplied
+        .push((gid.clone(), task.text.clone(), at));
+}
+
+/// One turn of an agent, as its behaviour says: wedge, die, hit a usage limit, or work two
+/// seconds, maybe ask, maybe reply (retrying while the broker is unreachable), and end it.
+async fn work(
+    panes_of: SimHerdr,
+    gateway: Handle,
+    gid2: SessionId,
+    behaviour: Behaviour,
+    task: Task,
+    busy: Rc<RefCell<BTreeSet<SessionId>>>,
+) {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    match behaviour {
+        // Stuck: the pane reads UNKNOWN from now on and the turn never ends.
+        Behaviour::Wedges => {
+            if let Some(p) = panes_of.panes.borrow_mut().get_mut(&gid2) {
+                p.print("⠋ ");
+                p.status = AgentStatus::Unknown;
+            }
+            return;
+        }
+        // The process exits mid-turn and its pane closes.
+        Behaviour::Dies => {
+            panes_of.panes.borrow_mut().remove(&gid2);
+            busy.borrow_mut().remove(&gid2);
+            return;
+        }
+        // Refuses the turn with a usage-limit notice and goes idle, no reply.
+        Behaviour::UsageLimit => {
+            if let Some(p) = panes_of.panes.borrow_mut().get_mut(&gid2) {
+                p.print("You've hit your usage limit · resets 4pm");
+                p.print("❯ ");
+                p.task = None;
+                p.status = AgentStatus::Idle;
+            }
+            busy.borrow_mut().remove(&gid2);
+            return;
+        }
+        _ => {}
+    }
+    if behaviour == Behaviour::Asks {
+        // Ask the lead mid-turn; whatever comes back (an answer, NO_WAITER, a
+        // timeout), finish the turn with a reply.
+        let ask = Request::Ask {
+            question: format!("question on {}", task.text),
+            timeout_ms: Some(6_000),
+        };
+        let _ = gateway.call(Principal::worker(gid2.clone()), ask).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    if matches!(behaviour, Behaviour::Replies | Behaviour::Asks) {
+        // As a coding agent does with a tool error that says the broker is
+        // unreachable: it tries again a little later, within its turn.
+        for _ in 0..REPLY_TRIES {
+            let reply = Request::Reply {
+                content: format!("done: {}", task.text),
+            };
+            match gateway.call(Principal::worker(gid2.clone()), reply).await {
+                Ok(Response::Error(CallError::BrokerUnavailable)) => {
+                    tokio::time::sleep(REPLY_RETRY).await
+                }
+                Ok(Response::ReplyAccepted { .. }) => {
+                    let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
+                    panes_of
+                        .log
+                        .borrow_mut()
+                        .replied
+                        .push((task.text.clone(), at));
+                    break;
+                }
+                _ => break,
+            }
+        }
+    }
+    let mut panes = panes_of.panes.borrow_mut();
+    if let Some(p) = panes.get_mut(&gid2) {
+        p.print(format!("● finished: {}", task.text));
+        p.print("❯ ");
+        p.task = None;
+        p.status = AgentStatus::Idle;
+        if behaviour == Behaviour::CompletesSilently {
+            let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
+            panes_of
+                .log
+                .borrow_mut()
+                .ended_unreplied
+                .push((gid2.clone(), task.text.clone(), at));
+        }
+    }
+    busy.borrow_mut().remove(&gid2);
 }
 
 /// Every output of every host, in the order the simulation produced them: the run's trace.

@@ -478,6 +478,75 @@ fn describe_multi(r: &MultiReport) -> String {
 /// determinism problem.
 type SeedOutcome = (u64, Result<MultiReport, String>, Vec<String>);
 
+/// Runs every seed of the batch (this shard's) on `jobs` threads, each twice when
+/// `determinism` asks, with progress on stdout; the outcomes in seed order.
+fn run_batch(
+    seeds: &Range<u64>,
+    jobs: usize,
+    cfg: &MultiConfig,
+    determinism: bool,
+    mine: &(dyn Fn(u64) -> bool + Sync),
+    total: u64,
+) -> Vec<SeedOutcome> {
+    let next = AtomicU64::new(seeds.start);
+    let done = AtomicU64::new(0);
+    let results: Mutex<Vec<SeedOutcome>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                let seed = next.fetch_add(1, Ordering::SeqCst);
+                if seed >= seeds.end {
+                    break;
+                }
+                if !mine(seed) {
+                    continue;
+                }
+                let report = run_multi(seed, cfg).map_err(|e| e.to_string());
+                let mut problems = Vec::new();
+                if let (true, Ok(r)) = (determinism, &report) {
+                    match run_multi(seed, cfg) {
+                        Ok(again) if again.trace_hash != r.trace_hash => problems.push(format!(
+                            "determinism: trace hash {:016x} then {:016x}",
+                            r.trace_hash, again.trace_hash
+                        )),
+                        Ok(_) => {}
+                        Err(e) => problems.push(format!("the replay failed: {e}")),
+                    }
+                }
+                if let Ok(mut v) = results.lock() {
+                    v.push((seed, report, problems));
+                }
+                let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+                if n.is_multiple_of(10) || n == total {
+                    say_raw!("\r  {n}/{total} seeds");
+                    let _ = std::io::stdout().flush();
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_default();
+    results.sort_by_key(|(s, _, _)| *s);
+    results
+}
+
+/// A failed seed: its violations, the problems of its replay, its last events and how to
+/// replay it.
+fn say_failed(seed: u64, r: &MultiReport, problems: &[String], cfg: &MultiConfig) {
+    say!("\nFAILED {}", describe_multi(r));
+    for v in &r.violations {
+        say!("  {v}");
+    }
+    for p in problems {
+        say!("  {p}");
+    }
+    let lines: Vec<&str> = r.trace.lines().collect();
+    say!("  last events:");
+    for l in &lines[lines.len().saturating_sub(15)..] {
+        say!("    {l}");
+    }
+    say!("  replay: {}", multi_replay_cmd(seed, cfg));
+}
+
 /// The multi-host batch: each seed on its own turmoil world (worlds are independent, so
 /// seeds run on parallel threads; each is deterministic on its own).
 #[allow(clippy::disallowed_methods)] // wall-clock speed-up is reported, never fed to a run
@@ -503,45 +572,8 @@ fn multi_run(
         if cfg.adversaries { ", adversaries" } else { ", no adversaries" },
         if cfg.queue_type.is_classic() { "" } else { ", quorum queues" }
     );
-    let next = AtomicU64::new(seeds.start);
-    let done = AtomicU64::new(0);
-    let results: Mutex<Vec<SeedOutcome>> = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| loop {
-                let seed = next.fetch_add(1, Ordering::SeqCst);
-                if seed >= seeds.end {
-                    break;
-                }
-                if !mine(seed) {
-                    continue;
-                }
-                let report = run_multi(seed, &cfg).map_err(|e| e.to_string());
-                let mut problems = Vec::new();
-                if let (true, Ok(r)) = (determinism, &report) {
-                    match run_multi(seed, &cfg) {
-                        Ok(again) if again.trace_hash != r.trace_hash => problems.push(format!(
-                            "determinism: trace hash {:016x} then {:016x}",
-                            r.trace_hash, again.trace_hash
-                        )),
-                        Ok(_) => {}
-                        Err(e) => problems.push(format!("the replay failed: {e}")),
-                    }
-                }
-                if let Ok(mut v) = results.lock() {
-                    v.push((seed, report, problems));
-                }
-                let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-                if n.is_multiple_of(10) || n == total {
-                    say_raw!("\r  {n}/{total} seeds");
-                    let _ = std::io::stdout().flush();
-                }
-            });
-        }
-    });
+    let results = run_batch(&seeds, jobs, &cfg, determinism, &mine, total);
     say!();
-    let mut results = results.into_inner().unwrap_or_default();
-    results.sort_by_key(|(s, _, _)| *s);
     let (mut sends, mut sim_ms, mut failed, mut fault_events) = (0usize, 0u64, 0u64, 0usize);
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
     let mut health: BTreeMap<String, u64> = BTreeMap::new();
@@ -565,19 +597,7 @@ fn multi_run(
                 }
                 if !r.violations.is_empty() || !problems.is_empty() {
                     failed += 1;
-                    say!("\nFAILED {}", describe_multi(r));
-                    for v in &r.violations {
-                        say!("  {v}");
-                    }
-                    for p in problems {
-                        say!("  {p}");
-                    }
-                    let lines: Vec<&str> = r.trace.lines().collect();
-                    say!("  last events:");
-                    for l in &lines[lines.len().saturating_sub(15)..] {
-                        say!("    {l}");
-                    }
-                    say!("  replay: {}", multi_replay_cmd(*seed, &cfg));
+                    say_failed(*seed, r, problems, &cfg);
                 }
             }
             Err(e) => {
