@@ -101,7 +101,11 @@ impl fmt::Display for Rejection {
 
 /// The routing key presence for `gid` on `host` is published with.
 pub fn presence_key(host: &HostId, gid: &SessionId) -> String {
-    format!("roster.{host}.{gid}")
+    crate::envelope::Address::Presence {
+        host: host.clone(),
+        gid: gid.clone(),
+    }
+    .key()
 }
 
 /// How far ahead of the receiver's clock an `expiresAt` may be by default: the longest TTL
@@ -227,6 +231,9 @@ pub fn admit_checked(
             key: routing_key.to_string(),
         });
     }
+    // What `to` means for its kind: a point-to-point kind names one entity, never a broadcast
+    // or a roster key; a broadcast names all or a group.
+    env.address().map_err(Rejection::Decode)?;
     if env.expires_at < now_unix_ms {
         return Err(Rejection::Expired {
             expires_at: env.expires_at,

@@ -127,6 +127,41 @@ pub enum HeaderValue {
 /// Headers by name: ordered, so encodings and snapshots are stable.
 pub type Headers = BTreeMap<String, HeaderValue>;
 
+/// Whom an envelope is for: what its routing key (`to`) means, which its kind decides. On the
+/// wire it stays the routing key it was published with (`key`); nothing reads `to` as text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Address {
+    /// One entity's inbox (a member's or a lead's), by gid: every point-to-point kind.
+    Entity(SessionId),
+    /// Every member (`broadcast.all`), or one group's (`broadcast.<group>`): BROADCAST.
+    Broadcast(Option<String>),
+    /// A host's control queue, by host id: SPAWN and STOP.
+    Host(HostId),
+    /// An entity's presence on the roster, `roster.<host>.<gid>`: PRESENCE.
+    Presence { host: HostId, gid: SessionId },
+}
+
+impl Address {
+    /// The routing key it is published with.
+    pub fn key(&self) -> String {
+        match self {
+            Address::Entity(gid) => gid.to_string(),
+            Address::Broadcast(None) => "broadcast.all".into(),
+            Address::Broadcast(Some(group)) => format!("broadcast.{group}"),
+            Address::Host(host) => host.to_string(),
+            Address::Presence { host, gid } => format!("roster.{host}.{gid}"),
+        }
+    }
+
+    /// The entity it names, for a point-to-point kind.
+    pub fn entity(&self) -> Option<&SessionId> {
+        match self {
+            Address::Entity(gid) => Some(gid),
+            _ => None,
+        }
+    }
+}
+
 /// An envelope and its body.
 ///
 /// Beyond ch. 10's field list this carries three fields the flows need: `signer` (the gateway
@@ -266,6 +301,44 @@ impl Envelope {
             sig,
             body,
         })
+    }
+
+    /// What `to` means for this kind, or why it means nothing: a presence must be keyed by
+    /// its own host and gid, a broadcast must name all or a group, and a point-to-point kind
+    /// must name one entity (never a broadcast or roster key).
+    pub fn address(&self) -> Result<Address, DecodeError> {
+        let malformed = |reason: String| DecodeError::Malformed {
+            field: "to",
+            reason,
+        };
+        let to = self.to.as_str();
+        match self.kind {
+            Kind::Presence => {
+                let a = Address::Presence {
+                    host: self.signer.clone(),
+                    gid: self.from.clone(),
+                };
+                match a.key() == to {
+                    true => Ok(a),
+                    false => Err(malformed(format!(
+                        "a presence is keyed by its own host and gid ({}), not {to:?}",
+                        a.key()
+                    ))),
+                }
+            }
+            Kind::Spawn | Kind::Stop => Ok(Address::Host(HostId::new(to))),
+            Kind::Broadcast => match to.strip_prefix("broadcast.") {
+                Some("all") => Ok(Address::Broadcast(None)),
+                Some(group) if !group.is_empty() => Ok(Address::Broadcast(Some(group.into()))),
+                _ => Err(malformed(format!(
+                    "a broadcast is for all or a group, not {to:?}"
+                ))),
+            },
+            _ if to.starts_with("broadcast.") || to.starts_with("roster.") => Err(malformed(
+                format!("{} is for one entity, not {to:?}", self.kind.as_str()),
+            )),
+            _ => Ok(Address::Entity(SessionId::new(to))),
+        }
     }
 
     /// The exact bytes the signature covers: a domain tag, then every header but `sig` in a

@@ -155,6 +155,77 @@ fn presence_binds_only_gids_under_the_signers_own_key() {
     );
 }
 
+/// `to` means what the kind says: one entity for a point-to-point kind, all or a group for a
+/// broadcast, a host for control, the signer's own key for a presence.
+#[test]
+fn an_address_is_read_by_its_kind() {
+    use fleet_core::envelope::Address;
+    let mut env = send(b"task");
+    assert_eq!(env.address(), Ok(Address::Entity(worker())));
+    env.kind = Kind::Broadcast;
+    env.to = "broadcast.all".into();
+    assert_eq!(env.address(), Ok(Address::Broadcast(None)));
+    env.to = "broadcast.docs".into();
+    assert_eq!(env.address(), Ok(Address::Broadcast(Some("docs".into()))));
+    env.to = "broadcast.".into();
+    assert!(env.address().is_err());
+    env.kind = Kind::Stop;
+    env.to = "beta".into();
+    assert_eq!(env.address(), Ok(Address::Host(host("beta"))));
+    env.kind = Kind::Presence;
+    env.to = format!("roster.a.{}", lead());
+    assert_eq!(
+        env.address(),
+        Ok(Address::Presence {
+            host: host("a"),
+            gid: lead()
+        })
+    );
+    env.to = format!("roster.b.{}", lead());
+    assert!(env.address().is_err(), "another host's key");
+    // Each address is published under the key it is read from.
+    for (a, key) in [
+        (Address::Entity(worker()), worker().to_string()),
+        (Address::Broadcast(None), "broadcast.all".into()),
+        (
+            Address::Broadcast(Some("docs".into())),
+            "broadcast.docs".into(),
+        ),
+        (Address::Host(host("beta")), "beta".into()),
+        (
+            Address::Presence {
+                host: host("a"),
+                gid: lead(),
+            },
+            format!("roster.a.{}", lead()),
+        ),
+    ] {
+        assert_eq!(a.key(), key);
+    }
+}
+
+/// A point-to-point message published under a broadcast key (any client with credentials may
+/// bind an inbox to `broadcast.#`) is refused as malformed, never read as a gid.
+#[test]
+fn a_reply_addressed_to_a_broadcast_is_refused() {
+    let (a, b, _) = keyrings();
+    let mut env = send(b"forged");
+    env.kind = Kind::Reply;
+    env.to = "broadcast.all".into();
+    a.sign(&mut env);
+    let r = admit_at_b(&b, &env.to_headers(), env.body.clone(), "broadcast.all");
+    assert!(
+        matches!(
+            r,
+            Err(Rejection::Decode(DecodeError::Malformed {
+                field: "to",
+                ..
+            }))
+        ),
+        "{r:?}"
+    );
+}
+
 #[test]
 fn a_message_re_published_into_another_inbox_is_refused() {
     let (a, b, _) = keyrings();

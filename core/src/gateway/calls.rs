@@ -582,12 +582,10 @@ impl Gateway {
         if !self.broker_is_up() {
             return self.respond(call, Response::Error(CallError::BrokerUnavailable));
         }
-        let key = match &group {
-            Some(g) => format!("broadcast.{g}"),
-            None => "broadcast.all".to_string(),
-        };
+        let to = crate::envelope::Address::Broadcast(group.clone());
+        let key = to.key();
         let ttl = self.cfg.injected_timeout_ms;
-        let draft = super::federation::Draft::new(MsgKind::Broadcast, &from, key.clone(), ttl)
+        let draft = super::federation::Draft::new(MsgKind::Broadcast, &from, to, ttl)
             .body(content.into_bytes());
         let env = self.seal(draft);
         let msg = env.msg_id;

@@ -8,6 +8,7 @@ use super::federation::Draft;
 use super::Gateway;
 use crate::authz::Principal;
 use crate::broker::{DeliveryId, Exchange};
+use crate::envelope::Address;
 use crate::envelope::{Envelope, Kind};
 use crate::ids::{CallId, MsgId, SessionId};
 use crate::io::{CallError, Event, RejectCode, Response};
@@ -75,7 +76,7 @@ impl Gateway {
         let draft = Draft::new(
             Kind::Coord,
             &from,
-            target.to_string(),
+            Address::Entity(target.clone()),
             self.cfg.reply_ttl_ms,
         )
         .body(content.into_bytes());

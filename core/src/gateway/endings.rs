@@ -6,6 +6,7 @@ use super::delegation::{Answer, Ended, RemoteBrief, Side};
 use super::federation::Draft;
 use super::{Gateway, TimerKind};
 use crate::broker::Exchange;
+use crate::envelope::Address;
 use crate::envelope::Kind as MsgKind;
 use crate::ids::{CallId, TicketId, TurnId};
 use crate::injector::Cause;
@@ -186,9 +187,14 @@ impl Gateway {
                     self.injector.withdraw(&target, msg, Cause::PaneGone);
                     self.rendezvous.take(&target, msg, Kind::Failed);
                     let ttl = self.cfg.reply_ttl_ms;
-                    let draft = Draft::new(MsgKind::Abandoned, &target, reply_to.to_string(), ttl)
-                        .re(re)
-                        .body(why.as_bytes().to_vec());
+                    let draft = Draft::new(
+                        MsgKind::Abandoned,
+                        &target,
+                        Address::Entity(reply_to.clone()),
+                        ttl,
+                    )
+                    .re(re)
+                    .body(why.as_bytes().to_vec());
                     let env = self.seal(draft);
                     self.publish(Exchange::Msg, env);
                     self.event(Event::Resolved {

@@ -13,6 +13,7 @@ use super::spawn_requests::{SpawnRequests, Waiting};
 use super::{Gateway, TimerKind};
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode};
+use crate::envelope::Address;
 use crate::envelope::{Envelope, Kind};
 use crate::ids::{CallId, HostId, MsgId, SessionId};
 use crate::io::{CallError, Event, Launched, Output, Readiness, Response, SpawnError, Stale};
@@ -144,7 +145,7 @@ impl Gateway {
         }
         let body = serde_json::to_vec(&spec).unwrap_or_default();
         let ttl = self.cfg.spawn_ready_timeout_ms;
-        let draft = Draft::new(Kind::Spawn, &from, host.to_string(), ttl)
+        let draft = Draft::new(Kind::Spawn, &from, Address::Host(host.clone()), ttl)
             .body(body)
             .spawn_id(gid.clone());
         let env = self.seal(draft);
@@ -366,11 +367,16 @@ impl Gateway {
                 self.ack_if_current(delivery);
                 let ttl = self.cfg.reply_ttl_ms;
                 let gateway = SessionId::new(GATEWAY_GID);
-                let draft = Draft::new(Kind::Failed, &gateway, requester.to_string(), ttl)
-                    .re(re)
-                    .outcome(Outcome::WorkerFailed)
-                    .body(reason.into_bytes())
-                    .spawn_id(gid.clone());
+                let draft = Draft::new(
+                    Kind::Failed,
+                    &gateway,
+                    Address::Entity(requester.clone()),
+                    ttl,
+                )
+                .re(re)
+                .outcome(Outcome::WorkerFailed)
+                .body(reason.into_bytes())
+                .spawn_id(gid.clone());
                 let env = self.seal(draft);
                 self.publish(Exchange::Msg, env);
             }

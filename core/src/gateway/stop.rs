@@ -13,6 +13,7 @@ use super::stops::Waiting;
 use super::{Gateway, TimerKind};
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode, StopRequest};
+use crate::envelope::Address;
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::Link;
 use crate::ids::{CallId, HostId, MsgId, SessionId};
@@ -86,7 +87,7 @@ impl Gateway {
         let draft = Draft::new(
             Kind::Stop,
             &from,
-            row.host.to_string(),
+            Address::Host(row.host.clone()),
             self.cfg.stop_timeout_ms,
         )
         .body(body);
@@ -186,7 +187,7 @@ impl Gateway {
         let draft = Draft::new(
             Kind::Failed,
             &gateway,
-            env.from.to_string(),
+            Address::Entity(env.from.clone()),
             self.cfg.reply_ttl_ms,
         )
         .re(Some(env.msg_id))

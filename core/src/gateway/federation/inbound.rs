@@ -8,6 +8,7 @@ use super::Draft;
 use crate::admission::{admit_checked, record, Arrived, Rejection};
 use crate::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange, Names, PublishResult};
 use crate::control::{Refusal, RefusalCode};
+use crate::envelope::Address;
 use crate::envelope::{Envelope, HeaderValue, Headers, Kind};
 use crate::gateway::delegation::{RemoteBrief, Side};
 use crate::gateway::Link;
@@ -291,7 +292,9 @@ impl Gateway {
             .filter(|g| self.served.contains_key(g))
             .or(held_q);
         // Point-to-point kinds must be addressed to the inbox they arrived in.
-        let inbox = inbox_of.as_ref().is_some_and(|g| g.as_str() == env.to);
+        let addressed = env.address().ok();
+        let inbox =
+            inbox_of.is_some() && addressed.as_ref().and_then(Address::entity) == inbox_of.as_ref();
         let unchecked =
             env.kind == Kind::Stop && self.cfg.planted(PlantedBug::StopWithoutAllowlist);
         if control && !f.cfg.control_allowlist.contains(&env.signer) && !unchecked {
@@ -434,7 +437,7 @@ impl Gateway {
             }
             Kind::Answer => {
                 let ttl = self.cfg.reply_ttl_ms;
-                let draft = Draft::new(Kind::TooLate, &to, env.from.to_string(), ttl)
+                let draft = Draft::new(Kind::TooLate, &to, Address::Entity(env.from.clone()), ttl)
                     .re(env.msg_id)
                     .turn(env.turn_id)
                     .body(why.into_bytes())
@@ -561,11 +564,16 @@ impl Gateway {
         }
         let ttl = self.cfg.reply_ttl_ms;
         let gateway = SessionId::new(GATEWAY_GID);
-        let draft = Draft::new(Kind::Failed, &gateway, env.from.to_string(), ttl)
-            .re(env.msg_id)
-            .outcome(Outcome::WorkerFailed)
-            .body(format!("dead-lettered before delivery to {} ({reason})", env.to).into_bytes())
-            .trace(env.trace_id);
+        let draft = Draft::new(
+            Kind::Failed,
+            &gateway,
+            Address::Entity(env.from.clone()),
+            ttl,
+        )
+        .re(env.msg_id)
+        .outcome(Outcome::WorkerFailed)
+        .body(format!("dead-lettered before delivery to {} ({reason})", env.to).into_bytes())
+        .trace(env.trace_id);
         let report = self.seal(draft);
         self.publish(Exchange::Msg, report);
     }

@@ -3,8 +3,8 @@
 //! consequences; and the periodic sweep of held deliveries past their expiry.
 
 use super::Draft;
-use crate::admission::presence_key;
 use crate::broker::{DeliveryId, Exchange};
+use crate::envelope::Address;
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::Link;
 use crate::gateway::{Gateway, Once, TimerKind};
@@ -238,10 +238,13 @@ impl Gateway {
         let Some(at) = self.next_order() else { return };
         let Link::Fleet(f) = &self.link else { return };
         let gw = SessionId::new(GATEWAY_GID);
-        let key = presence_key(f.host(), &gw);
+        let to = Address::Presence {
+            host: f.host().clone(),
+            gid: gw.clone(),
+        };
         let body = Presence::batch(at, lines).to_body();
         let ttl = self.cfg.presence_ttl_ms;
-        let env = self.seal(Draft::new(Kind::Presence, &gw, key, ttl).body(body));
+        let env = self.seal(Draft::new(Kind::Presence, &gw, to, ttl).body(body));
         self.publish(Exchange::Roster, env);
     }
 
@@ -253,10 +256,13 @@ impl Gateway {
         }
         let Some(at) = self.next_order() else { return };
         let Link::Fleet(f) = &self.link else { return };
-        let key = presence_key(f.host(), gid);
+        let to = Address::Presence {
+            host: f.host().clone(),
+            gid: gid.clone(),
+        };
         let body = Presence::delta(at, change).to_body();
         let ttl = self.cfg.presence_ttl_ms;
-        let env = self.seal(Draft::new(Kind::Presence, gid, key, ttl).body(body));
+        let env = self.seal(Draft::new(Kind::Presence, gid, to, ttl).body(body));
         self.publish(Exchange::Roster, env);
     }
 
@@ -357,12 +363,15 @@ impl Gateway {
             })
             .collect();
         let gw = SessionId::new(GATEWAY_GID);
-        let key = presence_key(f.host(), &gw);
+        let to = Address::Presence {
+            host: f.host().clone(),
+            gid: gw.clone(),
+        };
         let body = Presence::snapshot(at, self.cfg.profiles.clone(), listed)
             .with_ops(self.host_ops())
             .to_body();
         let ttl = self.cfg.presence_ttl_ms;
-        let env = self.seal(Draft::new(Kind::Presence, &gw, key, ttl).body(body));
+        let env = self.seal(Draft::new(Kind::Presence, &gw, to, ttl).body(body));
         self.publish(Exchange::Roster, env);
     }
 

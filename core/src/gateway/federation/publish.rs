@@ -2,7 +2,7 @@
 //! stamps it, `publish` signs it and hands it to the broker.
 
 use crate::broker::{BrokerOp, DeliveryId, Exchange, Names, PublishId};
-use crate::envelope::{Envelope, Kind, VERSION};
+use crate::envelope::{Address, Envelope, Kind, VERSION};
 use crate::gateway::Gateway;
 use crate::gateway::Link;
 use crate::ids::{HostId, MsgId, SessionId, TraceId, TurnId};
@@ -26,12 +26,13 @@ pub(crate) struct Draft {
 }
 
 impl Draft {
-    /// A `kind` message from `from` to routing key `to`, expiring `ttl_ms` after its stamp.
-    pub(crate) fn new(kind: Kind, from: &SessionId, to: impl Into<String>, ttl_ms: u64) -> Self {
+    /// A `kind` message from `from` to `to` (published under its key), expiring `ttl_ms`
+    /// after its stamp.
+    pub(crate) fn new(kind: Kind, from: &SessionId, to: Address, ttl_ms: u64) -> Self {
         Draft {
             kind,
             from: from.clone(),
-            to: to.into(),
+            to: to.key(),
             ttl_ms,
             re: None,
             turn_id: None,

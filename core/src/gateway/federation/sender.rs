@@ -7,6 +7,7 @@ use super::held::{Arrival, HeldFor, Holder};
 use super::{Draft, RemoteAsk};
 use crate::authz::Principal;
 use crate::broker::{DeliveryId, Exchange};
+use crate::envelope::Address;
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::calls::{Answering, Opening, Send};
 use crate::gateway::delegation::{Answer, Delegation, RemoteBrief, Side};
@@ -38,8 +39,13 @@ impl Gateway {
             return self.respond(call, Response::Error(CallError::BrokerUnavailable));
         }
         let inject_ms = self.cfg.injected_timeout_ms;
-        let draft = Draft::new(Kind::Send, &from, send.target.to_string(), inject_ms)
-            .body(send.content.into_bytes());
+        let draft = Draft::new(
+            Kind::Send,
+            &from,
+            Address::Entity(send.target.clone()),
+            inject_ms,
+        )
+        .body(send.content.into_bytes());
         let env = self.seal(draft);
         let (msg, trace) = (env.msg_id, env.trace_id);
         let Some(publish) = self.publish(Exchange::Msg, env) else {
@@ -142,9 +148,14 @@ impl Gateway {
             return self.invalid(call, "this caller has no identity to answer from");
         };
         let ttl = self.cfg.ask_timeout_ms;
-        let draft = Draft::new(Kind::Answer, &from, ask.worker.to_string(), ttl)
-            .turn(turn)
-            .body(a.content.into_bytes());
+        let draft = Draft::new(
+            Kind::Answer,
+            &from,
+            Address::Entity(ask.worker.clone()),
+            ttl,
+        )
+        .turn(turn)
+        .body(a.content.into_bytes());
         let env = self.seal(draft);
         let (msg, unix) = (env.msg_id, env.ts);
         let Some(publish) = self.publish(Exchange::Msg, env) else {
@@ -388,10 +399,15 @@ impl Gateway {
         let Some(ticket) = ticket else {
             let ttl = self.cfg.reply_ttl_ms;
             let lead = SessionId::new(&env.to);
-            let draft = Draft::new(Kind::NoWaiter, &lead, env.from.to_string(), ttl)
-                .re(env.re)
-                .turn(turn)
-                .trace(env.trace_id);
+            let draft = Draft::new(
+                Kind::NoWaiter,
+                &lead,
+                Address::Entity(env.from.clone()),
+                ttl,
+            )
+            .re(env.re)
+            .turn(turn)
+            .trace(env.trace_id);
             let nw = self.seal(draft);
             self.publish(Exchange::Msg, nw);
             return;

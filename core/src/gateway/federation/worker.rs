@@ -6,6 +6,7 @@
 use super::confirms::{Pending, Unsent};
 use super::Draft;
 use crate::broker::{DeliveryId, Exchange, Names};
+use crate::envelope::Address;
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::delegation::{Delegation, Side};
 use crate::gateway::Link;
@@ -102,9 +103,12 @@ impl Gateway {
     ) {
         // Only a member's inbox takes broadcasts, and only those for all or for its own group:
         // a queue someone else bound to `broadcast.#` (a lead's, or any inbox) gets nothing.
-        let group = self.cards.get(member).and_then(|c| c.group.clone());
-        let addressed = env.to == "broadcast.all"
-            || group.is_some_and(|g| env.to.strip_prefix("broadcast.") == Some(g.as_str()));
+        let group = self.cards.get(member).and_then(|c| c.group.as_ref());
+        let addressed = match env.address() {
+            Ok(Address::Broadcast(None)) => true,
+            Ok(Address::Broadcast(Some(g))) => group == Some(&g),
+            _ => false,
+        };
         if !self.is_live_member(member) || !addressed {
             let why = format!("{} is not a broadcast for {member}", env.to);
             return self.reject(delivery, queue, RejectCode::Misrouted, why);
@@ -147,10 +151,15 @@ impl Gateway {
                 return;
             }
             let ttl = self.cfg.reply_ttl_ms;
-            let draft = Draft::new(Kind::TooLate, &worker, env.from.to_string(), ttl)
-                .re(env.msg_id)
-                .turn(env.turn_id)
-                .trace(env.trace_id);
+            let draft = Draft::new(
+                Kind::TooLate,
+                &worker,
+                Address::Entity(env.from.clone()),
+                ttl,
+            )
+            .re(env.msg_id)
+            .turn(env.turn_id)
+            .trace(env.trace_id);
             let late = self.seal(draft);
             self.publish(Exchange::Msg, late);
             return;
@@ -183,7 +192,13 @@ impl Gateway {
             return;
         };
         let ttl = self.cfg.reply_ttl_ms;
-        let draft = Draft::new(Kind::Injected, target, reply_to.to_string(), ttl).re(re);
+        let draft = Draft::new(
+            Kind::Injected,
+            target,
+            Address::Entity(reply_to.clone()),
+            ttl,
+        )
+        .re(re);
         let env = self.seal(draft);
         self.publish(Exchange::Msg, env);
     }
@@ -204,7 +219,7 @@ impl Gateway {
             _ => Kind::Failed,
         };
         let ttl = self.cfg.reply_ttl_ms;
-        let draft = Draft::new(kind, worker, reply_to.to_string(), ttl)
+        let draft = Draft::new(kind, worker, Address::Entity(reply_to.clone()), ttl)
             .re(re)
             .outcome(outcome)
             .body(body.unwrap_or_default().into_bytes());
@@ -259,7 +274,7 @@ impl Gateway {
         question: String,
     ) {
         let ttl = self.cfg.ask_timeout_ms;
-        let draft = Draft::new(Kind::Ask, worker, reply_to.to_string(), ttl)
+        let draft = Draft::new(Kind::Ask, worker, Address::Entity(reply_to.clone()), ttl)
             .re(re)
             .turn(turn)
             .body(question.into_bytes());
@@ -320,7 +335,7 @@ impl Gateway {
         content: String,
     ) {
         let ttl = self.cfg.reply_ttl_ms;
-        let draft = Draft::new(Kind::Reply, member, sent.to.to_string(), ttl)
+        let draft = Draft::new(Kind::Reply, member, Address::Entity(sent.to.clone()), ttl)
             .re(sent.re)
             .outcome(Outcome::Replied)
             .body(content.into_bytes())
