@@ -3,13 +3,13 @@
 //! (`fleet_reply`, `fleet_ask`) are in `members`.
 
 use super::delegation::{Answer, Delegation, RemoteBrief, Side, Ticket};
-use super::{Gateway, TimerKind};
+use super::Gateway;
 use crate::authz::{self, Principal};
 use crate::broker::Exchange;
 use crate::envelope::Kind as MsgKind;
 use crate::ids::{CallId, MsgId, SessionId, TicketId, TurnId};
 use crate::inbox::HeldReply;
-use crate::io::{CallError, Event, Output, Request, Response};
+use crate::io::{CallError, Event, Request, Response};
 use crate::outcome::{AskOutcome, Outcome};
 use crate::push::Attention;
 use crate::roster::EntityKind;
@@ -54,7 +54,7 @@ impl Gateway {
         request: Request,
     ) {
         if let Some(s) = &caller.session {
-            self.lead_active(now, s);
+            self.beats.active(now, s);
         }
         let target = self.call_target(&caller, &request);
         let caller = self.as_its_role(caller);
@@ -211,7 +211,7 @@ impl Gateway {
         let action = request.action();
         let decision = authz::permits(caller, action, target);
         let allowed = decision.allowed;
-        self.fx.emit(Output::Audit(decision));
+        self.audit(decision);
         let own = matches!(request, Request::Reply { .. } | Request::Ask { .. });
         if !allowed {
             self.stats.auth_failures_total += 1;
@@ -423,8 +423,7 @@ impl Gateway {
             side,
             deadline,
         );
-        self.delegations.insert(o.ticket, d);
-        self.fx.wake(deadline, TimerKind::SendDeadline(o.ticket));
+        self.delegations.insert(&mut self.fx, o.ticket, d);
         if !o.wait {
             let t = Ticket {
                 target: o.target,
@@ -494,13 +493,13 @@ impl Gateway {
         baseline: String,
         timeout: Option<Duration>,
     ) {
-        let Some(d) = self.delegations.get_mut(&ticket) else {
+        let d = match timeout {
+            Some(timeout) => self.delegations.extend(&mut self.fx, ticket, now + timeout),
+            None => self.delegations.get_mut(&ticket),
+        };
+        let Some(d) = d else {
             return;
         };
-        if let Some(timeout) = timeout {
-            d.deadline = now + timeout;
-            self.fx.wake(d.deadline, TimerKind::SendDeadline(ticket));
-        }
         let lead = d.lead.clone();
         self.rendezvous
             .open_captured(session, msg, ticket, baseline);

@@ -3,6 +3,7 @@
 //! cross-host one, or the worker's half — is one enum; a pause on a question is stored once,
 //! on the delegation, and indexed by its turn inside this module only.
 
+use super::{Effects, TimerKind};
 use crate::ids::{CallId, MsgId, SessionId, TicketId, TraceId, TurnId};
 use crate::io::TicketView;
 use crate::outcome::{Outcome, Phase};
@@ -117,7 +118,9 @@ pub(crate) struct Delegations {
 }
 
 impl Delegations {
-    pub(crate) fn insert(&mut self, ticket: TicketId, d: Delegation) {
+    /// Opens `ticket` with its deadline armed: an open delegation always has its bound.
+    pub(crate) fn insert(&mut self, fx: &mut Effects, ticket: TicketId, d: Delegation) {
+        fx.wake(d.deadline, TimerKind::SendDeadline(ticket));
         if let Some(old) = self.open.insert(ticket, d) {
             if let Some(p) = old.pause {
                 self.by_turn.remove(&p.turn);
@@ -127,6 +130,27 @@ impl Delegations {
 
     pub(crate) fn get(&self, ticket: &TicketId) -> Option<&Delegation> {
         self.open.get(ticket)
+    }
+
+    /// Moves `ticket`'s deadline to `at` and arms it (an answer's continuation, a brief's
+    /// own timeout): the earlier wake-up finds it not yet due and does nothing.
+    pub(crate) fn extend(
+        &mut self,
+        fx: &mut Effects,
+        ticket: TicketId,
+        at: Instant,
+    ) -> Option<&mut Delegation> {
+        let d = self.open.get_mut(&ticket)?;
+        d.deadline = at;
+        fx.wake(at, TimerKind::SendDeadline(ticket));
+        Some(d)
+    }
+
+    /// The sender's half of `ticket` waits for its brief's INJECTED until `by`.
+    pub(crate) fn await_injected(&self, fx: &mut Effects, ticket: TicketId, by: Instant) {
+        if self.open.contains_key(&ticket) {
+            fx.wake(by, TimerKind::InjectBy(ticket));
+        }
     }
 
     pub(crate) fn get_mut(&mut self, ticket: &TicketId) -> Option<&mut Delegation> {
@@ -246,9 +270,22 @@ impl Tickets {
         self.map.remove(ticket)
     }
 
-    pub(crate) fn get_mut(&mut self, ticket: &TicketId) -> Option<&mut Ticket> {
+    /// `ticket` ended as `ended`: kept for its lead's poll until `forget_at`, its expiry armed.
+    /// Returns false for a ticket not held here.
+    pub(crate) fn end(
+        &mut self,
+        fx: &mut Effects,
+        ticket: TicketId,
+        ended: Ended,
+        forget_at: Instant,
+    ) -> bool {
+        let Some(t) = self.map.get_mut(&ticket) else {
+            return false;
+        };
         self.rev.bump();
-        self.map.get_mut(ticket)
+        t.ended = Some(ended);
+        fx.wake(forget_at, TimerKind::TicketExpiry(ticket));
+        true
     }
 
     /// Changed since a check last read it?
@@ -308,7 +345,7 @@ mod tests {
             Side::Local(Answer::Async),
             Instant::from_millis(1_000),
         );
-        ds.insert(t, d);
+        ds.insert(&mut Effects::default(), t, d);
         t
     }
 

@@ -10,7 +10,7 @@ use crate::time::Instant;
 use std::collections::{BTreeSet, VecDeque};
 
 #[derive(Debug, Default)]
-pub(super) struct Effects {
+pub(crate) struct Effects {
     out: VecDeque<Output>,
     timers: BTreeSet<(Instant, TimerKind)>,
     once: TimerTable,
@@ -18,36 +18,36 @@ pub(super) struct Effects {
 
 impl Effects {
     /// Something to carry out, after everything emitted before it.
-    pub(super) fn emit(&mut self, o: Output) {
+    pub(crate) fn emit(&mut self, o: Output) {
         self.out.push_back(o);
     }
 
-    pub(super) fn pop(&mut self) -> Option<Output> {
+    pub(crate) fn pop(&mut self) -> Option<Output> {
         self.out.pop_front()
     }
 
     /// Wake at `at` for `kind` (several of one kind may be pending).
-    pub(super) fn wake(&mut self, at: Instant, kind: TimerKind) {
+    pub(crate) fn wake(&mut self, at: Instant, kind: TimerKind) {
         self.timers.insert((at, kind));
     }
 
     /// Whether a wake-up for `kind` at `at` is pending (the invariant checks').
     #[cfg(any(debug_assertions, feature = "invariants", test))]
-    pub(super) fn waking(&self, at: Instant, kind: TimerKind) -> bool {
+    pub(crate) fn waking(&self, at: Instant, kind: TimerKind) -> bool {
         self.timers.contains(&(at, kind))
     }
 
     /// Sets one-instance timer `t` to `at`, replacing where it was.
-    pub(super) fn set(&mut self, t: Once, at: Instant) {
+    pub(crate) fn set(&mut self, t: Once, at: Instant) {
         self.once.set(t, at);
     }
 
-    pub(super) fn is_set(&self, t: Once) -> bool {
+    pub(crate) fn is_set(&self, t: Once) -> bool {
         self.once.is_set(t)
     }
 
     /// One-instance timer `t`, if it is due by `now`: taken off.
-    pub(super) fn take_once(&mut self, t: Once, now: Instant) -> bool {
+    pub(crate) fn take_once(&mut self, t: Once, now: Instant) -> bool {
         let due = self.once.get(t).is_some_and(|at| at <= now);
         if due {
             self.once.clear(t);
@@ -58,7 +58,7 @@ impl Effects {
     /// The next timer due by `now`, from the set or the table, in one order (instant, then
     /// kind) — taken off where it was. The status poll is not among them: the hub runs it
     /// after every other timer of the tick.
-    pub(super) fn take_due(&mut self, now: Instant) -> Option<TimerKind> {
+    pub(crate) fn take_due(&mut self, now: Instant) -> Option<TimerKind> {
         let set = self.timers.first().cloned();
         let once = self.once.earliest_but_poll();
         let from_once = match (&set, &once) {
@@ -85,7 +85,7 @@ impl Effects {
     }
 
     /// The earliest pending wake-up of all.
-    pub(super) fn earliest(&self) -> Option<(Instant, TimerKind)> {
+    pub(crate) fn earliest(&self) -> Option<(Instant, TimerKind)> {
         let mut best = self.timers.first().cloned();
         if let Some((at, kind)) = self.once.earliest() {
             if best.as_ref().is_none_or(|b| (at, &kind) < (b.0, &b.1)) {

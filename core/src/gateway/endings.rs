@@ -4,7 +4,7 @@
 
 use super::delegation::{Answer, Ended, RemoteBrief, Side};
 use super::federation::Draft;
-use super::{Gateway, TimerKind};
+use super::Gateway;
 use crate::broker::Exchange;
 use crate::envelope::Address;
 use crate::envelope::Kind as MsgKind;
@@ -87,14 +87,12 @@ impl Gateway {
             ),
             Side::Local(Answer::Async) | Side::Sender { .. } => {
                 let ttl = self.ticket_ttl();
-                if let Some(t) = self.tickets.get_mut(&ticket) {
-                    t.ended = Some(Ended {
-                        outcome,
-                        body,
-                        at: now,
-                    });
-                    self.fx.wake(now + ttl, TimerKind::TicketExpiry(ticket));
-                }
+                let ended = Ended {
+                    outcome,
+                    body,
+                    at: now,
+                };
+                self.tickets.end(&mut self.fx, ticket, ended, now + ttl);
                 if let Some(lead) = d.lead {
                     self.push.add(&lead, Attention::Ticket(ticket));
                 }

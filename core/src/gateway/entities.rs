@@ -8,7 +8,7 @@ use super::Gateway;
 use crate::broker::BrokerOp;
 use crate::gateway::Link;
 use crate::ids::{HostId, SessionId};
-use crate::io::{Output, RosterEntry, StatusView};
+use crate::io::{RosterEntry, StatusView};
 use crate::roster::{Entity, EntityKind, Liveness, RosterRow};
 use crate::session::SessionState;
 use crate::status::AgentStatus;
@@ -189,7 +189,7 @@ impl Gateway {
                 &[(gid.clone(), kind)],
                 topology::Part::Inboxes,
             );
-            self.fx.emit(Output::Broker(BrokerOp::Declare(t)));
+            self.broker(BrokerOp::Declare(t));
         }
         if when == Announce::Now {
             self.announce(gid);
@@ -223,7 +223,7 @@ impl Gateway {
             };
             // Results held for a member that is gone have no one left to collect them.
             for name in [f.names.inbox(gid), f.names.held(gid)] {
-                self.fx.emit(Output::Broker(BrokerOp::DeleteQueue { name }));
+                self.broker(BrokerOp::DeleteQueue { name });
             }
         }
     }

@@ -3,11 +3,11 @@
 //! gateway holds, and `health::classify` decides. A change is an event (a log line, never an
 //! audit record) and a presence delta; a member that goes leaves a tombstone.
 
-use super::{Gateway, Once};
+use super::Gateway;
 use crate::gateway::Link;
 use crate::health::{Evidence, Gate, Health, Verdict};
 use crate::ids::SessionId;
-use crate::io::{Event, Output, Sampled};
+use crate::io::{Event, Sampled};
 use crate::roster::EntityKind;
 use crate::status::AgentStatus;
 use crate::time::{Duration, Instant};
@@ -26,23 +26,10 @@ impl Gateway {
             .is_some_and(|s| s.kind == EntityKind::Member)
     }
 
-    /// Arms the round while there is a member to watch, or a tombstone to expire.
-    pub(super) fn arm_health(&mut self, now: Instant) {
-        let watching = self.served().any(|(_, s)| s.kind == EntityKind::Member)
-            || self.health.has_tombstones();
-        if self.fx.is_set(Once::Health) || !watching {
-            return;
-        }
-        let at = now + Duration::from_millis(self.cfg.health.interval_ms);
-        self.fx.set(Once::Health, at);
-    }
-
     pub(super) fn on_health_tick(&mut self, now: Instant) {
         self.health.expire(now);
         let targets = self.members_here();
-        if !targets.is_empty() {
-            self.fx.emit(Output::ProbeHealth { targets });
-        }
+        self.probe_health(targets);
         self.arm_health(now);
     }
 

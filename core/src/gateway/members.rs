@@ -2,13 +2,13 @@
 //! coalescing, the answer or the timeout, and the paused delegation resuming its turn.
 
 use super::delegation::Side;
-use super::{Gateway, TimerKind};
+use super::Gateway;
 use crate::ids::{CallId, SessionId, TicketId, TurnId};
 use crate::inbox::HeldReply;
 use crate::io::{CallError, Event, Response};
 use crate::outcome::{AskOutcome, Outcome};
 use crate::push::Attention;
-use crate::rendezvous::{AskOpen, Kind};
+use crate::rendezvous::Kind;
 use crate::time::Instant;
 
 /// What happens to a delegation paused on a question whose ask closes unanswered.
@@ -148,10 +148,7 @@ impl Gateway {
             );
         };
         let deadline = now + timeout;
-        let (AskOpen::Fresh(turn_id) | AskOpen::Coalesced(turn_id)) =
-            self.rendezvous
-                .open_ask(&mut self.ids, &session, msg, &question, call, deadline);
-        self.fx.wake(deadline, TimerKind::AskDeadline(turn_id));
+        let turn_id = self.open_ask(&session, msg, &question, call, deadline);
         self.injector.set_asking(&session, true);
         self.event(Event::Asked {
             target: session.clone(),

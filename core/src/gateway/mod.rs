@@ -44,13 +44,13 @@ mod timers;
 mod turns;
 
 use delegation::{Delegations, Tickets};
-use effects::Effects;
+pub(crate) use effects::Effects;
 use federation::Fed;
 pub use federation::Federation;
 pub use heartbeat::HeartbeatConfig;
 use spawn::Spawns;
 use stops::Stops;
-use timer_table::Once;
+pub(crate) use timer_table::Once;
 pub use timers::TimerKind;
 
 /// How a gateway reaches other hosts: not at all (single-host mode, where every path is
@@ -163,7 +163,7 @@ pub struct Gateway {
     /// Which profile a spawn that names none starts; credentials cooling down.
     placement: crate::placement::Placement,
     /// Each lead with a heartbeat: when it last called, reminders since.
-    beats: BTreeMap<SessionId, heartbeat::Beat>,
+    beats: heartbeat::Heartbeats,
     /// Calls asked and not yet answered, while invariants are checked: a call answered twice
     /// or answered without being asked is caught at the step it happens.
     #[cfg(any(debug_assertions, feature = "invariants"))]
@@ -234,13 +234,13 @@ impl Gateway {
             adoption: Adoption::default(),
             health,
             placement,
-            beats: BTreeMap::new(),
+            beats: heartbeat::Heartbeats::default(),
             #[cfg(any(debug_assertions, feature = "invariants"))]
             open_calls: invariants::OpenCalls::default(),
             #[cfg(any(debug_assertions, feature = "invariants"))]
             reply_path_read: None,
         };
-        gw.arm_heartbeats(now);
+        gw.beats = heartbeat::Heartbeats::start(&mut gw.fx, &gw.cfg.heartbeats, now);
         Ok(gw)
     }
 
@@ -459,6 +459,93 @@ impl Gateway {
                 reason: reason.to_string(),
             }),
         );
+    }
+
+    /// Types `text` into `target` as `msg`: its baseline for the reply scrape and its floor for
+    /// status samples are set with it, so no sample taken before the typing can speak after.
+    fn type_into(&mut self, target: SessionId, msg: MsgId, text: String) {
+        self.stats.injections_total += 1;
+        self.rendezvous.typing(&target, msg, &text);
+        self.samples.typing(&target);
+        self.fx.emit(Output::Inject { target, msg, text });
+    }
+
+    /// Reads `target`'s screen for `msg`'s turn (`Input::PaneRead` answers).
+    fn read_pane(&mut self, target: SessionId, msg: MsgId) {
+        self.fx.emit(Output::ReadPane { target, msg });
+    }
+
+    /// Opens `gid`'s readiness gate and tells the driver, together: typing may begin.
+    fn open_member(&mut self, gid: &SessionId) {
+        self.injector.open_gate(gid);
+        self.fx.emit(Output::MemberReady { gid: gid.clone() });
+    }
+
+    /// Asks the driver to close `gid`'s pane; its going comes back as `PaneGone`.
+    fn close_pane(&mut self, gid: SessionId) {
+        self.fx.emit(Output::ClosePane { gid });
+    }
+
+    /// Asks for `target`'s status (`Input::StatusSampled` answers), in its place in the
+    /// sample order.
+    fn poll_status(&mut self, target: SessionId) {
+        let asked = self.samples.ask();
+        self.fx.emit(Output::PollStatus { target, asked });
+    }
+
+    /// Asks for every one of `targets` from one listing (`Input::StatusesSampled` answers).
+    fn poll_statuses(&mut self, round: crate::io::Round, targets: Vec<SessionId>) {
+        let asked = self.samples.ask();
+        self.fx.emit(Output::PollStatuses {
+            round,
+            targets,
+            asked,
+        });
+    }
+
+    /// Probes `targets`' health (`Input::HealthProbed` answers).
+    fn probe_health(&mut self, targets: Vec<SessionId>) {
+        if !targets.is_empty() {
+            self.fx.emit(Output::ProbeHealth { targets });
+        }
+    }
+
+    /// Something for the broker to do (cross-host only).
+    fn broker(&mut self, op: crate::broker::BrokerOp) {
+        self.fx.emit(Output::Broker(op));
+    }
+
+    /// One authorisation decision for the audit log.
+    fn audit(&mut self, decision: crate::authz::AuditEvent) {
+        self.fx.emit(Output::Audit(decision));
+    }
+
+    /// Replay-record entries to keep durably before what they lead to is carried out.
+    fn keep_durably(&mut self, journal: Vec<crate::io::Remembered>) {
+        if !journal.is_empty() {
+            self.fx.emit(Output::Remember(journal));
+        }
+    }
+
+    /// The push rule's next reminder, if it named one.
+    fn nudge_at(&mut self, at: Option<Instant>) {
+        if let Some(at) = at {
+            self.fx.wake(at, TimerKind::Nudge);
+        }
+    }
+
+    /// Arms the health round while there is a member to watch, or a tombstone to expire.
+    fn arm_health(&mut self, now: Instant) {
+        let watching = self
+            .served
+            .values()
+            .any(|s| s.kind == crate::roster::EntityKind::Member)
+            || self.health.has_tombstones();
+        if self.fx.is_set(Once::Health) || !watching {
+            return;
+        }
+        let at = now + Duration::from_millis(self.cfg.health.interval_ms);
+        self.fx.set(Once::Health, at);
     }
 
     fn event(&mut self, e: Event) {

@@ -4,10 +4,10 @@
 //! only lists the panes and carries out the samples and the closes.
 
 use super::entities::Announce;
-use super::{Gateway, TimerKind};
+use super::Gateway;
 use crate::adoption::AdoptVerdict;
 use crate::ids::SessionId;
-use crate::io::{Event, ListedMember, Output};
+use crate::io::{Event, ListedMember};
 use crate::roster::EntityKind;
 use crate::status::AgentStatus;
 use crate::time::{Duration, Instant};
@@ -27,8 +27,7 @@ impl Gateway {
             }
             self.injector.gate(&gid);
             self.local_entity(&gid, EntityKind::Member, Announce::Later);
-            self.adoption.begin(&gid, starting, deadline);
-            self.fx.wake(deadline, TimerKind::Adoption(gid.clone()));
+            self.begin_adoption(&gid, starting, deadline);
             self.poll_status(gid);
         }
     }
@@ -55,7 +54,7 @@ impl Gateway {
         });
         if verdict == AdoptVerdict::Reaped {
             // The driver closes it and reports `PaneGone`, which ends what is open on it.
-            self.fx.emit(Output::ClosePane { gid });
+            self.close_pane(gid);
         }
     }
 }

@@ -1,29 +1,13 @@
-//! Status asks out and samples in, through the gateway's `SampleOrder`: every ask gets its
-//! place, and a sample asked before its target's last typing (or before a sample already
+//! Samples in, through the gateway's `SampleOrder`: every ask (the hub's `poll_status`) got
+//! its place, and a sample asked before its target's last typing (or before a sample already
 //! heard of it) says nothing.
 
 use super::Gateway;
 use crate::ids::SessionId;
-use crate::io::{Asked, Output, Round, Sampled};
+use crate::io::{Asked, Round, Sampled};
 use crate::time::Instant;
 
 impl Gateway {
-    /// Asks for `target`'s status (`Input::StatusSampled` answers).
-    pub(super) fn poll_status(&mut self, target: SessionId) {
-        let asked = self.samples.ask();
-        self.fx.emit(Output::PollStatus { target, asked });
-    }
-
-    /// Asks for every one of `targets` from one listing (`Input::StatusesSampled` answers).
-    pub(super) fn poll_statuses(&mut self, round: Round, targets: Vec<SessionId>) {
-        let asked = self.samples.ask();
-        self.fx.emit(Output::PollStatuses {
-            round,
-            targets,
-            asked,
-        });
-    }
-
     /// The newest place handed out: for a harness that samples without being asked, a sample
     /// as fresh as any ask so far.
     pub fn newest_ask(&self) -> Asked {

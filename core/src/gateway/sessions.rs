@@ -1,9 +1,9 @@
 //! The gateway's side of member sessions (`crate::session`): transitions as events, and the
 //! idle reaper's rounds.
 
-use super::{Gateway, Once};
+use super::Gateway;
 use crate::ids::SessionId;
-use crate::io::{Event, Output};
+use crate::io::Event;
 use crate::session::SessionState;
 use crate::time::{Duration, Instant};
 
@@ -60,20 +60,9 @@ impl Gateway {
         });
     }
 
-    fn idle_ttl(&self) -> Option<Duration> {
+    pub(super) fn idle_ttl(&self) -> Option<Duration> {
         (self.cfg.member_idle_ttl_ms > 0)
             .then(|| Duration::from_millis(self.cfg.member_idle_ttl_ms))
-    }
-
-    /// One reaper round per quarter TTL (between 1 s and 60 s): a member is closed at most that
-    /// late.
-    fn arm_reaper(&mut self, now: Instant) {
-        let Some(ttl) = self.idle_ttl() else { return };
-        if self.fx.is_set(Once::Reap) || self.sessions.is_empty() {
-            return;
-        }
-        let round = (ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
-        self.fx.set(Once::Reap, now + round);
     }
 
     /// Closes every member idle past its TTL with nothing queued for it. Its session ends
@@ -90,7 +79,7 @@ impl Gateway {
                 gid: gid.clone(),
                 idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
             });
-            self.fx.emit(Output::ClosePane { gid });
+            self.close_pane(gid);
         }
         self.arm_reaper(now);
     }

@@ -10,7 +10,7 @@
 use super::entities::Announce;
 use super::federation::Draft;
 use super::spawn_requests::{SpawnRequests, Waiting};
-use super::{Gateway, TimerKind};
+use super::{Effects, Gateway, TimerKind};
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode};
 use crate::envelope::Address;
@@ -72,6 +72,43 @@ impl Spawns {
         self.reserved
             .iter()
             .map(|(g, r)| (g, r.card.profile.as_deref()))
+    }
+
+    /// Enters `gid`'s reservation, arms its readiness bound and asks the launcher for its
+    /// pane: the three happen together or not at all.
+    fn reserve(&mut self, fx: &mut Effects, gid: SessionId, r: Reservation, spec: SpawnSpec) {
+        fx.wake(r.deadline, TimerKind::Spawn(gid.clone()));
+        self.reserved.insert(gid.clone(), r);
+        fx.emit(Output::SpawnPane { gid, spec });
+    }
+
+    /// The launcher reported `gid`'s pane: who it will be and whether it connected already.
+    /// A pane for a spawn no longer reserved (reaped, called off) is closed.
+    fn launched(&mut self, fx: &mut Effects, gid: &SessionId) -> Option<(Card, bool)> {
+        match self.reserved.get(gid) {
+            Some(r) => Some((r.card.clone(), r.connected)),
+            None => {
+                fx.emit(Output::ClosePane { gid: gid.clone() });
+                None
+            }
+        }
+    }
+
+    /// `gid`'s readiness bound: a reservation past it is taken off and its pane closed.
+    fn reap(&mut self, fx: &mut Effects, now: Instant, gid: &SessionId) -> Option<Reply> {
+        if self.reserved.get(gid).is_none_or(|r| r.deadline > now) {
+            return None;
+        }
+        let r = self.reserved.remove(gid)?;
+        fx.emit(Output::ClosePane { gid: gid.clone() });
+        Some(r.reply)
+    }
+
+    /// A spawn called off while in its readiness gate: taken off, its pane closed.
+    fn cancel(&mut self, fx: &mut Effects, gid: &SessionId) -> Option<Reply> {
+        let r = self.reserved.remove(gid)?;
+        fx.emit(Output::ClosePane { gid: gid.clone() });
+        Some(r.reply)
     }
 }
 
@@ -161,8 +198,7 @@ impl Gateway {
         };
         self.spawns
             .requests
-            .wait(gid.clone(), msg, publish, waiting);
-        self.fx.wake(deadline, TimerKind::Spawn(gid));
+            .wait(&mut self.fx, gid, msg, publish, waiting);
     }
 
     /// The target side: dedup by the live registry, then by the reservation set, then the
@@ -228,43 +264,35 @@ impl Gateway {
             return self.spawn_done(&gid, reply, Err(reason));
         }
         let deadline = now + self.spawn_ready_timeout();
-        self.spawns.reserved.insert(
-            gid.clone(),
-            Reservation {
-                reply,
-                deadline,
-                card: Card {
-                    profile: Some(spec.profile.clone()),
-                    role: Some(spec.role.unwrap_or_default()),
-                    group: spec.group.clone(),
-                    owner,
-                    since: None,
-                    ticket: spec.ticket.clone(),
-                    cwd: spec.cwd.clone(),
-                    charter: None,
-                }
-                .checked(),
-                connected: false,
-            },
-        );
-        self.fx.wake(deadline, TimerKind::Spawn(gid.clone()));
         self.session_set(&gid, crate::session::SessionState::Spawning);
         self.stats.spawns_total += 1;
-        self.fx.emit(Output::SpawnPane { gid, spec });
+        let reservation = Reservation {
+            reply,
+            deadline,
+            card: Card {
+                profile: Some(spec.profile.clone()),
+                role: Some(spec.role.unwrap_or_default()),
+                group: spec.group.clone(),
+                owner,
+                since: None,
+                ticket: spec.ticket.clone(),
+                cwd: spec.cwd.clone(),
+                charter: None,
+            }
+            .checked(),
+            connected: false,
+        };
+        self.spawns.reserve(&mut self.fx, gid, reservation, spec);
     }
 
     /// The launcher's answer. A pane that exists still waits for its readiness gate.
     pub(super) fn on_spawned(&mut self, gid: SessionId, result: Result<Launched, SpawnError>) {
         match result {
-            Ok(_) if !self.spawns.reserved.contains_key(&gid) => {
-                // Too late: the spawn was already reaped and reported failed.
-                self.fx.emit(Output::ClosePane { gid });
-            }
             Ok(launched) => {
-                let (card, connected) = self.spawns.reserved.get(&gid).map_or_else(
-                    || (Card::default(), false),
-                    |r| (r.card.clone(), r.connected),
-                );
+                // Not reserved: too late, the spawn was already reaped and reported failed.
+                let Some((card, connected)) = self.spawns.launched(&mut self.fx, &gid) else {
+                    return;
+                };
                 let card = Card {
                     charter: launched.charter,
                     ..card
@@ -317,8 +345,7 @@ impl Gateway {
             });
         }
         self.session_ready(gid);
-        self.injector.open_gate(gid);
-        self.fx.emit(Output::MemberReady { gid: gid.clone() });
+        self.open_member(gid);
         self.local_entity(gid, crate::roster::EntityKind::Member, Announce::Now);
         if self.link.is_solo() && !self.injector.is_active(gid) {
             // Its row shows a sampled status, not `unknown` until work comes (a federated
@@ -386,17 +413,13 @@ impl Gateway {
     /// The spawn timer: a reservation that never became ready is reaped; a requester that
     /// never heard back is told.
     pub(super) fn on_spawn_timer(&mut self, now: Instant, gid: SessionId) {
-        if let Some(r) = self.spawns.reserved.get(&gid) {
-            if r.deadline <= now {
-                let r = self.spawns.reserved.remove(&gid).expect("checked above");
-                self.fx.emit(Output::ClosePane { gid: gid.clone() });
-                let why = format!(
-                    "the member did not become ready within {} ms; its pane is reaped",
-                    self.cfg.spawn_ready_timeout_ms
-                );
-                self.health_failing(&gid, &why);
-                self.spawn_done(&gid, r.reply, Err(why));
-            }
+        if let Some(reply) = self.spawns.reap(&mut self.fx, now, &gid) {
+            let why = format!(
+                "the member did not become ready within {} ms; its pane is reaped",
+                self.cfg.spawn_ready_timeout_ms
+            );
+            self.health_failing(&gid, &why);
+            self.spawn_done(&gid, reply, Err(why));
         }
         let answer = self.spawns.requests.due(now, &gid);
         self.answer(answer);
@@ -439,9 +462,8 @@ impl Gateway {
     }
 
     pub(super) fn cancel_spawn(&mut self, gid: &SessionId, why: &str) {
-        if let Some(r) = self.spawns.reserved.remove(gid) {
-            self.fx.emit(Output::ClosePane { gid: gid.clone() });
-            self.spawn_done(gid, r.reply, Err(why.to_string()));
+        if let Some(reply) = self.spawns.cancel(&mut self.fx, gid) {
+            self.spawn_done(gid, reply, Err(why.to_string()));
         }
     }
 

@@ -10,14 +10,14 @@
 
 use super::federation::Draft;
 use super::stops::Waiting;
-use super::{Gateway, TimerKind};
+use super::Gateway;
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode, StopRequest};
 use crate::envelope::Address;
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::Link;
 use crate::ids::{CallId, HostId, MsgId, SessionId};
-use crate::io::{CallError, Event, Output, Response};
+use crate::io::{CallError, Event, Response};
 use crate::outcome::Outcome;
 use crate::roster::{EntityKind, GATEWAY_GID};
 use crate::time::{Duration, Instant};
@@ -103,8 +103,7 @@ impl Gateway {
             host: row.host,
             deadline,
         };
-        self.stops.wait(msg, publish, waiting);
-        self.fx.wake(deadline, TimerKind::Stop(msg));
+        self.stops.wait(&mut self.fx, msg, publish, waiting);
     }
 
     fn not_a_member(&mut self, call: CallId, target: &SessionId, kind: EntityKind) {
@@ -124,7 +123,7 @@ impl Gateway {
             gid: gid.clone(),
             why: why.to_string(),
         });
-        self.fx.emit(Output::ClosePane { gid: gid.clone() });
+        self.close_pane(gid.clone());
     }
 
     /// Target side: a verified STOP from an allowed gateway. `Err` is the refusal its
@@ -154,7 +153,7 @@ impl Gateway {
                 } else {
                     // A redelivery while the pane is closing: ask herdr again (the first close
                     // may have found it unavailable).
-                    self.fx.emit(Output::ClosePane { gid: target });
+                    self.close_pane(target);
                 }
                 Ok(())
             }

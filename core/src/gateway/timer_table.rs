@@ -7,7 +7,7 @@ use super::timers::TimerKind;
 use crate::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Once {
+pub(crate) enum Once {
     /// Sample every active target (runs after every other timer due at the same tick).
     StatusPoll,
     /// The presence round (cross-host).

@@ -62,9 +62,17 @@ impl Gateway {
                 TimerKind::TicketExpiry(ticket) => self.on_ticket_expiry(now, ticket),
                 TimerKind::Nudge => self.push.wake(),
                 TimerKind::InjectBy(ticket) => self.on_inject_by(now, ticket),
-                TimerKind::Presence => self.on_presence_tick(now),
+                TimerKind::Presence => {
+                    if let Some(next) = self.on_presence_tick(now) {
+                        self.fx.set(Once::Presence, next);
+                    }
+                }
                 TimerKind::PresenceFlush => self.on_presence_flush(),
-                TimerKind::HeldSweep => self.on_held_sweep(now),
+                TimerKind::HeldSweep => {
+                    if let Some(next) = self.on_held_sweep(now) {
+                        self.fx.set(Once::HeldSweep, next);
+                    }
+                }
                 TimerKind::Spawn(gid) => self.on_spawn_timer(now, gid),
                 TimerKind::Stop(msg) => self.on_stop_timer(now, msg),
                 TimerKind::Reap => self.on_reap(now),
@@ -93,6 +101,45 @@ impl Gateway {
                 _ => self.poll_statuses(Round::Work, targets),
             }
         }
+    }
+
+    /// Member `gid`, listed at start, waits for its adoption verdict until `deadline`, with
+    /// its bound armed.
+    pub(super) fn begin_adoption(&mut self, gid: &SessionId, starting: bool, deadline: Instant) {
+        self.adoption.begin(gid, starting, deadline);
+        self.fx.wake(deadline, TimerKind::Adoption(gid.clone()));
+    }
+
+    /// `session`'s question (in turn `msg`) waits for an answer until `deadline`, with its
+    /// bound armed — a new ask, or one coalesced into the question it already has open.
+    pub(super) fn open_ask(
+        &mut self,
+        session: &SessionId,
+        msg: crate::ids::MsgId,
+        question: &str,
+        call: crate::ids::CallId,
+        deadline: Instant,
+    ) -> TurnId {
+        use crate::rendezvous::AskOpen;
+        let (AskOpen::Fresh(turn_id) | AskOpen::Coalesced(turn_id)) =
+            self.rendezvous
+                .open_ask(&mut self.ids, session, msg, question, call, deadline);
+        self.fx.wake(deadline, TimerKind::AskDeadline(turn_id));
+        turn_id
+    }
+
+    /// One reaper round per quarter TTL (between 1 s and 60 s): a member is closed at most that
+    /// late.
+    pub(super) fn arm_reaper(&mut self, now: Instant) {
+        let Some(ttl) = self.idle_ttl() else { return };
+        if self.fx.is_set(Once::Reap) || self.sessions.is_empty() {
+            return;
+        }
+        let round = (ttl / 4).clamp(
+            crate::time::Duration::from_secs(1),
+            crate::time::Duration::from_secs(60),
+        );
+        self.fx.set(Once::Reap, now + round);
     }
 
     /// A finished ticket nobody polled within its retention is forgotten.

@@ -4,11 +4,11 @@
 
 use super::members::AfterAsk;
 use super::sessions::IDLE;
-use super::{Gateway, TimerKind};
+use super::Gateway;
 use crate::completion::{self, Verdict};
 use crate::ids::{MsgId, SessionId};
 use crate::injector::{Cause, InjectResult, InjectorEvent};
-use crate::io::{Event, InjectError, Output, PaneError, Stale};
+use crate::io::{Event, InjectError, PaneError, Stale};
 use crate::outcome::Outcome;
 use crate::rendezvous::Kind;
 use crate::session::SessionState;
@@ -18,12 +18,7 @@ impl Gateway {
     pub(super) fn drain_injector(&mut self, now: Instant) {
         while let Some(ev) = self.injector.poll_event() {
             match ev {
-                InjectorEvent::Inject { target, msg, text } => {
-                    self.stats.injections_total += 1;
-                    self.rendezvous.typing(&target, msg, &text);
-                    self.samples.typing(&target);
-                    self.fx.emit(Output::Inject { target, msg, text });
-                }
+                InjectorEvent::Inject { target, msg, text } => self.type_into(target, msg, text),
                 InjectorEvent::Delivered { target, msg } => self.on_delivered(now, target, msg),
                 InjectorEvent::TurnComplete {
                     target,
@@ -53,7 +48,7 @@ impl Gateway {
                     if captured && scraped {
                         self.rendezvous.turn_ended(&target, msg, missed_fast_turn);
                         self.injector.hold(now, &target, msg);
-                        self.fx.emit(Output::ReadPane { target, msg });
+                        self.read_pane(target, msg);
                     }
                 }
                 InjectorEvent::TurnFailed { target, msg, cause } => {
@@ -88,9 +83,8 @@ impl Gateway {
                         self.turns.insert(target.clone(), msg);
                     }
                     if let Some(lead) = self.nudges.remove(&msg) {
-                        if let Some(at) = self.push.failed(now, &lead, msg) {
-                            self.fx.wake(at, TimerKind::Nudge);
-                        }
+                        let next = self.push.failed(now, &lead, msg);
+                        self.nudge_at(next);
                     }
                     let why = cause.to_string();
                     let sender_gave_up = cause == Cause::SenderTimedOut;
@@ -118,9 +112,8 @@ impl Gateway {
         self.session_to(&target, IDLE, SessionState::Busy);
         self.remote_injected(&target, msg);
         if let Some(lead) = self.nudges.remove(&msg) {
-            if let Some(at) = self.push.delivered(now, &lead, msg) {
-                self.fx.wake(at, TimerKind::Nudge);
-            }
+            let next = self.push.delivered(now, &lead, msg);
+            self.nudge_at(next);
         }
         self.event(Event::Delivered { target, msg });
     }

@@ -11,10 +11,10 @@ use crate::control::{Refusal, RefusalCode};
 use crate::envelope::Address;
 use crate::envelope::{Envelope, HeaderValue, Headers, Kind};
 use crate::gateway::delegation::{RemoteBrief, Side};
+use crate::gateway::Gateway;
 use crate::gateway::Link;
-use crate::gateway::{Gateway, Once};
 use crate::ids::SessionId;
-use crate::io::{CallError, Event, Output, RejectCode, Response, Stale};
+use crate::io::{CallError, Event, RejectCode, Response, Stale};
 use crate::outcome::{AskOutcome, Outcome};
 use crate::planted::PlantedBug;
 use crate::roster::GATEWAY_GID;
@@ -96,14 +96,9 @@ impl Gateway {
             &gids,
             super::topology::Part::Whole,
         );
-        self.fx.emit(Output::Broker(BrokerOp::Declare(t)));
-        if !self.fx.is_set(Once::Presence) {
-            self.fx.set(Once::Presence, now);
-        }
-        if !self.fx.is_set(Once::HeldSweep) {
-            let at = now + Duration::from_millis(self.cfg.held_sweep_interval_ms);
-            self.fx.set(Once::HeldSweep, at);
-        }
+        self.broker(BrokerOp::Declare(t));
+        let sweep_at = now + Duration::from_millis(self.cfg.held_sweep_interval_ms);
+        super::Fed::rounds_begin(&mut self.fx, now, sweep_at);
     }
 
     /// Held deliveries lose their tags (the broker requeues them for the next generation);
@@ -402,9 +397,7 @@ impl Gateway {
         };
         let recorded = record(&mut f.seen, env, queue, unix);
         let journal = f.seen.take_journal();
-        if !journal.is_empty() {
-            self.fx.emit(Output::Remember(journal));
-        }
+        self.keep_durably(journal);
         recorded
     }
 

@@ -15,7 +15,7 @@
 //! `held` (reply-path deliveries held unacked), `parking` (deliveries waiting for their
 //! sender's presence), `confirms` (what each publish's confirm decides).
 
-use super::Gateway;
+use super::{Effects, Gateway, Once, TimerKind};
 use crate::admission::SeenSet;
 use crate::broker::{DeliveryId, Names, QueueType, Topology};
 use crate::config::CoreConfig;
@@ -109,6 +109,26 @@ pub(crate) struct Fed {
 impl Fed {
     pub(crate) fn host(&self) -> &HostId {
         &self.cfg.host
+    }
+
+    /// `gid` changed: it goes out with every change gathered until `flush_at`, the batch's
+    /// flush armed by its first change.
+    pub(crate) fn changed(&mut self, fx: &mut Effects, gid: &SessionId, flush_at: Instant) {
+        if self.changed.is_empty() {
+            fx.wake(flush_at, TimerKind::PresenceFlush);
+        }
+        self.changed.insert(gid.clone());
+    }
+
+    /// The link is up: the presence round runs now unless it is running, and the held sweep
+    /// from `sweep_at` unless it is.
+    pub(crate) fn rounds_begin(fx: &mut Effects, now: Instant, sweep_at: Instant) {
+        if !fx.is_set(Once::Presence) {
+            fx.set(Once::Presence, now);
+        }
+        if !fx.is_set(Once::HeldSweep) {
+            fx.set(Once::HeldSweep, sweep_at);
+        }
     }
 
     /// A delivery of the live connection (a tag of an earlier one died with it).

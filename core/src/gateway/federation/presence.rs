@@ -6,10 +6,10 @@ use super::Draft;
 use crate::broker::{DeliveryId, Exchange};
 use crate::envelope::Address;
 use crate::envelope::{Envelope, Kind};
+use crate::gateway::Gateway;
 use crate::gateway::Link;
-use crate::gateway::{Gateway, Once, TimerKind};
 use crate::ids::{HostId, SessionId};
-use crate::io::{Event, Output, RejectCode};
+use crate::io::{Event, RejectCode};
 use crate::planted::PlantedBug;
 use crate::roster::{
     Announcement, Card, Entity, EntityKind, Listed, Listing, Order, Presence, GATEWAY_GID,
@@ -190,11 +190,8 @@ impl Gateway {
         if !self.served.get(gid).is_some_and(|s| s.announced) {
             return;
         }
-        if f.changed.is_empty() {
-            let at = self.now + Duration::from_millis(self.cfg.presence_batch_ms);
-            self.fx.wake(at, TimerKind::PresenceFlush);
-        }
-        f.changed.insert(gid.clone());
+        let at = self.now + Duration::from_millis(self.cfg.presence_batch_ms);
+        f.changed(&mut self.fx, gid, at);
     }
 
     /// The changes gathered: one as its own delta (the spec's key), several as one batch on
@@ -293,17 +290,17 @@ impl Gateway {
     /// The presence round: parked deliveries and remote asks past their bounds go, silent
     /// roster entries expire (failing what was typed into them), and this host publishes its
     /// snapshot — one signed message for its gateway and every entity it has announced.
-    pub(in crate::gateway) fn on_presence_tick(&mut self, now: Instant) {
+    /// Returns when the next round is due; none while the link is down.
+    pub(in crate::gateway) fn on_presence_tick(&mut self, now: Instant) -> Option<Instant> {
         self.expire_parked(now);
         let Link::Fleet(f) = &mut self.link else {
-            return;
+            return None;
         };
         f.remote_asks.retain(|_, a| a.until > now);
         // Only silence heard while listening counts: this chain stops while our own link is
         // down, and `heard_again` restarts every entry's clock when it comes back.
         for gid in f.roster.expire(now) {
-            self.fx
-                .emit(Output::Event(Event::RosterExpired { gid: gid.clone() }));
+            self.event(Event::RosterExpired { gid: gid.clone() });
             let why = format!(
                 "{gid} sent no presence for {} ms: its host is gone or cut off, and its \
                  turn with it",
@@ -312,7 +309,7 @@ impl Gateway {
             self.fail_typed_briefs(now, |d| d.target == gid, &why);
         }
         if !self.broker_is_up() {
-            return;
+            return None;
         }
         let members: Vec<SessionId> = self
             .served
@@ -336,8 +333,7 @@ impl Gateway {
         if !idle.is_empty() {
             self.poll_statuses(crate::io::Round::Idle, idle);
         }
-        let next = now + Duration::from_millis(self.cfg.presence_interval_ms);
-        self.fx.set(Once::Presence, next);
+        Some(now + Duration::from_millis(self.cfg.presence_interval_ms))
     }
 
     /// This host's snapshot: its profiles, its start, and every announced entity with its
@@ -375,12 +371,10 @@ impl Gateway {
         self.publish(Exchange::Roster, env);
     }
 
-    /// The held-delivery sweep's round: re-armed while the broker is up.
-    pub(in crate::gateway) fn on_held_sweep(&mut self, now: Instant) {
+    /// The held-delivery sweep's round; returns when the next is due, while the broker is up.
+    pub(in crate::gateway) fn on_held_sweep(&mut self, now: Instant) -> Option<Instant> {
         self.sweep_held();
-        if self.broker_is_up() {
-            let next = now + Duration::from_millis(self.cfg.held_sweep_interval_ms);
-            self.fx.set(Once::HeldSweep, next);
-        }
+        self.broker_is_up()
+            .then(|| now + Duration::from_millis(self.cfg.held_sweep_interval_ms))
     }
 }

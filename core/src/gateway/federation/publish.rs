@@ -6,7 +6,7 @@ use crate::envelope::{Address, Envelope, Kind, VERSION};
 use crate::gateway::Gateway;
 use crate::gateway::Link;
 use crate::ids::{HostId, MsgId, SessionId, TraceId, TurnId};
-use crate::io::{Event, Output, RejectCode};
+use crate::io::{Event, RejectCode};
 use crate::outcome::Outcome;
 
 /// An envelope before it is numbered, stamped and signed.
@@ -155,7 +155,7 @@ impl Gateway {
             env.kind,
             Kind::Send | Kind::Reply | Kind::Failed | Kind::Abandoned | Kind::Spawn | Kind::Stop
         );
-        self.fx.emit(Output::Broker(BrokerOp::Publish {
+        self.broker(BrokerOp::Publish {
             publish,
             exchange,
             key,
@@ -163,7 +163,7 @@ impl Gateway {
             persistent,
             headers: env.to_headers(),
             body: env.body,
-        }));
+        });
         Some(publish)
     }
 
@@ -190,7 +190,7 @@ impl Gateway {
     }
 
     pub(crate) fn ack(&mut self, delivery: DeliveryId) {
-        self.fx.emit(Output::Broker(BrokerOp::Ack { delivery }));
+        self.broker(BrokerOp::Ack { delivery });
     }
 
     /// Rejects `delivery` to the DLX and says why.
@@ -201,7 +201,7 @@ impl Gateway {
         code: RejectCode,
         detail: String,
     ) {
-        self.fx.emit(Output::Broker(BrokerOp::Reject { delivery }));
+        self.broker(BrokerOp::Reject { delivery });
         self.event(Event::Rejected {
             queue: queue.to_string(),
             code,

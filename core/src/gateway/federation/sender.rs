@@ -11,8 +11,8 @@ use crate::envelope::Address;
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::calls::{Answering, Opening, Send};
 use crate::gateway::delegation::{Answer, Delegation, RemoteBrief, Side};
+use crate::gateway::Gateway;
 use crate::gateway::Link;
-use crate::gateway::{Gateway, TimerKind};
 use crate::ids::{CallId, HostId, MsgId, ReplyId, SessionId, TicketId, TurnId};
 use crate::inbox::HeldReply;
 use crate::io::{CallError, Event, RejectCode, Response};
@@ -70,7 +70,7 @@ impl Gateway {
             d.trace = Some(trace);
         }
         let by = now + Duration::from_millis(inject_ms + self.cfg.clock_skew_ms);
-        self.fx.wake(by, TimerKind::InjectBy(ticket));
+        self.delegations.await_injected(&mut self.fx, ticket, by);
     }
 
     /// No INJECTED within the bound: a loud, fast failure, not a send-length silence.
@@ -170,10 +170,11 @@ impl Gateway {
         if paused.is_some() {
             // A paused async ticket resumes, now waiting on the answer's continuation.
             self.delegations.unpause(turn);
-            if let Some(d) = self.delegations.get_mut(&ticket) {
+            if let Some(d) = self
+                .delegations
+                .extend(&mut self.fx, ticket, now + a.timeout)
+            {
                 d.msg = msg;
-                d.deadline = now + a.timeout;
-                self.fx.wake(d.deadline, TimerKind::SendDeadline(ticket));
             }
             if let Some(view) = self.ticket_view(ticket) {
                 self.respond(call, Response::Ticket(view));

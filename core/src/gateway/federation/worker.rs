@@ -9,8 +9,8 @@ use crate::broker::{DeliveryId, Exchange, Names};
 use crate::envelope::Address;
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::delegation::{Delegation, Side};
+use crate::gateway::Gateway;
 use crate::gateway::Link;
-use crate::gateway::{Gateway, TimerKind};
 use crate::ids::{CallId, MsgId, ReplyId, SessionId, TurnId};
 use crate::io::{CallError, Event, RejectCode, Response};
 use crate::outcome::{AskOutcome, Outcome};
@@ -81,8 +81,7 @@ impl Gateway {
         };
         let mut d = Delegation::new(target.clone(), msg, None, side, deadline);
         d.trace = Some(env.trace_id);
-        self.delegations.insert(ticket, d);
-        self.fx.wake(deadline, TimerKind::SendDeadline(ticket));
+        self.delegations.insert(&mut self.fx, ticket, d);
         self.event(Event::Enqueued {
             ticket: Some(ticket),
             target: target.clone(),

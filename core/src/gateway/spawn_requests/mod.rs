@@ -7,6 +7,7 @@
 //! (`broker_down`), or its bound (`due`: the host never reported it ready).
 
 use super::answer::Answer;
+use super::{Effects, TimerKind};
 use crate::broker::{PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode};
 use crate::ids::{CallId, HostId, MsgId, SessionId};
@@ -33,9 +34,17 @@ pub(super) struct SpawnRequests {
 }
 
 impl SpawnRequests {
-    /// SPAWN `msg` for `gid`, published as `publish`, waits as `w` (the hub arms its bound at
-    /// `w.deadline`).
-    pub(super) fn wait(&mut self, gid: SessionId, msg: MsgId, publish: PublishId, w: Waiting) {
+    /// SPAWN `msg` for `gid`, published as `publish`, waits as `w`, its bound armed at
+    /// `w.deadline`.
+    pub(super) fn wait(
+        &mut self,
+        fx: &mut Effects,
+        gid: SessionId,
+        msg: MsgId,
+        publish: PublishId,
+        w: Waiting,
+    ) {
+        fx.wake(w.deadline, TimerKind::Spawn(gid.clone()));
         self.by_msg.insert(msg, gid.clone());
         self.publishes.insert(publish, gid.clone());
         self.waiting.insert(gid, w);

@@ -24,7 +24,13 @@ fn asked(r: &mut SpawnRequests, n: u64, host: &str) {
         host: HostId::new(host),
         deadline: at(10_000),
     };
-    r.wait(gid(n), msg(n), PublishId(n), w);
+    let mut fx = Effects::default();
+    r.wait(&mut fx, gid(n), msg(n), PublishId(n), w);
+    assert_eq!(
+        fx.take_due(at(10_000)),
+        Some(TimerKind::Spawn(gid(n))),
+        "a waiting spawn arms its own bound"
+    );
 }
 
 /// The member's presence from the host asked is the answer — `spawned`, once; a presence

@@ -9,6 +9,7 @@
 //! late redelivery re-tells the leave instead of answering `not_found`.
 
 pub(super) use super::answer::Answer;
+use super::{Effects, TimerKind};
 use crate::broker::{DeliveryId, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode};
 use crate::ids::{CallId, HostId, MsgId, SessionId};
@@ -44,9 +45,10 @@ pub(super) struct Stops {
 }
 
 impl Stops {
-    /// Requester side: STOP `msg`, published as `publish`, waits as `w` (the hub arms its
-    /// bound at `w.deadline`).
-    pub(super) fn wait(&mut self, msg: MsgId, publish: PublishId, w: Waiting) {
+    /// Requester side: STOP `msg`, published as `publish`, waits as `w`, its bound armed at
+    /// `w.deadline`.
+    pub(super) fn wait(&mut self, fx: &mut Effects, msg: MsgId, publish: PublishId, w: Waiting) {
+        fx.wake(w.deadline, TimerKind::Stop(msg));
         self.waiting.insert(msg, w);
         self.publishes.insert(publish, msg);
     }

@@ -24,7 +24,18 @@ fn waiting(call: u64, target: &str, host: &str) -> Waiting {
 /// A stop with its STOP `msg(n)` published as `PublishId(n)`.
 fn one_stop(n: u64, target: &str, host: &str) -> Stops {
     let mut s = Stops::default();
-    s.wait(msg(u128::from(n)), PublishId(n), waiting(n, target, host));
+    let mut fx = Effects::default();
+    s.wait(
+        &mut fx,
+        msg(u128::from(n)),
+        PublishId(n),
+        waiting(n, target, host),
+    );
+    assert_eq!(
+        fx.take_due(at(10_000)),
+        Some(TimerKind::Stop(msg(u128::from(n)))),
+        "a waiting stop arms its own bound"
+    );
     s
 }
 
@@ -57,7 +68,12 @@ fn a_leave_from_the_asked_host_answers_stopped_once() {
 #[test]
 fn a_refusal_is_told_as_its_typed_error() {
     let mut s = one_stop(1, "m", "b");
-    s.wait(msg(2), PublishId(2), waiting(2, "n", "b"));
+    s.wait(
+        &mut Effects::default(),
+        msg(2),
+        PublishId(2),
+        waiting(2, "n", "b"),
+    );
     let not_found = Refusal::new(RefusalCode::NotFound, "gone").to_body();
     let not_allowed = Refusal::new(RefusalCode::NotAllowed, "not on the allowlist").to_body();
     assert!(matches!(
@@ -79,8 +95,18 @@ fn a_refusal_is_told_as_its_typed_error() {
 #[test]
 fn its_publish_confirm_ends_it_only_when_it_went_nowhere() {
     let mut s = one_stop(1, "m", "b");
-    s.wait(msg(2), PublishId(2), waiting(2, "n", "c"));
-    s.wait(msg(3), PublishId(3), waiting(3, "o", "d"));
+    s.wait(
+        &mut Effects::default(),
+        msg(2),
+        PublishId(2),
+        waiting(2, "n", "c"),
+    );
+    s.wait(
+        &mut Effects::default(),
+        msg(3),
+        PublishId(3),
+        waiting(3, "o", "d"),
+    );
     assert_eq!(s.confirmed(PublishId(9), &PublishResult::Routed), None);
     assert_eq!(
         s.confirmed(PublishId(1), &PublishResult::Routed),
@@ -106,7 +132,12 @@ fn its_publish_confirm_ends_it_only_when_it_went_nowhere() {
 #[test]
 fn a_broker_outage_fails_only_the_unconfirmed() {
     let mut s = one_stop(1, "m", "b");
-    s.wait(msg(2), PublishId(2), waiting(2, "n", "b"));
+    s.wait(
+        &mut Effects::default(),
+        msg(2),
+        PublishId(2),
+        waiting(2, "n", "b"),
+    );
     assert_eq!(
         s.confirmed(PublishId(1), &PublishResult::Routed),
         Some(None)
