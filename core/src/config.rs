@@ -264,6 +264,20 @@ impl CoreConfig {
 
     /// Checks every knob and compiles the patterns once.
     pub fn validate(&self) -> Result<Compiled, ConfigError> {
+        self.nonzero()?;
+        self.bounds()?;
+        self.cwd_roots()?;
+        Ok(Compiled {
+            usage_limit: compile("usage_limit_patterns", &self.usage_limit_patterns)?,
+            chrome: compile("chrome_patterns", &self.chrome_patterns)?,
+            refine_working: compile("refine_working_patterns", &self.refine_working_patterns)?,
+            refine_idle: compile("refine_idle_patterns", &self.refine_idle_patterns)?,
+            fatal: crate::health::FatalPatterns::compile(&self.health)?,
+        })
+    }
+
+    /// Every count, interval and bound is above zero.
+    fn nonzero(&self) -> Result<(), ConfigError> {
         for (key, v) in [
             ("poll_interval_ms", self.poll_interval_ms),
             ("pickup_grace_polls", u64::from(self.pickup_grace_polls)),
@@ -309,6 +323,12 @@ impl CoreConfig {
                 return Err(ConfigError::Zero { key });
             }
         }
+        Ok(())
+    }
+
+    /// Bounds that depend on each other: a TTL above its interval, every TTL within the
+    /// longest expiry, a held budget that fits one body, a default within its maximum.
+    fn bounds(&self) -> Result<(), ConfigError> {
         if self.presence_ttl_ms <= self.presence_interval_ms {
             return Err(ConfigError::TtlNotAboveInterval {
                 ttl: self.presence_ttl_ms,
@@ -332,18 +352,6 @@ impl CoreConfig {
                 });
             }
         }
-        for (i, root) in self.remote_cwd_roots.iter().enumerate() {
-            let path = std::path::Path::new(root);
-            let dotted = path
-                .components()
-                .any(|c| c == std::path::Component::ParentDir);
-            if !path.is_absolute() || dotted || path == std::path::Path::new("/") {
-                return Err(ConfigError::BadCwdRoot {
-                    index: i,
-                    root: root.clone(),
-                });
-            }
-        }
         if self.held_bytes_per_target < self.max_body_bytes {
             return Err(ConfigError::HeldBelowBody {
                 held: self.held_bytes_per_target,
@@ -356,13 +364,24 @@ impl CoreConfig {
                 max: self.send_timeout_max_ms,
             });
         }
-        Ok(Compiled {
-            usage_limit: compile("usage_limit_patterns", &self.usage_limit_patterns)?,
-            chrome: compile("chrome_patterns", &self.chrome_patterns)?,
-            refine_working: compile("refine_working_patterns", &self.refine_working_patterns)?,
-            refine_idle: compile("refine_idle_patterns", &self.refine_idle_patterns)?,
-            fatal: crate::health::FatalPatterns::compile(&self.health)?,
-        })
+        Ok(())
+    }
+
+    /// Every remote cwd root is absolute, not `/`, and has no `..`.
+    fn cwd_roots(&self) -> Result<(), ConfigError> {
+        for (i, root) in self.remote_cwd_roots.iter().enumerate() {
+            let path = std::path::Path::new(root);
+            let dotted = path
+                .components()
+                .any(|c| c == std::path::Component::ParentDir);
+            if !path.is_absolute() || dotted || path == std::path::Path::new("/") {
+                return Err(ConfigError::BadCwdRoot {
+                    index: i,
+                    root: root.clone(),
+                });
+            }
+        }
+        Ok(())
     }
 }
 

@@ -257,25 +257,7 @@ async fn send(
         "brief {}.{n} from lead{} for {target}",
         plan.incarnation, plan.host
     );
-    let index = {
-        let mut l = ledger.borrow_mut();
-        l.sends.push(SendRecord {
-            host: plan.host,
-            incarnation: plan.incarnation,
-            brief: brief.clone(),
-            target: target.clone(),
-            local,
-            unknown,
-            responses: Vec::new(),
-            ticket: None,
-            last_call_ms: 0,
-            last_timeout_ms: 0,
-            ended: false,
-            lost: false,
-            forgotten: false,
-        });
-        l.sends.len() - 1
-    };
+    let index = open_send(ledger, plan, &brief, &target, local, unknown);
     let timeout_ms = Some(5_000 + rng.next_u64() % 60_000);
     let mut request = Request::Send {
         target,
@@ -298,42 +280,91 @@ async fn send(
             return None; // the gateway is gone; `host_down` marks the send lost
         };
         let took = ms(sim_now().saturating_sub(at));
-        let question = {
-            let mut l = ledger.borrow_mut();
-            l.sends[index].responses.push((r.clone(), took));
-            match r {
-                Response::Outcome {
-                    outcome: Outcome::Question,
-                    turn_id: Some(turn),
-                    ..
-                } => turn,
-                Response::Outcome { outcome, body, .. } => {
-                    l.sends[index].ended = true;
-                    if let (Outcome::Replied | Outcome::CompletedUnreplied, Some(body)) =
-                        (outcome, body)
-                    {
-                        let from = l.sends[index].target.clone();
-                        l.received.push(Received {
-                            host: plan.host,
-                            incarnation: plan.incarnation,
-                            from,
-                            body,
-                            via: "send",
-                        });
-                    }
-                    return None;
-                }
-                Response::Ticket(view) => {
-                    l.sends[index].ticket = Some(view.ticket);
-                    return Some(index);
-                }
-                _ => {
-                    l.sends[index].ended = true;
-                    return None;
-                }
-            }
+        let question = match heard(plan, ledger, index, r, took) {
+            Heard::Question(turn) => turn,
+            Heard::Ticket => return Some(index),
+            Heard::Ended => return None,
         };
         request = answer(ledger, rng, question, &brief).await;
+    }
+}
+
+/// The ledger's record of a send about to be made; its index.
+fn open_send(
+    ledger: &Rc<RefCell<Ledger>>,
+    plan: &LeadPlan,
+    brief: &str,
+    target: &SessionId,
+    local: bool,
+    unknown: bool,
+) -> usize {
+    let mut l = ledger.borrow_mut();
+    l.sends.push(SendRecord {
+        host: plan.host,
+        incarnation: plan.incarnation,
+        brief: brief.to_string(),
+        target: target.clone(),
+        local,
+        unknown,
+        responses: Vec::new(),
+        ticket: None,
+        last_call_ms: 0,
+        last_timeout_ms: 0,
+        ended: false,
+        lost: false,
+        forgotten: false,
+    });
+    l.sends.len() - 1
+}
+
+/// What the lead heard from a send (or an answer): where the exchange goes next.
+enum Heard {
+    /// The worker asks; the lead answers and waits again.
+    Question(TurnId),
+    /// An async send's ticket, to poll.
+    Ticket,
+    /// Any ending, received reply or error.
+    Ended,
+}
+
+/// Writes `r` (after `took` ms) into send `index`'s record and the lead's received replies.
+fn heard(
+    plan: &LeadPlan,
+    ledger: &Rc<RefCell<Ledger>>,
+    index: usize,
+    r: Response,
+    took: u64,
+) -> Heard {
+    let mut l = ledger.borrow_mut();
+    l.sends[index].responses.push((r.clone(), took));
+    match r {
+        Response::Outcome {
+            outcome: Outcome::Question,
+            turn_id: Some(turn),
+            ..
+        } => Heard::Question(turn),
+        Response::Outcome { outcome, body, .. } => {
+            l.sends[index].ended = true;
+            if let (Outcome::Replied | Outcome::CompletedUnreplied, Some(body)) = (outcome, body) {
+                let from = l.sends[index].target.clone();
+                l.received.push(Received {
+                    host: plan.host,
+                    incarnation: plan.incarnation,
+                    from,
+                    body,
+                    via: "send",
+                });
+            }
+            Heard::Ended
+        }
+        Response::Ticket(view) => {
+            l.sends[index].ticket = Some(view.ticket);
+            Heard::Ticket
+        }
+        _ => {
+            l.sends[index].ended = true;
+            Heard::Ended
+        }
     }
 }
 

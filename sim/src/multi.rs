@@ -577,6 +577,49 @@ fn behaviours(h: usize, cfg: &MultiConfig, rng: &mut impl RngCore) -> Vec<(Sessi
         .collect()
 }
 
+/// Each host's name, its signing secret, and every host's public key.
+type HostKeys = (Vec<HostId>, Vec<[u8; 32]>, BTreeMap<HostId, [u8; 32]>);
+
+fn host_keys(cfg: &MultiConfig) -> Result<HostKeys, Box<dyn std::error::Error>> {
+    let names: Vec<HostId> = (0..cfg.hosts).map(host_name).collect();
+    let secrets: Vec<[u8; 32]> = (0..cfg.hosts).map(|i| [i as u8 + 1; 32]).collect();
+    let mut publics = BTreeMap::new();
+    for i in 0..cfg.hosts {
+        let k = Keyring::new(names[i].clone(), secrets[i], &BTreeMap::new())?;
+        publics.insert(names[i].clone(), k.public_key());
+    }
+    Ok((names, secrets, publics))
+}
+
+/// Host `plan.host`'s gateway and its lead; each restart is a new incarnation of the lead
+/// (`plan.incarnation` counts from 1, its seed moved by it) and tells the ledger the host
+/// went down.
+fn add_host(
+    sim: &mut turmoil::Sim<'_>,
+    spec: GatewaySpec,
+    plan: LeadPlan,
+    ledger: Rc<RefCell<Ledger>>,
+) {
+    let name = spec.host.to_string();
+    sim.host(name, move || {
+        let h = plan.host;
+        if *spec.starts.borrow() > 0 {
+            ledger.borrow_mut().host_down(h);
+        }
+        let incarnation = *spec.starts.borrow() + 1;
+        let plan = LeadPlan {
+            incarnation,
+            seed: plan.seed.wrapping_add(incarnation),
+            hosts: plan.hosts.clone(),
+            ..plan
+        };
+        let ledger = ledger.clone();
+        run_gateway(spec.clone(), move |gateway, _herdr| async move {
+            lead(plan, gateway, ledger).await;
+        })
+    });
+}
+
 fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::error::Error>> {
     let mut rng = world_rng(seed);
     let profile = profile_of(&mut rng);
@@ -590,13 +633,7 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
     let broker = Rc::new(RefCell::new(SimBroker::new("fleet")));
     sim.host("broker", move || serve(broker.clone()));
 
-    let names: Vec<HostId> = (0..cfg.hosts).map(host_name).collect();
-    let secrets: Vec<[u8; 32]> = (0..cfg.hosts).map(|i| [i as u8 + 1; 32]).collect();
-    let mut publics = BTreeMap::new();
-    for i in 0..cfg.hosts {
-        let k = Keyring::new(names[i].clone(), secrets[i], &BTreeMap::new())?;
-        publics.insert(names[i].clone(), k.public_key());
-    }
+    let (names, secrets, mut publics) = host_keys(cfg)?;
     // A lying gateway, from its own stream of the seed (the other draws stay as they were):
     // its key is trusted like any peer's.
     let liar = liar_of(seed, cfg);
@@ -643,26 +680,16 @@ fn run_world(seed: u64, cfg: &MultiConfig) -> Result<MultiReport, Box<dyn std::e
         if negligent {
             ledger.borrow_mut().negligent.insert(h);
         }
-        let (ledger, hosts) = (ledger.clone(), names.clone());
-        sim.host(names[h].to_string(), move || {
-            if *spec.starts.borrow() > 0 {
-                ledger.borrow_mut().host_down(h);
-            }
-            let incarnation = *spec.starts.borrow() + 1;
-            let plan = LeadPlan {
-                host: h,
-                incarnation,
-                seed: lead_seed.wrapping_add(incarnation),
-                hosts: hosts.clone(),
-                until: workload_until,
-                settle_at,
-                negligent,
-            };
-            let ledger = ledger.clone();
-            run_gateway(spec.clone(), move |gateway, _herdr| async move {
-                lead(plan, gateway, ledger).await;
-            })
-        });
+        let plan = LeadPlan {
+            host: h,
+            incarnation: 0,
+            seed: lead_seed,
+            hosts: names.clone(),
+            until: workload_until,
+            settle_at,
+            negligent,
+        };
+        add_host(&mut sim, spec, plan, ledger.clone());
     }
 
     // Faults, chosen by the seed.

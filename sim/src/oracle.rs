@@ -154,80 +154,12 @@ impl Oracle {
 
     pub fn on_output(&mut self, now: Instant, out: &Output, panes: &BTreeMap<SessionId, Pane>) {
         match out {
-            Output::Inject { target, msg, .. } => {
-                self.injections += 1;
-                if !self.injected.insert(*msg) {
-                    self.violate(
-                        Invariant::I1,
-                        now,
-                        format!("msg {msg} injected twice into {target}"),
-                    );
-                }
-                match panes.get(target) {
-                    Some(p) if p.alive && !p.status.injectable() => self.violate(
-                        Invariant::I1,
-                        now,
-                        format!("inject into {target} while it is {}", p.status),
-                    ),
-                    // One message per turn: the task typed before is not finished.
-                    Some(p) if p.alive && p.task.is_some() => {
-                        let on = p.task.as_ref().map(|t| t.text.clone()).unwrap_or_default();
-                        self.violate(
-                            Invariant::I1,
-                            now,
-                            format!("inject into {target} while its agent is still on {on:?}"),
-                        )
-                    }
-                    _ => {}
-                }
-                if let Some(order) = self.enqueued.get(target) {
-                    let earlier: Vec<MsgId> = order
-                        .iter()
-                        .take_while(|m| *m != msg)
-                        .filter(|m| !self.ended.contains(m))
-                        .copied()
-                        .collect();
-                    if !earlier.is_empty() {
-                        self.violate(
-                            Invariant::I4,
-                            now,
-                            format!("{msg} injected into {target} before earlier {earlier:?}"),
-                        );
-                    }
-                }
-                self.ended.insert(*msg);
-            }
+            Output::Inject { target, msg, .. } => self.on_inject(now, target, *msg, panes),
             Output::Event(Event::Enqueued { target, msg, .. }) => {
                 self.enqueued.entry(target.clone()).or_default().push(*msg);
             }
             Output::Event(Event::HealthChanged { target, to, .. }) => {
-                *self.health_seen.entry(*to).or_default() += 1;
-                let pane = panes.get(target).filter(|p| p.alive);
-                match (to, pane) {
-                    (Health::Gone, Some(_)) => self.violate(
-                        Invariant::I13,
-                        now,
-                        format!("{target} was reported GONE while its pane lives"),
-                    ),
-                    (Health::Working, None) => self.violate(
-                        Invariant::I13,
-                        now,
-                        format!("{target} was reported WORKING, and its pane is gone"),
-                    ),
-                    (Health::Working, Some(p))
-                        if !matches!(p.status, AgentStatus::Working | AgentStatus::Unknown) =>
-                    {
-                        self.violate(
-                            Invariant::I13,
-                            now,
-                            format!(
-                                "{target} was reported WORKING while herdr says {}",
-                                p.status
-                            ),
-                        )
-                    }
-                    _ => {}
-                }
+                self.on_health(now, target, *to, panes)
             }
             Output::Event(Event::Nudged { lead, msg, .. }) => {
                 self.enqueued.entry(lead.clone()).or_default().push(*msg);
@@ -237,29 +169,119 @@ impl Oracle {
             }
             Output::Event(Event::Resolved {
                 ticket, outcome, ..
-            }) => {
-                *self.outcomes.entry(*outcome).or_default() += 1;
-                if *outcome == Outcome::Question {
-                    return;
-                }
-                if let Some(t) = self.tickets.get_mut(ticket) {
-                    t.terminal += 1;
-                    let (terminal, deadline) = (t.terminal, t.deadline);
-                    if terminal > 1 {
-                        self.violate(Invariant::I2, now, format!("ticket {ticket} ended twice"));
-                    }
-                    if now > deadline + SLACK {
-                        self.violate(
-                            Invariant::I2,
-                            now,
-                            format!(
-                                "ticket {ticket} ended {outcome} after its deadline {deadline}"
-                            ),
-                        );
-                    }
-                }
+            }) => self.on_resolved(now, *ticket, *outcome),
+            _ => {}
+        }
+    }
+
+    /// A typing: once per message (I1), into an agent that takes input and is on no other
+    /// task (I1), after every earlier message for its target (I4).
+    fn on_inject(
+        &mut self,
+        now: Instant,
+        target: &SessionId,
+        msg: MsgId,
+        panes: &BTreeMap<SessionId, Pane>,
+    ) {
+        self.injections += 1;
+        if !self.injected.insert(msg) {
+            self.violate(
+                Invariant::I1,
+                now,
+                format!("msg {msg} injected twice into {target}"),
+            );
+        }
+        match panes.get(target) {
+            Some(p) if p.alive && !p.status.injectable() => self.violate(
+                Invariant::I1,
+                now,
+                format!("inject into {target} while it is {}", p.status),
+            ),
+            // One message per turn: the task typed before is not finished.
+            Some(p) if p.alive && p.task.is_some() => {
+                let on = p.task.as_ref().map(|t| t.text.clone()).unwrap_or_default();
+                self.violate(
+                    Invariant::I1,
+                    now,
+                    format!("inject into {target} while its agent is still on {on:?}"),
+                )
             }
             _ => {}
+        }
+        if let Some(order) = self.enqueued.get(target) {
+            let earlier: Vec<MsgId> = order
+                .iter()
+                .take_while(|m| **m != msg)
+                .filter(|m| !self.ended.contains(m))
+                .copied()
+                .collect();
+            if !earlier.is_empty() {
+                self.violate(
+                    Invariant::I4,
+                    now,
+                    format!("{msg} injected into {target} before earlier {earlier:?}"),
+                );
+            }
+        }
+        self.ended.insert(msg);
+    }
+
+    /// A health change the pane's own state contradicts (I13).
+    fn on_health(
+        &mut self,
+        now: Instant,
+        target: &SessionId,
+        to: Health,
+        panes: &BTreeMap<SessionId, Pane>,
+    ) {
+        *self.health_seen.entry(to).or_default() += 1;
+        let pane = panes.get(target).filter(|p| p.alive);
+        match (to, pane) {
+            (Health::Gone, Some(_)) => self.violate(
+                Invariant::I13,
+                now,
+                format!("{target} was reported GONE while its pane lives"),
+            ),
+            (Health::Working, None) => self.violate(
+                Invariant::I13,
+                now,
+                format!("{target} was reported WORKING, and its pane is gone"),
+            ),
+            (Health::Working, Some(p))
+                if !matches!(p.status, AgentStatus::Working | AgentStatus::Unknown) =>
+            {
+                self.violate(
+                    Invariant::I13,
+                    now,
+                    format!(
+                        "{target} was reported WORKING while herdr says {}",
+                        p.status
+                    ),
+                )
+            }
+            _ => {}
+        }
+    }
+
+    /// A delegation's ending: one per ticket, by its deadline (I2).
+    fn on_resolved(&mut self, now: Instant, ticket: TicketId, outcome: Outcome) {
+        *self.outcomes.entry(outcome).or_default() += 1;
+        if outcome == Outcome::Question {
+            return;
+        }
+        if let Some(t) = self.tickets.get_mut(&ticket) {
+            t.terminal += 1;
+            let (terminal, deadline) = (t.terminal, t.deadline);
+            if terminal > 1 {
+                self.violate(Invariant::I2, now, format!("ticket {ticket} ended twice"));
+            }
+            if now > deadline + SLACK {
+                self.violate(
+                    Invariant::I2,
+                    now,
+                    format!("ticket {ticket} ended {outcome} after its deadline {deadline}"),
+                );
+            }
         }
     }
 

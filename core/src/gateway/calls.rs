@@ -67,18 +67,15 @@ impl Gateway {
                 content,
                 wait,
                 timeout_ms,
-            } => match self.timeout(timeout_ms, self.cfg.send_timeout_ms) {
-                Ok(timeout) => {
-                    let send = Send {
-                        target,
-                        content,
-                        wait,
-                        timeout,
-                    };
-                    self.on_send(now, call, &caller, send)
-                }
-                Err(e) => self.respond(call, Response::Error(e)),
-            },
+            } => {
+                let send = Send {
+                    target,
+                    content,
+                    wait,
+                    timeout: Duration::ZERO,
+                };
+                self.on_send_request(now, call, &caller, send, timeout_ms)
+            }
             Request::Answer {
                 turn_id,
                 content,
@@ -86,21 +83,13 @@ impl Gateway {
                 timeout_ms,
                 asked_by,
             } => {
-                if let Some(refused) = self.answer_refused(&caller, turn_id, asked_by) {
-                    return self.respond(call, refused);
-                }
-                match self.timeout(timeout_ms, self.cfg.send_timeout_ms) {
-                    Ok(timeout) => {
-                        let answer = Answering {
-                            turn: turn_id,
-                            content,
-                            wait,
-                            timeout,
-                        };
-                        self.on_answer(now, call, &caller, answer)
-                    }
-                    Err(e) => self.respond(call, Response::Error(e)),
-                }
+                let answer = Answering {
+                    turn: turn_id,
+                    content,
+                    wait,
+                    timeout: Duration::ZERO,
+                };
+                self.on_answer_request(now, call, &caller, answer, timeout_ms, asked_by)
             }
             Request::Reply { content } => match caller.session {
                 Some(s) => self.on_reply(now, call, s, content),
@@ -116,26 +105,11 @@ impl Gateway {
             // Each lead collects only its own work: another lead's ticket is unknown to it, and
             // its held results are not shown.
             Request::Poll { ticket } => self.on_poll(call, caller.session.as_ref(), ticket),
-            Request::Peek { target } => {
-                let replies = self
-                    .inbox
-                    .peek_by(&target, caller.session.as_ref())
-                    .into_iter()
-                    .map(Into::into)
-                    .collect();
-                self.respond(call, Response::Replies { replies });
-            }
+            Request::Peek { target } => self.on_collect(call, &caller, Collect::Peek(target)),
             Request::Ack { target, ids } => {
-                let acked = self.inbox.ack_by(&target, &ids, caller.session.as_ref());
-                self.collected(&acked);
-                self.respond(call, Response::Acked { count: acked.len() });
+                self.on_collect(call, &caller, Collect::Ack(target, ids))
             }
-            Request::Drain { target } => {
-                let replies = self.inbox.drain_by(&target, caller.session.as_ref());
-                self.collected(&replies);
-                let replies = replies.into_iter().map(Into::into).collect();
-                self.respond(call, Response::Replies { replies });
-            }
+            Request::Drain { target } => self.on_collect(call, &caller, Collect::Drain(target)),
             Request::Status { target } => self.on_status(call, target),
             Request::List => {
                 let rows = self.roster().into_iter().map(Into::into).collect();
@@ -152,12 +126,7 @@ impl Gateway {
                 },
             ),
             Request::Profiles => {
-                let (strategy, default_profile, profiles) = self.placement_view();
-                let profiles = Response::Profiles {
-                    strategy,
-                    default_profile,
-                    profiles,
-                };
+                let profiles = self.profiles();
                 self.respond(call, profiles);
             }
             Request::Spawn { host, spec } => {
@@ -171,6 +140,75 @@ impl Gateway {
                 self.on_broadcast(call, &caller, group, content)
             }
         }
+    }
+
+    /// `fleet_send`, once its timeout is sane.
+    fn on_send_request(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        caller: &Principal,
+        send: Send,
+        timeout_ms: Option<u64>,
+    ) {
+        match self.timeout(timeout_ms, self.cfg.send_timeout_ms) {
+            Ok(timeout) => self.on_send(now, call, caller, Send { timeout, ..send }),
+            Err(e) => self.respond(call, Response::Error(e)),
+        }
+    }
+
+    /// `fleet_profiles`: the placement policy and the profiles it chooses from.
+    fn profiles(&self) -> Response {
+        let (strategy, default_profile, profiles) = self.placement_view();
+        Response::Profiles {
+            strategy,
+            default_profile,
+            profiles,
+        }
+    }
+
+    /// `fleet_answer`, once its caller may answer `answer.turn` and its timeout is sane.
+    fn on_answer_request(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        caller: &Principal,
+        answer: Answering,
+        timeout_ms: Option<u64>,
+        asked_by: Option<SessionId>,
+    ) {
+        if let Some(refused) = self.answer_refused(caller, answer.turn, asked_by) {
+            return self.respond(call, refused);
+        }
+        match self.timeout(timeout_ms, self.cfg.send_timeout_ms) {
+            Ok(timeout) => self.on_answer(now, call, caller, Answering { timeout, ..answer }),
+            Err(e) => self.respond(call, Response::Error(e)),
+        }
+    }
+
+    /// Held results, as the caller may see them: each lead collects only its own work, and
+    /// another lead's held results are not shown.
+    fn on_collect(&mut self, call: CallId, caller: &Principal, how: Collect) {
+        let by = caller.session.as_ref();
+        let response = match how {
+            Collect::Peek(target) => {
+                let replies = self.inbox.peek_by(&target, by);
+                let replies = replies.into_iter().map(Into::into).collect();
+                Response::Replies { replies }
+            }
+            Collect::Ack(target, ids) => {
+                let acked = self.inbox.ack_by(&target, &ids, by);
+                self.collected(&acked);
+                Response::Acked { count: acked.len() }
+            }
+            Collect::Drain(target) => {
+                let replies = self.inbox.drain_by(&target, by);
+                self.collected(&replies);
+                let replies = replies.into_iter().map(Into::into).collect();
+                Response::Replies { replies }
+            }
+        };
+        self.respond(call, response);
     }
 
     /// Whom a call is about, for the authorisation check: the member it names, the caller
@@ -593,4 +631,11 @@ impl Gateway {
             None => self.respond(call, Response::Error(CallError::BrokerUnavailable)),
         }
     }
+}
+
+/// The three ways a lead collects held results.
+enum Collect {
+    Peek(SessionId),
+    Ack(SessionId, Vec<crate::ids::ReplyId>),
+    Drain(SessionId),
 }

@@ -150,6 +150,8 @@ impl Session {
         }
     }
 
+    /// Serves the connection until it fails or the port is dropped: connection events first,
+    /// then confirms, deliveries and the core's operations.
     pub(super) async fn run(
         &mut self,
         ops: &mut mpsc::UnboundedReceiver<Tagged>,
@@ -157,104 +159,143 @@ impl Session {
         status: &watch::Sender<Status>,
     ) -> End {
         loop {
-            tokio::select! {
+            let step = tokio::select! {
                 biased;
-                ev = self.conn_events.next() => match ev {
-                    Some(Event::Error(e)) => {
-                        let text = e.to_string();
-                        match self.absorbed.iter().position(|a| *a == text) {
-                            Some(i) => {
-                                self.absorbed.swap_remove(i);
-                            }
-                            None => return End::Failed(format!("connection error: {text}")),
-                        }
-                    }
-                    Some(Event::ConnectionBlocked(why)) => {
-                        tracing::warn!(%why, "the broker blocked publishing on this connection");
-                    }
-                    Some(_) => {}
-                    None => return End::Failed("connection closed".into()),
-                },
+                ev = self.conn_events.next() => self.on_connection(ev),
                 Some(first) = self.confirms.next(), if !self.confirms.is_empty() => {
-                    // Everything a (multiple) ack completed at once is judged together, so a
-                    // return handed to a neighbour's confirm is seen before its own is judged.
-                    let mut batch = vec![first];
-                    while let Some(Some(more)) = self.confirms.next().now_or_never() {
-                        batch.push(more);
-                    }
-                    match self.judge(batch) {
-                        Ok(evs) => {
-                            for ev in evs {
-                                if events.send(ev).is_err() {
-                                    self.settle(ops).await;
-                                    return End::PortDropped;
-                                }
-                            }
-                        }
-                        Err(why) => return End::Failed(why),
-                    }
+                    self.on_confirms(first, ops, events).await
                 }
                 Some((queue, d)) = self.deliveries.next(), if !self.deliveries.is_empty() => {
-                    let d = match d {
-                        Some(Ok(d)) => d,
-                        Some(Err(e)) => return End::Failed(format!("consuming {queue}: {e}")),
-                        // Cancelled by the broker (the queue was deleted behind our back): a
-                        // new generation re-declares it. Our own deletes left `consuming` first.
-                        None if self.consuming.contains(&queue) => {
-                            return End::Failed(format!("the broker cancelled the consumer of {queue}"));
+                    self.on_consumed(queue, d, ops, events, status).await
+                }
+                op = ops.recv() => self.on_op(op, ops, status).await,
+            };
+            if let Err(end) = step {
+                return end;
+            }
+        }
+    }
+
+    /// An event of the connection: an error not absorbed (or its close) ends it.
+    fn on_connection(&mut self, ev: Option<Event>) -> Result<(), End> {
+        match ev {
+            Some(Event::Error(e)) => {
+                let text = e.to_string();
+                match self.absorbed.iter().position(|a| *a == text) {
+                    Some(i) => {
+                        self.absorbed.swap_remove(i);
+                    }
+                    None => return Err(End::Failed(format!("connection error: {text}"))),
+                }
+            }
+            Some(Event::ConnectionBlocked(why)) => {
+                tracing::warn!(%why, "the broker blocked publishing on this connection");
+            }
+            Some(_) => {}
+            None => return Err(End::Failed("connection closed".into())),
+        }
+        Ok(())
+    }
+
+    /// Confirms, judged with every other one completed at once: a return handed to a
+    /// neighbour's confirm is seen before its own is judged.
+    async fn on_confirms(
+        &mut self,
+        first: Confirmed,
+        ops: &mut mpsc::UnboundedReceiver<Tagged>,
+        events: &mpsc::UnboundedSender<BrokerEvent>,
+    ) -> Result<(), End> {
+        let mut batch = vec![first];
+        while let Some(Some(more)) = self.confirms.next().now_or_never() {
+            batch.push(more);
+        }
+        for ev in self.judge(batch).map_err(End::Failed)? {
+            self.tell(ev, ops, events).await?;
+        }
+        Ok(())
+    }
+
+    /// A consumer's delivery (or its end).
+    async fn on_consumed(
+        &mut self,
+        queue: String,
+        d: Option<lapin::Result<Delivery>>,
+        ops: &mut mpsc::UnboundedReceiver<Tagged>,
+        events: &mpsc::UnboundedSender<BrokerEvent>,
+        status: &watch::Sender<Status>,
+    ) -> Result<(), End> {
+        let d = match d {
+            Some(Ok(d)) => d,
+            Some(Err(e)) => return Err(End::Failed(format!("consuming {queue}: {e}"))),
+            // Cancelled by the broker (the queue was deleted behind our back): a new
+            // generation re-declares it. Our own deletes left `consuming` first.
+            None if self.consuming.contains(&queue) => {
+                let why = format!("the broker cancelled the consumer of {queue}");
+                return Err(End::Failed(why));
+            }
+            None => return Ok(()),
+        };
+        match self.delivery(queue, d, status).await.map_err(End::Failed)? {
+            Some(ev) => self.tell(ev, ops, events).await,
+            None => Ok(()),
+        }
+    }
+
+    /// `ev` to the core; a core that is gone (the port dropped) still gets what it asked for
+    /// settled.
+    async fn tell(
+        &mut self,
+        ev: BrokerEvent,
+        ops: &mut mpsc::UnboundedReceiver<Tagged>,
+        events: &mpsc::UnboundedSender<BrokerEvent>,
+    ) -> Result<(), End> {
+        if events.send(ev).is_err() {
+            self.settle(ops).await;
+            return Err(End::PortDropped);
+        }
+        Ok(())
+    }
+
+    /// An operation of the core's, for this generation; acks waiting right behind an ack go
+    /// out with it.
+    async fn on_op(
+        &mut self,
+        op: Option<Tagged>,
+        ops: &mut mpsc::UnboundedReceiver<Tagged>,
+        status: &watch::Sender<Status>,
+    ) -> Result<(), End> {
+        match op {
+            None => Err(End::PortDropped),
+            // Made before the core heard of this generation: for a dead one.
+            Some((g, _)) if g != self.generation => Ok(()),
+            Some((_, BrokerOp::Ack { delivery })) => {
+                let mut acks = vec![delivery];
+                let mut next = None;
+                while let Ok((g, op)) = ops.try_recv() {
+                    match op {
+                        _ if g != self.generation => {}
+                        BrokerOp::Ack { delivery } => acks.push(delivery),
+                        other => {
+                            next = Some(other);
+                            break;
                         }
-                        None => continue,
-                    };
-                    match self.delivery(queue, d, status).await {
-                        Ok(Some(ev)) => {
-                            if events.send(ev).is_err() {
-                                self.settle(ops).await;
-                                return End::PortDropped;
-                            }
-                        }
-                        Ok(None) => {}
-                        Err(why) => return End::Failed(why),
                     }
                 }
-                op = ops.recv() => match op {
-                    None => return End::PortDropped,
-                    // Made before the core heard of this generation: for a dead one.
-                    Some((g, _)) if g != self.generation => {}
-                    Some((_, BrokerOp::Ack { delivery })) => {
-                        // Acks waiting right behind this one go out with it.
-                        let mut acks = vec![delivery];
-                        let mut next = None;
-                        while let Ok((g, op)) = ops.try_recv() {
-                            match op {
-                                _ if g != self.generation => {}
-                                BrokerOp::Ack { delivery } => acks.push(delivery),
-                                other => {
-                                    next = Some(other);
-                                    break;
-                                }
-                            }
-                        }
-                        if let Err(why) = self.ack_all(acks).await {
-                            return End::Failed(why);
-                        }
-                        if let Some(op) = next {
-                            if let Err(why) = self.apply(op).await {
-                                return End::Failed(why);
-                            }
-                        }
-                    }
-                    Some((_, op)) => {
-                        if let Err(why) = self.apply(op).await {
-                            return End::Failed(why);
-                        }
-                        let kept = self.kept.len() as u64;
-                        status.send_if_modified(|st| {
-                            let changed = st.kept_other_type != kept;
-                            st.kept_other_type = kept;
-                            changed
-                        });
-                    }
-                },
+                self.ack_all(acks).await.map_err(End::Failed)?;
+                if let Some(op) = next {
+                    self.apply(op).await.map_err(End::Failed)?;
+                }
+                Ok(())
+            }
+            Some((_, op)) => {
+                self.apply(op).await.map_err(End::Failed)?;
+                let kept = self.kept.len() as u64;
+                status.send_if_modified(|st| {
+                    let changed = st.kept_other_type != kept;
+                    st.kept_other_type = kept;
+                    changed
+                });
+                Ok(())
             }
         }
     }

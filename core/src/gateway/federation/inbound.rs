@@ -255,7 +255,8 @@ impl Gateway {
         self.dispatch(now, delivery, &queue, env, d.redelivered);
     }
 
-    /// An admitted envelope, to the side of the protocol its kind and queue say.
+    /// An admitted envelope, to the side of the protocol its kind and queue say: where it
+    /// arrived, the rules of that queue, then its handler.
     fn dispatch(
         &mut self,
         now: Instant,
@@ -264,63 +265,103 @@ impl Gateway {
         env: Envelope,
         redelivered: bool,
     ) {
-        let Link::Fleet(f) = &mut self.link else {
+        let Some(at) = self.arrival(queue, &env) else {
             return;
         };
-        let control = queue == f.names.control(&f.cfg.host);
-        let roster_q = queue == f.names.roster(&f.cfg.host);
-        let held_q = f
+        if let Err((code, why)) = self.queue_rules(&at, queue, &env, redelivered) {
+            return self.reject(delivery, queue, code, why);
+        }
+        self.route(now, delivery, queue, env, at);
+    }
+
+    /// Which of this gateway's queues `queue` is, and whether `env` is addressed to it.
+    fn arrival(&self, queue: &str, env: &Envelope) -> Option<Arrival> {
+        let Link::Fleet(f) = &self.link else {
+            return None;
+        };
+        let held = f
             .names
             .held_gid(queue)
             .filter(|g| self.served.contains_key(g));
-        if held_q.is_some() && env.kind != Kind::Reply {
-            let why = format!(
-                "{} has no meaning on {queue}: only results wait there",
-                env.kind
-            );
-            return self.reject(delivery, queue, RejectCode::Misrouted, why);
-        }
-        let held_queue = held_q.is_some();
+        let held_queue = held.is_some();
         let inbox_of = f
             .names
             .inbox_gid(queue)
             .filter(|g| self.served.contains_key(g))
-            .or(held_q);
+            .or(held);
         // Point-to-point kinds must be addressed to the inbox they arrived in.
         let addressed = env.address().ok();
         let inbox =
             inbox_of.is_some() && addressed.as_ref().and_then(Address::entity) == inbox_of.as_ref();
+        Some(Arrival {
+            control: queue == f.names.control(&f.cfg.host),
+            roster: queue == f.names.roster(&f.cfg.host),
+            held_queue,
+            inbox_of,
+            inbox,
+        })
+    }
+
+    /// The rules of the queue `env` arrived on, in order: only results on a held queue, the
+    /// control allowlist, the counterpart of an inbox message, and the replay record last.
+    fn queue_rules(
+        &mut self,
+        at: &Arrival,
+        queue: &str,
+        env: &Envelope,
+        redelivered: bool,
+    ) -> Result<(), (RejectCode, String)> {
+        if at.held_queue && env.kind != Kind::Reply {
+            let why = format!(
+                "{} has no meaning on {queue}: only results wait there",
+                env.kind
+            );
+            return Err((RejectCode::Misrouted, why));
+        }
         let unchecked =
             env.kind == Kind::Stop && self.cfg.planted(PlantedBug::StopWithoutAllowlist);
-        if control && !f.cfg.control_allowlist.contains(&env.signer) && !unchecked {
-            let why = format!("{} may not send control to {}", env.signer, f.cfg.host);
-            // The requester's call hears why at once instead of waiting out its bound.
-            if env.kind.is_control() {
-                self.refuse_control(&env, Refusal::new(RefusalCode::NotAllowed, why.clone()));
+        if let Link::Fleet(f) = &self.link {
+            if at.control && !f.cfg.control_allowlist.contains(&env.signer) && !unchecked {
+                let why = format!("{} may not send control to {}", env.signer, f.cfg.host);
+                // The requester's call hears why at once instead of waiting out its bound.
+                if env.kind.is_control() {
+                    self.refuse_control(env, Refusal::new(RefusalCode::NotAllowed, why.clone()));
+                }
+                return Err((RejectCode::NotAllowed, why));
             }
-            return self.reject(delivery, queue, RejectCode::NotAllowed, why);
         }
-        if inbox {
-            if let Err(why) = self.check_counterpart(&env) {
-                return self.reject(delivery, queue, RejectCode::NotCounterpart, why);
-            }
+        if at.inbox {
+            self.check_counterpart(env)
+                .map_err(|why| (RejectCode::NotCounterpart, why))?;
         }
         // Recorded against replay only now, past every rule above and on the queue its kind
         // is handled on: a sender those refuse cannot fill the record (a peer off the
         // allowlist once could, with STOPs, for as long as their `expiresAt`).
         let handled_here = match env.kind {
-            Kind::Spawn | Kind::Stop => control,
-            Kind::Broadcast => inbox_of.is_some(),
-            Kind::Send | Kind::Coord | Kind::Answer => inbox,
+            Kind::Spawn | Kind::Stop => at.control,
+            Kind::Broadcast => at.inbox_of.is_some(),
+            Kind::Send | Kind::Coord | Kind::Answer => at.inbox,
             _ => false,
         };
         if handled_here && !redelivered {
-            if let Err(r) = self.remember(&env, queue) {
-                return self.reject(delivery, queue, r.code(), r.to_string());
-            }
+            self.remember(env, queue)
+                .map_err(|r| (r.code(), r.to_string()))?;
         }
+        Ok(())
+    }
+
+    /// `env`, past its queue's rules, to the handler of its kind on that queue.
+    fn route(
+        &mut self,
+        now: Instant,
+        delivery: DeliveryId,
+        queue: &str,
+        env: Envelope,
+        at: Arrival,
+    ) {
+        let inbox = at.inbox;
         match env.kind {
-            Kind::Spawn if control => {
+            Kind::Spawn if at.control => {
                 if let Err(why) = self.on_spawn_message(now, delivery, env) {
                     self.ack(delivery);
                     self.event(Event::Rejected {
@@ -330,17 +371,17 @@ impl Gateway {
                     });
                 }
             }
-            Kind::Stop if control => {
+            Kind::Stop if at.control => {
                 if let Err(refusal) = self.on_stop_message(now, delivery, &env) {
                     self.ack(delivery);
                     self.refuse_control(&env, refusal);
                 }
             }
-            Kind::Broadcast if inbox_of.is_some() => {
-                let member = inbox_of.unwrap_or_else(|| SessionId::new(""));
-                self.on_broadcast_copy(delivery, queue, &member, env)
-            }
-            Kind::Presence if roster_q => self.on_presence(now, delivery, queue, env),
+            Kind::Broadcast => match at.inbox_of {
+                Some(member) => self.on_broadcast_copy(delivery, queue, &member, env),
+                None => self.unhandled(delivery, queue, env.kind, at.control),
+            },
+            Kind::Presence if at.roster => self.on_presence(now, delivery, queue, env),
             Kind::Send if inbox => self.on_brief(now, delivery, queue, env),
             Kind::Coord if inbox => {
                 let lead = SessionId::new(&env.to);
@@ -350,7 +391,7 @@ impl Gateway {
                 self.ack(delivery);
                 self.on_answer_message(env);
             }
-            Kind::Reply if inbox => self.on_reply_message(now, delivery, held_queue, env),
+            Kind::Reply if inbox => self.on_reply_message(now, delivery, at.held_queue, env),
             Kind::Failed | Kind::Abandoned if inbox => {
                 self.ack(delivery);
                 self.on_failed_message(now, env);
@@ -373,19 +414,23 @@ impl Gateway {
                 self.ack(delivery);
                 self.on_too_late_message(now, &env);
             }
-            kind if control => self.reject(
-                delivery,
-                queue,
-                RejectCode::Unsupported,
-                format!("{kind} on the control queue is not handled yet"),
-            ),
-            kind => self.reject(
-                delivery,
-                queue,
-                RejectCode::Misrouted,
-                format!("{kind} has no meaning on {queue}"),
-            ),
+            kind => self.unhandled(delivery, queue, kind, at.control),
         }
+    }
+
+    /// A kind this gateway does not handle on `queue`.
+    fn unhandled(&mut self, delivery: DeliveryId, queue: &str, kind: Kind, control: bool) {
+        let why = if control {
+            format!("{kind} on the control queue is not handled yet")
+        } else {
+            format!("{kind} has no meaning on {queue}")
+        };
+        let code = if control {
+            RejectCode::Unsupported
+        } else {
+            RejectCode::Misrouted
+        };
+        self.reject(delivery, queue, code, why);
     }
 
     /// Records `env` in the replay record and keeps the entry durably (`Remember`) before the
@@ -593,4 +638,18 @@ impl Gateway {
             self.finish(now, ticket, Outcome::StaleTurn, Some(why), env.turn_id);
         }
     }
+}
+
+/// Where a delivery arrived, as the rules of its queue see it.
+struct Arrival {
+    /// This host's control queue.
+    control: bool,
+    /// This host's roster queue.
+    roster: bool,
+    /// A served member's held-results queue.
+    held_queue: bool,
+    /// The served member whose inbox (or held queue) it is.
+    inbox_of: Option<SessionId>,
+    /// An inbox, and the envelope addressed to the member it belongs to.
+    inbox: bool,
 }
