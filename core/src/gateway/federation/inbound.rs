@@ -359,9 +359,10 @@ impl Gateway {
         env: Envelope,
         at: Arrival,
     ) {
-        let inbox = at.inbox;
-        match env.kind {
-            Kind::Spawn if at.control => {
+        // The member whose inbox it is, checked against the envelope's Address.
+        let to = at.inbox_of.clone().filter(|_| at.inbox);
+        match (env.kind, to) {
+            (Kind::Spawn, _) if at.control => {
                 if let Err(why) = self.on_spawn_message(now, delivery, env) {
                     self.ack(delivery);
                     self.event(Event::Rejected {
@@ -371,50 +372,49 @@ impl Gateway {
                     });
                 }
             }
-            Kind::Stop if at.control => {
+            (Kind::Stop, _) if at.control => {
                 if let Err(refusal) = self.on_stop_message(now, delivery, &env) {
                     self.ack(delivery);
                     self.refuse_control(&env, refusal);
                 }
             }
-            Kind::Broadcast => match at.inbox_of {
+            (Kind::Broadcast, _) => match at.inbox_of {
                 Some(member) => self.on_broadcast_copy(delivery, queue, &member, env),
                 None => self.unhandled(delivery, queue, env.kind, at.control),
             },
-            Kind::Presence if at.roster => self.on_presence(now, delivery, queue, env),
-            Kind::Send if inbox => self.on_brief(now, delivery, queue, env),
-            Kind::Coord if inbox => {
-                let lead = SessionId::new(&env.to);
-                self.on_coord_message(delivery, queue, &lead, env)
-            }
-            Kind::Answer if inbox => {
+            (Kind::Presence, _) if at.roster => self.on_presence(now, delivery, queue, env),
+            (Kind::Send, Some(to)) => self.on_brief(now, delivery, queue, to, env),
+            (Kind::Coord, Some(lead)) => self.on_coord_message(delivery, queue, &lead, env),
+            (Kind::Answer, Some(worker)) => {
                 self.ack(delivery);
-                self.on_answer_message(env);
+                self.on_answer_message(worker, env);
             }
-            Kind::Reply if inbox => self.on_reply_message(now, delivery, at.held_queue, env),
-            Kind::Failed | Kind::Abandoned if inbox => {
+            (Kind::Reply, Some(lead)) => {
+                self.on_reply_message(now, delivery, at.held_queue, &lead, env)
+            }
+            (Kind::Failed | Kind::Abandoned, Some(_)) => {
                 self.ack(delivery);
                 self.on_failed_message(now, env);
             }
-            Kind::Injected if inbox => {
+            (Kind::Injected, Some(_)) => {
                 self.ack(delivery);
                 self.on_injected_message(&env);
             }
-            Kind::Ask if inbox => {
+            (Kind::Ask, Some(lead)) => {
                 self.ack(delivery);
-                self.on_ask_message(now, env);
+                self.on_ask_message(now, &lead, env);
             }
-            Kind::NoWaiter if inbox => {
+            (Kind::NoWaiter, Some(_)) => {
                 self.ack(delivery);
                 if let Some(turn) = env.turn_id {
                     self.close_remote_ask(turn, AskOutcome::NoWaiter);
                 }
             }
-            Kind::TooLate if inbox => {
+            (Kind::TooLate, Some(_)) => {
                 self.ack(delivery);
                 self.on_too_late_message(now, &env);
             }
-            kind => self.unhandled(delivery, queue, kind, at.control),
+            (kind, _) => self.unhandled(delivery, queue, kind, at.control),
         }
     }
 
@@ -458,7 +458,10 @@ impl Gateway {
         if handled {
             return;
         }
-        let to = SessionId::new(&env.to);
+        // Admission refused a point-to-point kind not addressed to a member.
+        let Some(to) = env.address().ok().and_then(|a| a.entity().cloned()) else {
+            return;
+        };
         let why = "redelivered after a lost ack: it may already have been typed, so it was not \
                    typed again"
             .to_string();

@@ -202,6 +202,7 @@ impl Gateway {
         now: Instant,
         delivery: DeliveryId,
         held_queue: bool,
+        lead: &SessionId,
         env: Envelope,
     ) {
         let dedup = !self.cfg.planted(PlantedBug::NoReplyDedup);
@@ -218,8 +219,7 @@ impl Gateway {
                     return;
                 }
                 Arrival::Stray => {
-                    let lead = SessionId::new(&env.to);
-                    if let Some(p) = self.publish_to_held(&lead, &env) {
+                    if let Some(p) = self.publish_to_held(lead, &env) {
                         self.expect_confirm(p, Pending::Move(env.msg_id));
                         if let Link::Fleet(f) = &mut self.link {
                             f.held.move_again(env.msg_id, delivery);
@@ -249,11 +249,10 @@ impl Gateway {
                 f.held.handed(env.msg_id, env.expires_at, unix);
                 return self.ack(delivery);
             }
-            return self.keep(delivery, held_queue, &env, HeldFor::Ticket(ticket));
+            return self.keep(delivery, held_queue, lead, &env, HeldFor::Ticket(ticket));
         }
         // No waiter: a stranded reply (U3), held for the lead to drain — under an id its
         // msgId gives, so a copy redelivered after a restart keeps the id the lead knew.
-        let lead = SessionId::new(&env.to);
         let id = ReplyId(env.msg_id.0);
         let held = HeldReply {
             id,
@@ -270,7 +269,7 @@ impl Gateway {
                     lead: Some(lead.clone()),
                 });
                 self.push.add(
-                    &lead,
+                    lead,
                     Attention::Reply {
                         target: env.from.clone(),
                         id,
@@ -280,13 +279,13 @@ impl Gateway {
                     reply: id,
                     member: env.from.clone(),
                 };
-                self.keep(delivery, held_queue, &env, what);
+                self.keep(delivery, held_queue, lead, &env, what);
             }
             Err(full) => {
                 let queue = self
                     .link
                     .fleet()
-                    .map(|f| f.names.inbox(&lead))
+                    .map(|f| f.names.inbox(lead))
                     .unwrap_or_default();
                 self.reject(
                     delivery,
@@ -301,11 +300,17 @@ impl Gateway {
     /// Keeps a result until its lead collects it — off the inbox: one that came on the inbox
     /// is copied to the lead's held queue and its inbox delivery acked at that confirm; one
     /// that came on the held queue (or could not be copied) is held as it is.
-    fn keep(&mut self, delivery: DeliveryId, held_queue: bool, env: &Envelope, what: HeldFor) {
-        let lead = SessionId::new(&env.to);
+    fn keep(
+        &mut self,
+        delivery: DeliveryId,
+        held_queue: bool,
+        lead: &SessionId,
+        env: &Envelope,
+        what: HeldFor,
+    ) {
         let in_place = held_queue || self.cfg.planted(PlantedBug::ResultsHeldInInbox);
         let moved = (!in_place)
-            .then(|| self.publish_to_held(&lead, env))
+            .then(|| self.publish_to_held(lead, env))
             .flatten();
         if let Some(p) = moved {
             self.expect_confirm(p, Pending::Move(env.msg_id));
@@ -391,7 +396,7 @@ impl Gateway {
 
     /// ASK from a remote worker: it surfaces on the open send as QUESTION, or NO_WAITER goes
     /// straight back when no waiter is open (one round trip, as on one host).
-    pub(super) fn on_ask_message(&mut self, now: Instant, env: Envelope) {
+    pub(super) fn on_ask_message(&mut self, now: Instant, lead: &SessionId, env: Envelope) {
         let Some(turn) = env.turn_id else { return };
         let ticket = env
             .re
@@ -399,16 +404,10 @@ impl Gateway {
             .filter(|t| self.delegations.contains(t));
         let Some(ticket) = ticket else {
             let ttl = self.cfg.reply_ttl_ms;
-            let lead = SessionId::new(&env.to);
-            let draft = Draft::new(
-                Kind::NoWaiter,
-                &lead,
-                Address::Entity(env.from.clone()),
-                ttl,
-            )
-            .re(env.re)
-            .turn(turn)
-            .trace(env.trace_id);
+            let draft = Draft::new(Kind::NoWaiter, lead, Address::Entity(env.from.clone()), ttl)
+                .re(env.re)
+                .turn(turn)
+                .trace(env.trace_id);
             let nw = self.seal(draft);
             self.publish(Exchange::Msg, nw);
             return;

@@ -26,6 +26,7 @@ impl Gateway {
         now: Instant,
         delivery: DeliveryId,
         queue: &str,
+        target: SessionId,
         env: Envelope,
     ) {
         let Ok(text) = String::from_utf8(env.body.clone()) else {
@@ -41,7 +42,6 @@ impl Gateway {
         } else {
             self.ack(delivery);
         }
-        let target = SessionId::new(&env.to);
         // A member delegates to members only (its gateway refuses it too; one that lies does
         // not): a brief from another host's member is never typed into a lead here.
         let from_member = self.kind_of(now, &env.from) == Some(EntityKind::Member);
@@ -130,8 +130,7 @@ impl Gateway {
 
     /// ANSWER for a member's ask: delivered into the ask only if that turn still waits, and
     /// only from the lead it was asked of; otherwise dropped and the sender told TOO_LATE.
-    pub(super) fn on_answer_message(&mut self, env: Envelope) {
-        let worker = SessionId::new(&env.to);
+    pub(super) fn on_answer_message(&mut self, worker: SessionId, env: Envelope) {
         let waiting = env.turn_id.and_then(|turn| {
             let ask = self.rendezvous.ask(turn)?;
             let ticket = self.delegations.paused_on(turn)?;
