@@ -110,6 +110,57 @@ impl Spawns {
         fx.emit(Output::ClosePane { gid: gid.clone() });
         Some(r.reply)
     }
+
+    /// A SPAWN for `gid` again while its first copy is in the readiness gate: `None` if it
+    /// is not. A redelivery (the first copy's tag died with its connection) takes over the
+    /// ack; the copy it replaces is acked now if its connection still lives.
+    fn absorb(&mut self, gid: &SessionId, reply: &Reply) -> Option<Absorbed> {
+        let r = self.reserved.get_mut(gid)?;
+        let (Reply::Remote { delivery: held, .. }, Reply::Remote { delivery, .. }) =
+            (&mut r.reply, reply)
+        else {
+            return Some(Absorbed::Kept);
+        };
+        let stale = std::mem::replace(held, *delivery);
+        Some(if stale.generation == delivery.generation {
+            Absorbed::AckStale(stale)
+        } else {
+            Absorbed::Kept
+        })
+    }
+
+    /// Every spawn still in its readiness gate.
+    fn gids(&self) -> impl Iterator<Item = &SessionId> {
+        self.reserved.keys()
+    }
+
+    /// `gid` connected before its pane was reported: remembered for when it is. False if no
+    /// spawn of `gid` is in its gate.
+    fn connected_early(&mut self, gid: &SessionId) -> bool {
+        match self.reserved.get_mut(gid) {
+            Some(r) => {
+                r.connected = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `gid`'s spawn ends with its pane left as it is: it passed its readiness gate, or it
+    /// failed with no pane to close (the launcher made none, or it is gone). Whoever asked is
+    /// answered as the returned `Reply` says.
+    fn end(&mut self, gid: &SessionId) -> Option<Reply> {
+        self.reserved.remove(gid).map(|r| r.reply)
+    }
+}
+
+/// What `Spawns::absorb` did with a SPAWN seen again.
+#[derive(Debug, PartialEq, Eq)]
+enum Absorbed {
+    /// The first copy answers; nothing to ack now.
+    Kept,
+    /// The redelivery took over the ack: this (stale) delivery is acked now.
+    AckStale(DeliveryId),
 }
 
 impl Gateway {
@@ -217,18 +268,10 @@ impl Gateway {
             return self.spawn_done(&gid, reply, Ok(()));
         }
         let absorb = !self.cfg.planted(PlantedBug::SpawnWithoutReservation);
-        if let Some(r) = self.spawns.reserved.get_mut(&gid).filter(|_| absorb) {
-            // The first delivery is still in its readiness gate and will answer; a redelivery
-            // (the first copy's tag died with its connection) takes over the ack.
-            if let (Reply::Remote { delivery: held, .. }, Reply::Remote { delivery, .. }) =
-                (&mut r.reply, &reply)
-            {
-                let stale = std::mem::replace(held, *delivery);
-                if stale.generation == delivery.generation {
-                    self.ack_if_current(stale);
-                }
-            }
-            return;
+        match absorb.then(|| self.spawns.absorb(&gid, &reply)).flatten() {
+            Some(Absorbed::AckStale(stale)) => return self.ack_if_current(stale),
+            Some(Absorbed::Kept) => return,
+            None => {}
         }
         let mut spec = spec;
         if spec.profile.is_empty() {
@@ -253,7 +296,7 @@ impl Gateway {
             .served()
             .filter(|(_, s)| s.kind == EntityKind::Member)
             .map(|(g, _)| g)
-            .chain(self.spawns.reserved.keys())
+            .chain(self.spawns.gids())
             .collect();
         if running.len() >= self.cfg.max_members {
             let reason = format!(
@@ -308,10 +351,10 @@ impl Gateway {
                 }
             }
             Err(reason) => {
-                if let Some(r) = self.spawns.reserved.remove(&gid) {
+                if let Some(reply) = self.spawns.end(&gid) {
                     let why = format!("the launcher failed: {reason}");
                     self.health_failing(&gid, &why);
-                    self.spawn_done(&gid, r.reply, Err(why));
+                    self.spawn_done(&gid, reply, Err(why));
                 }
             }
         }
@@ -327,9 +370,7 @@ impl Gateway {
             Some(true) => return,
             Some(false) => {}
             None => {
-                if let Some(r) = self.spawns.reserved.get_mut(gid) {
-                    r.connected = true;
-                } else {
+                if !self.spawns.connected_early(gid) {
                     self.event(Event::Stale {
                         what: Stale::UnknownMember,
                         target: gid.clone(),
@@ -357,8 +398,8 @@ impl Gateway {
 
     /// A member connected: if it was being spawned, the spawn is done.
     pub(super) fn spawn_ready(&mut self, gid: &SessionId) {
-        if let Some(r) = self.spawns.reserved.remove(gid) {
-            self.spawn_done(gid, r.reply, Ok(()));
+        if let Some(reply) = self.spawns.end(gid) {
+            self.spawn_done(gid, reply, Ok(()));
         }
     }
 
@@ -447,20 +488,20 @@ impl Gateway {
         }
     }
 
-    /// A spawn still in its readiness gate is called off: its pane is closed and whoever
-    /// asked for it is told it failed, and why.
     /// The pane of a member still in its readiness gate closed (its program ended, or someone
     /// closed it): its spawn fails now, not at the readiness bound.
     pub(super) fn spawn_pane_gone(&mut self, gid: &SessionId) {
-        if let Some(r) = self.spawns.reserved.remove(gid) {
+        if let Some(reply) = self.spawns.end(gid) {
             self.spawn_done(
                 gid,
-                r.reply,
+                reply,
                 Err("the member's pane closed before it was ready".into()),
             );
         }
     }
 
+    /// A spawn still in its readiness gate is called off: its pane is closed and whoever
+    /// asked for it is told it failed, and why.
     pub(super) fn cancel_spawn(&mut self, gid: &SessionId, why: &str) {
         if let Some(reply) = self.spawns.cancel(&mut self.fx, gid) {
             self.spawn_done(gid, reply, Err(why.to_string()));
@@ -551,6 +592,126 @@ fn outside_roots(cwd: &str, roots: &[String]) -> Option<String> {
             roots.join(", ")
         ),
     })
+}
+
+#[cfg(test)]
+mod spawns_tests {
+    //! `Spawns` alone: a reservation, its pane and its bound, from entry to each way out.
+
+    use super::*;
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_millis(ms)
+    }
+
+    fn gid(n: u8) -> SessionId {
+        SessionId::new(format!("00000000-0000-4000-8000-0000000000{n:02}"))
+    }
+
+    fn remote(generation: u32, tag: u64) -> Reply {
+        Reply::Remote {
+            requester: gid(99),
+            re: MsgId::MIN,
+            delivery: DeliveryId { generation, tag },
+        }
+    }
+
+    /// One spawn of `gid(1)` reserved until 10 s, answered as `reply`; its outputs drained.
+    fn reserved(reply: Reply) -> (Spawns, Effects) {
+        let mut s = Spawns::default();
+        let mut fx = Effects::default();
+        let r = Reservation {
+            reply,
+            deadline: at(10_000),
+            card: Card::default(),
+            connected: false,
+        };
+        s.reserve(&mut fx, gid(1), r, SpawnSpec::of("claude"));
+        assert!(
+            matches!(fx.pop(), Some(Output::SpawnPane { gid: g, .. }) if g == gid(1)),
+            "a reservation asks for its pane"
+        );
+        assert_eq!(fx.pop(), None);
+        (s, fx)
+    }
+
+    #[test]
+    fn a_reservation_arms_its_own_bound() {
+        let (s, mut fx) = reserved(Reply::Local(CallId(1)));
+        assert!(s.is_reserved(&gid(1)));
+        assert_eq!(fx.take_due(at(9_999)), None);
+        assert_eq!(fx.take_due(at(10_000)), Some(TimerKind::Spawn(gid(1))));
+    }
+
+    #[test]
+    fn a_pane_reported_for_no_reservation_is_closed() {
+        let (mut s, mut fx) = reserved(Reply::Local(CallId(1)));
+        assert_eq!(s.launched(&mut fx, &gid(2)), None);
+        assert_eq!(fx.pop(), Some(Output::ClosePane { gid: gid(2) }));
+        assert!(s.launched(&mut fx, &gid(1)).is_some_and(|(_, c)| !c));
+        assert_eq!(fx.pop(), None, "its own pane stays");
+    }
+
+    #[test]
+    fn the_bound_reaps_only_a_reservation_past_it() {
+        let (mut s, mut fx) = reserved(Reply::Local(CallId(1)));
+        assert_eq!(s.reap(&mut fx, at(9_999), &gid(1)), None);
+        assert_eq!(fx.pop(), None);
+        assert_eq!(
+            s.reap(&mut fx, at(10_000), &gid(1)),
+            Some(Reply::Local(CallId(1)))
+        );
+        assert_eq!(fx.pop(), Some(Output::ClosePane { gid: gid(1) }));
+        assert!(!s.is_reserved(&gid(1)));
+        assert_eq!(s.reap(&mut fx, at(20_000), &gid(1)), None, "reaped once");
+    }
+
+    #[test]
+    fn a_redelivered_spawn_takes_over_the_ack() {
+        let (mut s, _) = reserved(remote(1, 1));
+        assert_eq!(s.absorb(&gid(2), &remote(1, 2)), None, "not reserved");
+        assert_eq!(
+            s.absorb(&gid(1), &remote(1, 2)),
+            Some(Absorbed::AckStale(DeliveryId {
+                generation: 1,
+                tag: 1
+            })),
+            "the copy it replaces is acked on its own connection"
+        );
+        assert_eq!(
+            s.absorb(&gid(1), &remote(2, 5)),
+            Some(Absorbed::Kept),
+            "a dead connection's tag is not acked"
+        );
+        assert_eq!(
+            s.end(&gid(1)),
+            Some(remote(2, 5)),
+            "the newest copy answers"
+        );
+    }
+
+    #[test]
+    fn a_member_that_connects_first_is_remembered_for_its_pane() {
+        let (mut s, mut fx) = reserved(Reply::Local(CallId(1)));
+        assert!(!s.connected_early(&gid(2)));
+        assert!(s.connected_early(&gid(1)));
+        assert!(s.launched(&mut fx, &gid(1)).is_some_and(|(_, c)| c));
+    }
+
+    #[test]
+    fn a_spawn_ends_once_and_only_a_cancel_closes_its_pane() {
+        let (mut s, mut fx) = reserved(Reply::Local(CallId(1)));
+        assert_eq!(s.end(&gid(1)), Some(Reply::Local(CallId(1))));
+        assert_eq!(s.end(&gid(1)), None);
+        assert_eq!(fx.pop(), None, "a ready member keeps its pane");
+        assert_eq!(s.cancel(&mut fx, &gid(1)), None, "ended once");
+        assert_eq!(fx.pop(), None);
+        let (mut s, mut fx) = reserved(Reply::Local(CallId(3)));
+        assert_eq!(s.cancel(&mut fx, &gid(1)), Some(Reply::Local(CallId(3))));
+        assert_eq!(fx.pop(), Some(Output::ClosePane { gid: gid(1) }));
+        assert_eq!(s.cancel(&mut fx, &gid(1)), None);
+        assert_eq!(s.reserved(), 0);
+    }
 }
 
 #[cfg(test)]
