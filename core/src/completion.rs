@@ -11,6 +11,10 @@ pub enum Verdict {
     /// The scrape shows nothing new since the pre-turn baseline: it must never resolve, or a
     /// late completion of turn N could answer turn N+1 with N's text (CB-116).
     Suppressed,
+    /// An inferred end whose screen shows the brief taken (its echo) and nothing after it: the
+    /// agent may still be drawing its answer — a loaded host draws a fast turn's answer seconds
+    /// after herdr last called it working, or never shows it working at all. Not an end.
+    Unanswered,
     /// The turn's new text matches a usage-limit pattern (CB-578).
     Exhausted { matched: String },
     /// The turn ended without `fleet_reply`; this is the new text it left on screen.
@@ -49,7 +53,8 @@ pub fn resolve(scrape: &str, turn: TurnText<'_>, compiled: &Compiled) -> Verdict
     }
     let judged = match after {
         Some(after) if !clean(&after).trim().is_empty() => clean(&after),
-        _ if turn.inferred => return Verdict::Suppressed,
+        Some(_) if turn.inferred => return Verdict::Unanswered,
+        None if turn.inferred => return Verdict::Suppressed,
         // Seen, and nothing after its echo: the echo is all the turn left (a silent tool run)
         // — never the banner above it.
         Some(_) => {

@@ -163,6 +163,15 @@ impl Rendezvous {
         }
     }
 
+    /// Turn `msg`'s end was not one after all (its scrape showed the brief taken and no
+    /// answer yet): the waiter waits for a later end.
+    pub fn turn_resumed(&mut self, session: &SessionId, msg: MsgId) {
+        if let Some(w) = self.waiters.get_mut(&(session.clone(), msg)) {
+            w.ended = false;
+            w.inferred = false;
+        }
+    }
+
     pub fn waiter(&self, session: &SessionId, msg: MsgId) -> Option<&Waiter> {
         self.waiters.get(&(session.clone(), msg))
     }

@@ -751,6 +751,41 @@ fn a_missed_fast_turn_with_no_answer_on_screen_waits_for_a_reply() {
     }
 }
 
+/// An inferred end whose screen shows the brief taken and no answer yet is not the end (Codex
+/// on a loaded host drew its answer after the pickup bound, never shown working): its pickup
+/// is waited for again, and the next inferred end's scrape finds the answer — COMPLETED_UNREPLIED, not TIMED_OUT_WORKING at the send's bound.
+#[test]
+fn a_missed_fast_turn_whose_answer_draws_late_completes_with_it() {
+    let mut g = Gw::new();
+    let c = g.send("w1", "say hello", true);
+    let msg = g.missed_fast_turn("❯ ");
+    g.input(Input::PaneRead {
+        target: w1(),
+        msg,
+        result: Ok("❯ say hello\n".into()),
+    });
+    assert_eq!(g.outcome(c), None, "no answer on screen yet");
+    g.out.clear();
+    let cfg = CoreConfig::default();
+    for _ in 0..cfg.pickup_grace_polls {
+        g.advance(cfg.poll_interval());
+        g.sample(&w1(), AgentStatus::Idle);
+    }
+    let Some(Output::ReadPane { msg: read, .. }) = g.out.last().cloned() else {
+        panic!("its next inferred end is scraped: {:?}", g.out.last());
+    };
+    assert_eq!(read, msg);
+    g.input(Input::PaneRead {
+        target: w1(),
+        msg,
+        result: Ok("❯ say hello\n• hello\n❯ ".into()),
+    });
+    assert_eq!(
+        g.outcome(c),
+        Some((Outcome::CompletedUnreplied, Some("• hello".into())))
+    );
+}
+
 /// A slow agent herdr never shows working (opencode 1.18 on herdr 0.8.2): its turn's end is
 /// inferred at the pickup bound and a scrape is asked; the agent then asks, the lead answers,
 /// and the scrape comes back — it is the ended turn's, never the resumed one's to resolve

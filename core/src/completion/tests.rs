@@ -355,11 +355,11 @@ fn an_inferred_turn_with_no_answer_after_its_echo_resolves_nothing() {
         typed: Some(&typed),
         inferred,
     };
-    // Echoed, nothing after it: the agent never took it up.
+    // Echoed, nothing after it: taken, and no answer drawn yet — not an end.
     let echo_only = "❯ do the thing\n❯ ";
     assert_eq!(
         resolve(echo_only, turn(true), &compiled()),
-        Verdict::Suppressed
+        Verdict::Unanswered
     );
     // No echo at all: typed into a program that was not taking input yet.
     let startup = "Welcome!\nloading…\n❯ ";

@@ -220,6 +220,7 @@ impl Gateway {
                 target: target.clone(),
                 msg,
             }),
+            Verdict::Unanswered => self.unanswered(target, msg),
             Verdict::Exhausted { matched } => self.exhausted(now, target, msg, matched),
             Verdict::Completed { text } => {
                 if let Some(r) = self.rendezvous.resolve(target, msg, Kind::Completion) {
@@ -228,6 +229,19 @@ impl Gateway {
                     self.finish(now, r.ticket, Outcome::CompletedUnreplied, Some(text), None);
                 }
             }
+        }
+    }
+
+    /// Turn `msg`'s inferred end showed its brief taken and no answer yet: the turn goes on,
+    /// and its next end is scraped again (bounded by its delegation's deadline).
+    fn unanswered(&mut self, target: &SessionId, msg: MsgId) {
+        self.event(Event::Suppressed {
+            target: target.clone(),
+            msg,
+        });
+        if self.injector.reopen(target, msg) {
+            self.rendezvous.turn_resumed(target, msg);
+            self.session_to(target, &[SessionState::Done], SessionState::Busy);
         }
     }
 

@@ -571,6 +571,25 @@ impl Injector {
         true
     }
 
+    /// Turn `msg`'s inferred end was not one (its scrape, just released, showed the brief
+    /// taken and no answer yet): `target` waits for its pickup again, so its next end — seen,
+    /// or inferred after another pickup bound — is scraped in turn, and nothing else is typed
+    /// into it meanwhile. Returns false if the target has moved on (a turn or typing since).
+    pub fn reopen(&mut self, target: &SessionId, msg: MsgId) -> bool {
+        // Released with nothing queued, its track was forgotten: it is taken up again.
+        let t = self.tracks.entry(target.clone()).or_insert_with(Track::new);
+        if !matches!(t.turn, Turn::Quiescent | Turn::Settling { hold: None, .. }) {
+            return false;
+        }
+        t.turn = Turn::AwaitingPickup {
+            msg,
+            injectable_polls: 0,
+            unknown_polls: 0,
+            injectable_since: None,
+        };
+        true
+    }
+
     /// The driver's answer to `Inject`. Returns false if `msg` is not the one in flight.
     ///
     /// A message herdr failed before typing goes back to the head of its queue, to be typed

@@ -236,6 +236,54 @@ fn fast_samples_do_not_shorten_the_pickup_bound() {
     );
 }
 
+/// An inferred end found not to be one (its scrape showed the brief and no answer) is
+/// reopened: the next message waits, and the turn's next end is inferred again at the pickup
+/// bound — even once its released track was forgotten. One that moved on is not reopened.
+#[test]
+fn a_reopened_turn_waits_for_its_pickup_again() {
+    let mut f = Fixture::new(bounds());
+    let m = f.deliver("slow to draw");
+    let w = f.w.clone();
+    for _ in 0..2 {
+        assert!(f.sample(Idle).is_empty());
+    }
+    assert!(matches!(
+        f.sample(Idle).as_slice(),
+        [InjectorEvent::TurnComplete {
+            missed_fast_turn: true,
+            ..
+        }]
+    ));
+    f.inj.hold(T0, &w, m);
+    assert!(f.inj.release(T0, &w, m));
+    assert!(f.inj.reopen(&w, m), "released, the turn is taken up again");
+    let next = f.enqueue("next");
+    for _ in 0..2 {
+        assert_eq!(f.sample(Idle), vec![], "nothing typed while it is reopened");
+    }
+    let ended = f.sample(Idle);
+    assert_eq!(
+        ended.first(),
+        Some(&InjectorEvent::TurnComplete {
+            target: w.clone(),
+            msg: m,
+            missed_fast_turn: true
+        }),
+        "{ended:?}"
+    );
+    assert!(f.inj.is_queued(&w, next));
+    f.inj.hold(T0, &w, m);
+    assert!(f.inj.release(T0, &w, m));
+    let typed = f.sample(Idle);
+    assert!(
+        typed
+            .iter()
+            .any(|e| matches!(e, InjectorEvent::Inject { msg, .. } if *msg == next)),
+        "{typed:?}"
+    );
+    assert!(!f.inj.reopen(&w, m), "a turn that moved on is not reopened");
+}
+
 /// A wedged turn (consecutive UNKNOWN samples) fails at the stall bound; a WORKING sample
 /// in between restarts the count.
 #[test]
