@@ -33,10 +33,24 @@ pub fn fleetd_bin() -> PathBuf {
 
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind: {e}"));
-    l.local_addr()
-        .unwrap_or_else(|e| panic!("local_addr: {e}"))
-        .port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    // Below the kernel's ephemeral range (32768–60999 by default), where every outgoing
+    // connection on the machine takes its local port: one taken there between this check and
+    // the daemon's own bind failed a CI run ("Address already in use"). Tests of one binary
+    // run in parallel, so each call takes the next candidate; binaries run one after another.
+    // 16000–24000 also keeps clear of RabbitMQ's 5672–5674, 15672 and 25672–25674.
+    const LOW: u16 = 16_000;
+    const SPAN: u16 = 8_000;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let start = (std::process::id() % u32::from(SPAN)) as u16;
+    for _ in 0..SPAN {
+        let offset = start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % SPAN;
+        let port = LOW + offset;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {LOW}..{}", LOW + SPAN)
 }
 
 /// A fixed secret key per test host, written where the config says.
