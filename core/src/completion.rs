@@ -38,8 +38,9 @@ pub struct TurnText<'a> {
 /// cannot classify this one as exhausted. Where the typed text shows in what the turn added,
 /// the turn's output is what follows it — an agent's banner or notices drawn above the echoed
 /// brief are not its answer. An inferred turn end is believed only when the screen shows the
-/// brief was taken and answered: its echo with nothing after it, or no echo at all (a brief
-/// typed into a program that was not taking input yet), resolves nothing.
+/// brief was taken and answered: its echo with nothing after it is `Unanswered` (not an end
+/// yet), and no echo at all (a brief typed into a program that was not taking input yet)
+/// resolves nothing.
 pub fn resolve(scrape: &str, turn: TurnText<'_>, compiled: &Compiled) -> Verdict {
     let fresh = new_text(&without_sidebar(scrape), &without_sidebar(turn.baseline));
     let clean = |t: &str| without_chrome(&without_input_box(t), compiled);

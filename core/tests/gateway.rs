@@ -83,6 +83,15 @@ impl Gw {
         msg
     }
 
+    /// herdr's answer to w1's post-turn scrape of turn `msg`.
+    fn scraped(&mut self, msg: MsgId, screen: &str) {
+        self.input(Input::PaneRead {
+            target: w1(),
+            msg,
+            result: Ok(screen.into()),
+        });
+    }
+
     fn send(&mut self, target: &str, content: &str, wait: bool) -> CallId {
         self.call(
             lead(),
@@ -718,30 +727,23 @@ fn a_missed_fast_turn_completes_unreplied_with_its_answer() {
         panic!("an inferred turn end is scraped: {:?}", g.out.last());
     };
     assert_eq!((&target, read), (&w1(), msg));
-    g.input(Input::PaneRead {
-        target: w1(),
-        msg,
-        result: Ok("❯ summarise it\n● it is fine\n❯ ".into()),
-    });
+    g.scraped(msg, "❯ summarise it\n● it is fine\n❯ ");
     assert_eq!(
         g.outcome(c),
         Some((Outcome::CompletedUnreplied, Some("● it is fine".into())))
     );
 }
 
-/// An inferred end whose screen shows the brief but nothing after it (or no echo at all: it
-/// was typed before the program took input) resolves nothing: a reply or the timeout does.
+/// An inferred end whose screen shows the brief but nothing after it (the turn is reopened)
+/// or no echo at all (typed before the program took input) resolves nothing: a reply, a later
+/// end or the timeout does.
 #[test]
 fn a_missed_fast_turn_with_no_answer_on_screen_waits_for_a_reply() {
     for screen in ["❯ task\n❯ ", "starting…\n❯ "] {
         let mut g = Gw::new();
         let c = g.send("w1", "task", true);
         let msg = g.missed_fast_turn("❯ ");
-        g.input(Input::PaneRead {
-            target: w1(),
-            msg,
-            result: Ok(screen.into()),
-        });
+        g.scraped(msg, screen);
         assert_eq!(g.outcome(c), None, "{screen:?}");
         g.reply(&w1(), "done quickly");
         assert_eq!(
@@ -753,17 +755,14 @@ fn a_missed_fast_turn_with_no_answer_on_screen_waits_for_a_reply() {
 
 /// An inferred end whose screen shows the brief taken and no answer yet is not the end (Codex
 /// on a loaded host drew its answer after the pickup bound, never shown working): its pickup
-/// is waited for again, and the next inferred end's scrape finds the answer — COMPLETED_UNREPLIED, not TIMED_OUT_WORKING at the send's bound.
+/// is waited for again, and the next inferred end's scrape finds the answer —
+/// COMPLETED_UNREPLIED, not TIMED_OUT_WORKING at the send's bound.
 #[test]
 fn a_missed_fast_turn_whose_answer_draws_late_completes_with_it() {
     let mut g = Gw::new();
     let c = g.send("w1", "say hello", true);
     let msg = g.missed_fast_turn("❯ ");
-    g.input(Input::PaneRead {
-        target: w1(),
-        msg,
-        result: Ok("❯ say hello\n".into()),
-    });
+    g.scraped(msg, "❯ say hello\n");
     assert_eq!(g.outcome(c), None, "no answer on screen yet");
     g.out.clear();
     let cfg = CoreConfig::default();
@@ -775,11 +774,7 @@ fn a_missed_fast_turn_whose_answer_draws_late_completes_with_it() {
         panic!("its next inferred end is scraped: {:?}", g.out.last());
     };
     assert_eq!(read, msg);
-    g.input(Input::PaneRead {
-        target: w1(),
-        msg,
-        result: Ok("❯ say hello\n• hello\n❯ ".into()),
-    });
+    g.scraped(msg, "❯ say hello\n• hello\n❯ ");
     assert_eq!(
         g.outcome(c),
         Some((Outcome::CompletedUnreplied, Some("• hello".into())))
