@@ -10,7 +10,8 @@
 use std::fmt;
 
 /// The agents whose start screens fleetd knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum StartRules {
     /// Claude Code (checked against 2.1.328).
     ClaudeCode,
@@ -35,6 +36,17 @@ pub enum Dialog {
     NotLoggedIn,
     /// A tool call waits for a person's approval.
     ToolApproval,
+}
+
+impl fmt::Display for StartRules {
+    /// The agent's kind, as a profile names it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StartRules::ClaudeCode => "claude-code",
+            StartRules::Codex => "codex",
+            StartRules::OpenCode => "opencode",
+        })
+    }
 }
 
 impl fmt::Display for Dialog {

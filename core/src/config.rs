@@ -101,6 +101,12 @@ pub struct CoreConfig {
     pub profiles: Vec<String>,
     /// A spawned member must connect (its readiness gate) within this, or it is reaped.
     pub spawn_ready_timeout_ms: u64,
+    /// A starting agent must show its prompt (a `command` member: an injectable status)
+    /// within this of its pane's placing, or its spawn fails with its last screen (the
+    /// daemon sets it from `herdr.ready_timeout_ms`).
+    pub start_timeout_ms: u64,
+    /// How often a starting member's pane is looked at for its readiness gate.
+    pub start_poll_ms: u64,
     /// A stop of a member on another host is answered within this: its host's leave, or a
     /// refusal, or else `stop_unconfirmed`.
     pub stop_timeout_ms: u64,
@@ -192,6 +198,8 @@ impl Default for CoreConfig {
             held_sweep_interval_ms: 60_000,
             profiles: Vec::new(),
             spawn_ready_timeout_ms: 180_000,
+            start_timeout_ms: 60_000,
+            start_poll_ms: 250,
             stop_timeout_ms: 30_000,
             member_idle_ttl_ms: 3_600_000,
             health: crate::health::HealthConfig::default(),
@@ -313,6 +321,8 @@ impl CoreConfig {
             ("dlq_max_length", self.dlq_max_length),
             ("held_sweep_interval_ms", self.held_sweep_interval_ms),
             ("spawn_ready_timeout_ms", self.spawn_ready_timeout_ms),
+            ("start_timeout_ms", self.start_timeout_ms),
+            ("start_poll_ms", self.start_poll_ms),
             ("stop_timeout_ms", self.stop_timeout_ms),
             ("health.interval_ms", self.health.interval_ms),
             ("health.stall_suspect_ms", self.health.stall_suspect_ms),

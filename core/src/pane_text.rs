@@ -34,6 +34,33 @@ pub fn neutralise(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// The last `lines` non-empty lines of a screen, control characters stripped, at most `bytes`
+/// (cut at a character boundary from the front): what an error or a log line may carry of
+/// text a member printed. The launch script's own exit line is left out.
+pub fn last_screen(screen: &str, lines: usize, bytes: usize) -> String {
+    let clean: Vec<String> = screen
+        .lines()
+        .map(|l| {
+            l.chars()
+                .filter(|c| !c.is_control() || *c == '\t')
+                .collect::<String>()
+                .trim_end()
+                .to_string()
+        })
+        .filter(|l| !l.is_empty() && !l.starts_with("[fleetd] the member exited"))
+        .collect();
+    let start = clean.len().saturating_sub(lines);
+    let mut text = clean[start..].join("\n");
+    if text.len() > bytes {
+        let mut cut = text.len() - bytes;
+        while !text.is_char_boundary(cut) {
+            cut += 1;
+        }
+        text = format!("…{}", &text[cut..]);
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -84,10 +84,13 @@ pub enum PlantedBug {
     /// adopted by its first live sample, as every listed member once was: herdr calls an agent
     /// still starting idle, and the first brief is typed before it takes input (I15).
     StartingAdoptedBySample,
+    /// An agent whose gate is its prompt on screen is taken as ready when it connects: one
+    /// that connects before it draws its prompt is typed into, and the brief is lost (I15).
+    PromptGateSkipped,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 21] = [
+    pub const ALL: [PlantedBug; 22] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -109,6 +112,7 @@ impl PlantedBug {
         PlantedBug::UnconfirmedInjectRetried,
         PlantedBug::ReadyAtLaunch,
         PlantedBug::StartingAdoptedBySample,
+        PlantedBug::PromptGateSkipped,
     ];
 
     pub fn name(self) -> &'static str {
@@ -134,6 +138,7 @@ impl PlantedBug {
             PlantedBug::UnconfirmedInjectRetried => "unconfirmed-inject-retried",
             PlantedBug::ReadyAtLaunch => "ready-at-launch",
             PlantedBug::StartingAdoptedBySample => "starting-adopted-by-sample",
+            PlantedBug::PromptGateSkipped => "prompt-gate-skipped",
         }
     }
 
@@ -161,7 +166,9 @@ impl PlantedBug {
             PlantedBug::StopWithoutAllowlist => "I12",
             PlantedBug::HealthUnknownAsGone => "I13",
             PlantedBug::InferredTurnNeverCompletes => "I14",
-            PlantedBug::ReadyAtLaunch | PlantedBug::StartingAdoptedBySample => "I15",
+            PlantedBug::ReadyAtLaunch
+            | PlantedBug::StartingAdoptedBySample
+            | PlantedBug::PromptGateSkipped => "I15",
         }
     }
 }

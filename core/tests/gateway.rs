@@ -1020,6 +1020,210 @@ fn a_member_still_starting_at_a_restart_is_adopted_only_by_its_connection() {
         .any(|o| matches!(o, Output::ClosePane { gid } if *gid == stuck)));
 }
 
+impl Gw {
+    /// The launcher placed `gid`'s pane, a `command` member the gateway then sees injectable.
+    fn launched_injectable(&mut self, gid: &SessionId) {
+        self.input(Input::Spawned {
+            gid: gid.clone(),
+            result: Ok(fleet_core::Readiness::OnInjectable.into()),
+        });
+        self.input(Input::StartLooked {
+            gid: gid.clone(),
+            look: Ok(Sampled::Status {
+                status: AgentStatus::Idle,
+                screen: None,
+            }),
+        });
+    }
+
+    /// A spawn asked here; the gid the launcher is asked to place.
+    fn spawn_here(&mut self) -> (CallId, SessionId) {
+        let c = self.call(
+            lead(),
+            Request::Spawn {
+                host: None,
+                spec: fleet_core::SpawnSpec::of("claude"),
+            },
+        );
+        let gid = self
+            .out
+            .iter()
+            .rev()
+            .find_map(|o| match o {
+                Output::SpawnPane { gid, .. } => Some(gid.clone()),
+                _ => None,
+            })
+            .expect("a pane launched");
+        (c, gid)
+    }
+
+    /// The gateway's look at starting `gid` sees `screen`.
+    fn start_screen(&mut self, gid: &SessionId, screen: &str) {
+        self.input(Input::StartLooked {
+            gid: gid.clone(),
+            look: Ok(Sampled::Status {
+                status: AgentStatus::Idle,
+                screen: Some(screen.into()),
+            }),
+        });
+    }
+
+    fn looks_at(&self, gid: &SessionId) -> usize {
+        self.out
+            .iter()
+            .filter(|o| matches!(o, Output::LookAtStart { gid: g } if g == gid))
+            .count()
+    }
+}
+
+fn claude_profile() -> CoreConfig {
+    CoreConfig {
+        profiles: vec!["claude".into()],
+        ..CoreConfig::default()
+    }
+}
+
+/// Claude Code's start screen, its banner drawn and its input box not yet.
+const CLAUDE_BANNER: &str = " ▐▛███▛█   Claude Code v2.1.328\n▝▜██████▀  Opus 5.5\n";
+
+fn claude_prompt() -> String {
+    let rule = "─".repeat(60);
+    format!("{CLAUDE_BANNER}{rule}\n❯ \n{rule}\n  ⏵⏵ auto mode on")
+}
+
+/// A real Claude Code connects to the gateway's MCP seconds before it draws its prompt, and
+/// drops what is typed before: its gate is its prompt on screen, looked at on the core's
+/// clock, and the connection that came first is held until then.
+#[test]
+fn an_agent_that_connects_before_its_prompt_is_ready_only_at_its_prompt() {
+    let mut g = Gw::with(claude_profile());
+    let (c, gid) = g.spawn_here();
+    g.input(Input::Spawned {
+        gid: gid.clone(),
+        result: Ok(fleet_core::Readiness::OnPrompt(
+            fleet_core::agent_screen::StartRules::ClaudeCode,
+        )
+        .into()),
+    });
+    assert_eq!(g.looks_at(&gid), 1, "the first look is asked at once");
+    g.input(Input::MemberConnected {
+        target: gid.clone(),
+    });
+    g.start_screen(&gid, CLAUDE_BANNER);
+    assert_eq!(g.response(c), None, "connected, but no prompt yet");
+    assert_eq!(g.gw.member_ready(&gid), Some(false));
+    g.advance(Duration::from_millis(250));
+    assert_eq!(g.looks_at(&gid), 2, "looked at again one poll later");
+    g.start_screen(&gid, &claude_prompt());
+    assert!(
+        matches!(g.response(c), Some(Response::Spawned { gid: s, .. }) if *s == gid),
+        "{:?}",
+        g.response(c)
+    );
+    assert_eq!(g.gw.member_ready(&gid), Some(true));
+    g.advance(Duration::from_millis(1_000));
+    assert_eq!(g.looks_at(&gid), 2, "no look once it passed");
+}
+
+/// A first-run dialog at start fails the spawn at once, naming it; its pane is closed and
+/// nothing is ever typed into it.
+#[test]
+fn a_dialog_at_start_fails_the_spawn_naming_it() {
+    let mut g = Gw::with(claude_profile());
+    let (c, gid) = g.spawn_here();
+    g.input(Input::Spawned {
+        gid: gid.clone(),
+        result: Ok(fleet_core::Readiness::OnPrompt(
+            fleet_core::agent_screen::StartRules::ClaudeCode,
+        )
+        .into()),
+    });
+    g.input(Input::MemberConnected {
+        target: gid.clone(),
+    });
+    let trust = "Accessing workspace:\n\n /srv/app\n\n Quick safety check: Is this a project you created or one you trust?\n\n ❯ No, exit";
+    g.start_screen(&gid, trust);
+    let Some(Response::Error(CallError::SpawnFailed { reason })) = g.response(c) else {
+        panic!("{:?}", g.response(c));
+    };
+    assert!(
+        reason.starts_with("claude-code is asking whether to trust /srv/app"),
+        "{reason}"
+    );
+    assert!(g
+        .out
+        .iter()
+        .any(|o| matches!(o, Output::ClosePane { gid: x } if *x == gid)));
+    assert!(!g.out.iter().any(|o| matches!(o, Output::Inject { .. })));
+}
+
+/// A program that ended at start fails its spawn at once with its exit, not at the bound;
+/// one that never draws its prompt fails at the bound with its last screen.
+#[test]
+fn an_agent_that_never_starts_fails_saying_how() {
+    let mut g = Gw::with(CoreConfig {
+        start_timeout_ms: 1_000,
+        ..claude_profile()
+    });
+    let rules = fleet_core::Readiness::OnPrompt(fleet_core::agent_screen::StartRules::ClaudeCode);
+    let (ended, gid) = g.spawn_here();
+    g.input(Input::Spawned {
+        gid: gid.clone(),
+        result: Ok(rules.into()),
+    });
+    g.input(Input::StartLooked {
+        gid: gid.clone(),
+        look: Ok(Sampled::Ended {
+            why: "its program exited with status 1; its screen ended:\nAPI Error".into(),
+        }),
+    });
+    let Some(Response::Error(CallError::SpawnFailed { reason })) = g.response(ended) else {
+        panic!("{:?}", g.response(ended));
+    };
+    assert!(
+        reason.starts_with("claude-code did not start: its program exited with status 1"),
+        "{reason}"
+    );
+    // The event watcher may read the exit first: the gate words it the same.
+    let (watched, gid) = g.spawn_here();
+    g.input(Input::Spawned {
+        gid: gid.clone(),
+        result: Ok(rules.into()),
+    });
+    g.input(Input::Spawned {
+        gid: gid.clone(),
+        result: Err(fleet_core::SpawnError::Ended(
+            "its program exited with status 1".into(),
+        )),
+    });
+    let Some(Response::Error(CallError::SpawnFailed { reason })) = g.response(watched) else {
+        panic!("{:?}", g.response(watched));
+    };
+    assert_eq!(
+        reason,
+        "claude-code did not start: its program exited with status 1"
+    );
+    assert!(g
+        .out
+        .iter()
+        .any(|o| matches!(o, Output::ClosePane { gid: x } if *x == gid)));
+    let (slow, gid) = g.spawn_here();
+    g.input(Input::Spawned {
+        gid: gid.clone(),
+        result: Ok(rules.into()),
+    });
+    for _ in 0..4 {
+        g.start_screen(&gid, CLAUDE_BANNER);
+        assert_eq!(g.response(slow), None);
+        g.advance(Duration::from_millis(250));
+    }
+    g.start_screen(&gid, CLAUDE_BANNER);
+    let Some(Response::Error(CallError::SpawnFailed { reason })) = g.response(slow) else {
+        panic!("{:?}", g.response(slow));
+    };
+    assert!(reason.starts_with("claude-code did not show its prompt within 1000 ms; its screen ended:\n ▐▛███▛█   Claude Code"), "{reason}");
+}
+
 /// A member token that outlived its pane (a process left behind) announces nothing: the
 /// gateway knows no pane for it.
 #[test]
@@ -1329,10 +1533,7 @@ impl Gw {
             return Err(e.clone());
         }
         let (gid, profile) = launched.expect("a pane launched");
-        self.input(Input::Spawned {
-            gid: gid.clone(),
-            result: Ok(fleet_core::Readiness::Ready.into()),
-        });
+        self.launched_injectable(&gid);
         assert!(matches!(self.response(c), Some(Response::Spawned { .. })));
         Ok((gid, profile))
     }
@@ -1758,10 +1959,7 @@ fn whoami_names_a_member_spawned_architect_as_one() {
                 _ => None,
             })
             .expect("a pane launched");
-        g.input(Input::Spawned {
-            gid: gid.clone(),
-            result: Ok(fleet_core::Readiness::Ready.into()),
-        });
+        g.launched_injectable(&gid);
         assert!(matches!(g.response(c), Some(Response::Spawned { .. })));
         gid
     };

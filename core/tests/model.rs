@@ -275,7 +275,10 @@ impl Harness {
                 | Output::ProbeHealth { .. }
                 | Output::MemberReady { .. }
                 | Output::Remember(_) => {}
-                Output::Broker(_) | Output::SpawnPane { .. } | Output::ClosePane { .. } => {
+                Output::Broker(_)
+                | Output::SpawnPane { .. }
+                | Output::ClosePane { .. }
+                | Output::LookAtStart { .. } => {
                     panic!("an output this workload cannot cause: {out}")
                 }
             }

@@ -198,7 +198,8 @@ pub struct HerdrSection {
     pub env_allow: Vec<String>,
     /// The subscription guard: the only `ANTHROPIC_BASE_URL`s a claude-code member may use.
     pub base_url_allow: Vec<String>,
-    /// A `command` member must reach an injectable status within this.
+    /// A starting agent must show its prompt (a `command` member: reach an injectable
+    /// status) within this of its pane's placing, or its spawn fails with its last screen.
     pub ready_timeout_ms: u64,
     /// git for worktrees, and its bound per command.
     pub git: PathBuf,
@@ -410,6 +411,7 @@ impl Config {
     pub fn core_config(&self) -> CoreConfig {
         let mut c = self.core.clone();
         c.profiles = self.profiles.keys().cloned().collect();
+        c.start_timeout_ms = self.herdr.ready_timeout_ms;
         c.health = self.health.clone();
         c.heartbeats = self
             .leads

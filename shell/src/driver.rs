@@ -296,6 +296,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                         }
                     }));
                 }
+                Output::LookAtStart { gid } => self.look_at_start(gid),
                 Output::MemberReady { gid } => self.herdr.ready(&gid),
                 Output::Respond { call, response } => {
                     if let Some(tx) = self.waiting.remove(&call) {
@@ -347,6 +348,34 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 samples,
                 asked,
             })
+        }));
+    }
+
+    /// One look at a starting member for the core's readiness gate: its end if its program
+    /// ended, else its status and screen. Always answered: no answer is an answer too.
+    fn look_at_start(&mut self, gid: fleet_core::SessionId) {
+        let (ended, sample) = (self.herdr.ended(&gid), self.herdr.sample(&gid));
+        let (read, gone) = (self.herdr.read(&gid), self.herdr.ended(&gid));
+        self.ops.push(Box::pin(async move {
+            if let Some(why) = ended.await {
+                let look = Ok(Sampled::Ended { why });
+                return Some(Input::StartLooked { gid, look });
+            }
+            let look = match sample.await {
+                Ok(s) => match read.await {
+                    Ok(screen) => Ok(Sampled::Status {
+                        status: s.status,
+                        screen: Some(screen_tail(&screen)),
+                    }),
+                    Err(e) => Err(PaneError::from(e)),
+                },
+                Err(HerdrError::PaneNotFound) => Ok(match gone.await {
+                    Some(why) => Sampled::Ended { why },
+                    None => Sampled::Gone,
+                }),
+                Err(e) => Err(PaneError::from(e)),
+            };
+            Some(Input::StartLooked { gid, look })
         }));
     }
 

@@ -68,6 +68,7 @@ enum HerdrKey {
     Inject(SessionId, MsgId),
     Read(SessionId, MsgId),
     Spawn(SessionId),
+    Look(SessionId),
     Probe,
 }
 
@@ -98,6 +99,7 @@ impl Latencies {
                 Some(herdr(HerdrKey::Read(target.clone(), *msg), "read"))
             }
             Output::SpawnPane { gid, .. } => Some(herdr(HerdrKey::Spawn(gid.clone()), "spawn")),
+            Output::LookAtStart { gid } => Some(herdr(HerdrKey::Look(gid.clone()), "look")),
             Output::ProbeHealth { .. } => Some(herdr(HerdrKey::Probe, "probe")),
             Output::Broker(BrokerOp::Publish { publish, .. }) => {
                 self.confirms.start(*publish, now, "");
@@ -128,6 +130,7 @@ impl Latencies {
             Input::Injected { target, msg, .. } => Some(HerdrKey::Inject(target.clone(), *msg)),
             Input::PaneRead { target, msg, .. } => Some(HerdrKey::Read(target.clone(), *msg)),
             Input::Spawned { gid, .. } => Some(HerdrKey::Spawn(gid.clone())),
+            Input::StartLooked { gid, .. } => Some(HerdrKey::Look(gid.clone())),
             Input::HealthProbed { .. } => Some(HerdrKey::Probe),
             Input::Call {
                 call,

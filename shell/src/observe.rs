@@ -190,6 +190,10 @@ impl Observer for DaemonObserver {
             Output::ReadPane { .. } => herdr(&self.metrics, "read"),
             Output::SpawnPane { .. } => herdr(&self.metrics, "spawn"),
             Output::ClosePane { .. } => herdr(&self.metrics, "close"),
+            Output::LookAtStart { .. } => {
+                herdr(&self.metrics, "sample");
+                herdr(&self.metrics, "read");
+            }
             Output::ProbeHealth { targets } => {
                 herdr(&self.metrics, "sample_all");
                 self.metrics

@@ -99,7 +99,7 @@ pub trait HerdrPort {
     fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, InjectFailure>>;
     fn read(&self, target: &SessionId) -> PortFuture<Result<String, HerdrError>>;
     /// Why member `target`'s program ended, if this port learned it (its exit status and last
-    /// screen lines); a pane found gone is reported with it. None by default (test doubles,
+    /// screen lines), whether or not its pane is still there. None by default (test doubles,
     /// the simulation).
     fn ended(&self, _target: &SessionId) -> PortFuture<Option<String>> {
         Box::pin(async { None })

@@ -5,6 +5,7 @@
 
 use crate::agent::{Behaviour, Pane, Task};
 use crate::net::SimBrokerClient;
+use crate::trace::{HostTrace, Trace};
 use fleet_core::broker::QueueType;
 use fleet_core::signing::Keyring;
 use fleet_core::{
@@ -12,8 +13,7 @@ use fleet_core::{
     Readiness, Request, Response, SessionId,
 };
 use fleetd::{
-    Clock, Driver, Handle, HerdrError, HerdrPort, InjectFailure, Observer, PortFuture, Sample,
-    Samples,
+    Clock, Driver, Handle, HerdrError, HerdrPort, InjectFailure, PortFuture, Sample, Samples,
 };
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -87,12 +87,24 @@ pub struct SimHerdr {
 
 /// A spawned agent on its way up. Like Claude Code 2.1 in a real herdr, its pane reads idle
 /// for seconds before the agent takes input (herdr calls a TUI still drawing idle), and what
-/// is typed then is lost.
+/// is typed then is lost. One whose gate is its prompt (`Readiness::OnPrompt`) connects to
+/// its gateway's MCP seconds before it draws its prompt and takes input, as the real one can.
 #[derive(Clone, Copy, Debug)]
 struct Boot {
     idle_at: Duration,
     connect_at: Duration,
+    /// When it takes input: its connection for an `OnConnect` agent, its prompt for one
+    /// gated on its prompt.
+    input_at: Duration,
+    /// Its gate is its prompt on screen: drawn at `input_at`.
+    prompt: bool,
+    connected: bool,
 }
+
+/// What a Claude Code-like agent shows while it starts (its banner) and once it takes input
+/// (its input box between two rules), as the core's start rules read them.
+const BANNER: &str = " ▐▛███▛█   Claude Code v2.1.328";
+const RULE: &str = "────────────────────────────────────────";
 
 /// How herdr fails an inject, as seen on a loaded host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,6 +257,16 @@ impl SimHerdr {
         })
     }
 
+    /// A health change its gateway reported, beside the truth about the pane then (I13).
+    pub(crate) fn record_health(&self, target: &SessionId, to: fleet_core::health::Health) {
+        let alive = self.panes.borrow().get(target).is_some_and(|p| p.alive);
+        let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
+        self.log
+            .borrow_mut()
+            .health
+            .push((target.clone(), to, alive, at));
+    }
+
     /// The whole host went down: every pane and its agent died with it.
     pub fn crash(&self) {
         self.panes.borrow_mut().clear();
@@ -365,17 +387,35 @@ impl HerdrPort for SimHerdr {
             }
             me.add(&gid, Behaviour::Replies);
             me.starting.borrow_mut().insert(gid.clone());
-            // The agent boots, then connects (its readiness gate): 3–15 s, as a coding agent
-            // and its MCP connection take.
-            // herdr calls it idle 1–4 s before that.
+            // The agent boots, then takes input: 3–15 s, as a coding agent and its MCP
+            // connection take. herdr calls it idle 1–4 s before that. Half of them are gated
+            // on their prompt, and connect 1–4 s before they draw it.
             let boot = 3_000 + (salt >> 16) % 12_000;
             let drawn = boot.saturating_sub(1_000 + (salt >> 32) % 3_000);
+            let prompt = (salt >> 44) % 2 == 0;
+            let early = if prompt {
+                1_000 + (salt >> 48) % 3_000
+            } else {
+                0
+            };
             let boot = Boot {
                 idle_at: sim_now() + Duration::from_millis(drawn),
-                connect_at: sim_now() + Duration::from_millis(boot),
+                connect_at: sim_now() + Duration::from_millis(boot.saturating_sub(early)),
+                input_at: sim_now() + Duration::from_millis(boot),
+                prompt,
+                connected: false,
             };
+            if prompt {
+                if let Some(p) = me.panes.borrow_mut().get_mut(&gid) {
+                    p.screen = vec![BANNER.to_string()];
+                }
+            }
             me.booting.borrow_mut().insert(gid, boot);
-            Ok(Readiness::OnConnect.into())
+            Ok(match prompt {
+                true => Readiness::OnPrompt(fleet_core::agent_screen::StartRules::ClaudeCode),
+                false => Readiness::OnConnect,
+            }
+            .into())
         })
     }
 
@@ -463,19 +503,31 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
     }
 }
 
-/// Spawned agents that finished booting connect: their readiness gate opens.
+/// Spawned agents that finished booting connect, and take input once their prompt is drawn.
 async fn connect_booted(herdr: &SimHerdr, gateway: &Handle) {
     let now = sim_now();
-    let up: Vec<SessionId> = herdr
+    let up: Vec<(SessionId, Boot)> = herdr
         .booting
         .borrow()
         .iter()
-        .filter(|(_, b)| b.connect_at <= now)
-        .map(|(g, _)| g.clone())
+        .filter(|(_, b)| b.input_at <= now || (b.connect_at <= now && !b.connected))
+        .map(|(g, b)| (g.clone(), *b))
         .collect();
-    for gid in up {
-        herdr.booting.borrow_mut().remove(&gid);
-        let _ = gateway.tell(Input::MemberConnected { target: gid }).await;
+    for (gid, boot) in up {
+        if boot.input_at <= now {
+            herdr.booting.borrow_mut().remove(&gid);
+            if boot.prompt {
+                if let Some(p) = herdr.panes.borrow_mut().get_mut(&gid) {
+                    let drawn = [BANNER, RULE, "❯ ", RULE, "❯ "];
+                    p.screen = drawn.iter().map(|l| l.to_string()).collect();
+                }
+            }
+        } else if let Some(b) = herdr.booting.borrow_mut().get_mut(&gid) {
+            b.connected = true;
+        }
+        if !boot.connected {
+            let _ = gateway.tell(Input::MemberConnected { target: gid }).await;
+        }
     }
 }
 
@@ -585,96 +637,6 @@ async fn work(
         }
     }
     busy.borrow_mut().remove(&gid2);
-}
-
-/// Every output of every host, in the order the simulation produced them: the run's trace.
-#[derive(Clone, Debug, Default)]
-pub struct Trace {
-    lines: Rc<RefCell<Vec<String>>>,
-    /// msgId → traceId of every envelope published, to put traceIds on timeline lines.
-    traces: Rc<RefCell<BTreeMap<String, String>>>,
-}
-
-impl Trace {
-    pub fn text(&self) -> String {
-        let mut s = self.lines.borrow().join("\n");
-        s.push('\n');
-        s
-    }
-
-    pub fn len(&self) -> usize {
-        self.lines.borrow().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The trace as a readable per-host timeline: one section per host, every line tagged
-    /// with the traceId of the message it concerns (`[msg …]` for a local message, which has
-    /// no envelope; `[-]` for a line about no message).
-    pub fn timeline(&self) -> String {
-        crate::timeline::render(&self.lines.borrow(), &self.traces.borrow())
-    }
-
-    /// msgId → traceId of every envelope published.
-    pub fn trace_ids(&self) -> BTreeMap<String, String> {
-        self.traces.borrow().clone()
-    }
-}
-
-/// One host's view onto the shared trace.
-struct HostTrace {
-    host: HostId,
-    trace: Trace,
-    /// This host's panes: a health change is recorded beside the truth about its pane.
-    herdr: SimHerdr,
-}
-
-impl Observer for HostTrace {
-    fn output(&mut self, now: Instant, output: &fleet_core::Output) {
-        if let fleet_core::Output::Event(fleet_core::Event::HealthChanged { target, to, .. }) =
-            output
-        {
-            let alive = self
-                .herdr
-                .panes
-                .borrow()
-                .get(target)
-                .is_some_and(|p| p.alive);
-            let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
-            self.herdr
-                .log
-                .borrow_mut()
-                .health
-                .push((target.clone(), *to, alive, at));
-        }
-        if matches!(
-            output,
-            fleet_core::Output::PollStatus { .. }
-                | fleet_core::Output::PollStatuses { .. }
-                | fleet_core::Output::ProbeHealth { .. }
-                | fleet_core::Output::MemberReady { .. }
-        ) {
-            return;
-        }
-        if let fleet_core::Output::Broker(fleet_core::broker::BrokerOp::Publish {
-            headers, ..
-        }) = output
-        {
-            use fleet_core::envelope::HeaderValue;
-            if let (Some(HeaderValue::Str(m)), Some(HeaderValue::Str(t))) =
-                (headers.get("msgId"), headers.get("traceId"))
-            {
-                self.trace.traces.borrow_mut().insert(m.clone(), t.clone());
-            }
-        }
-        self.trace.lines.borrow_mut().push(format!(
-            "{:>9} {} {output}",
-            now.to_string(),
-            self.host
-        ));
-    }
 }
 
 /// What one gateway host runs with.

@@ -25,6 +25,7 @@ pub mod pending;
 pub mod prove;
 pub mod run;
 pub mod timeline;
+pub mod trace;
 pub mod world;
 
 pub use run::{run_seed, RunConfig, RunReport};

@@ -335,6 +335,7 @@ impl World {
             | Output::Broker(_)
             | Output::SpawnPane { .. }
             | Output::ClosePane { .. }
+            | Output::LookAtStart { .. }
             | Output::MemberReady { .. }
             | Output::Remember(_) => {}
         }

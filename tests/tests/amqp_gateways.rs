@@ -461,9 +461,7 @@ fn u4_on_herdr_a_redelivered_spawn_starts_one_pane_that_then_works() {
         let d = HerdrDouble::start(&dir)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let mut launch =
-            LaunchConfig::new(dir.join("members"), "http://127.0.0.1:7700/mcp", [3; 32]);
-        launch.ready_timeout = Duration::from_secs(30);
+        let launch = LaunchConfig::new(dir.join("members"), "http://127.0.0.1:7700/mcp", [3; 32]);
         let mut cfg = HerdrConfig::new(&d.path, launch);
         cfg.profiles
             .insert("claude".into(), Profile::command(&["sh", "-c", "cat"]));

@@ -61,8 +61,6 @@ const ECHO: &[&str] = &["sh", "-c", "stty -echo 2>/dev/null; exec cat"];
 fn config(socket: &std::path::Path, runtime: &std::path::Path) -> HerdrConfig {
     let mut launch = LaunchConfig::new(runtime, "http://127.0.0.1:7700/mcp", MEMBER_KEY);
     launch.base_url_allow = vec!["https://llm.internal.example/v1".into()];
-    launch.ready_timeout = Duration::from_secs(2);
-    launch.ready_poll = Duration::from_millis(20);
     let mut cfg = HerdrConfig::new(socket, launch);
     cfg.timeout = Duration::from_millis(500);
     cfg.profiles.insert("echo".into(), Profile::command(ECHO));
@@ -149,16 +147,14 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
         let gid = SessionId::new("g-1");
         // A fresh herdr has no workspace; the client makes one.
         d.state().no_workspace = true;
-        let member = reports_idle_when_started(&c, "fleet:g-1");
         let r = c
             .spawn(&gid, &fleet_core::SpawnSpec::of("echo").group("backend"))
             .await
             .map(|l| l.readiness);
-        assert!(member.await.is_ok(), "the member reported itself idle");
         assert_eq!(
             r,
-            Ok(Readiness::Ready),
-            "a command member is ready on an idle status"
+            Ok(Readiness::OnInjectable),
+            "the launcher returns once the pane is placed; a command member's gate is its status"
         );
         let (_, pane) = d
             .pane_by_label("fleet:g-1")
@@ -216,17 +212,23 @@ fn a_spawn_opens_a_labelled_pane_in_an_unfocused_member_tab() {
     });
 }
 
-/// Claude Code 2.1.328's prompt, between its rules (shortened).
-const CLAUDE_PROMPT: &str = " ▐▛███▛█   Claude Code v2.1.328\n\n──────────────────────\n❯ \n──────────────────────\n  ⏵⏵ auto mode on (shift+tab to cycle)";
-
 /// Its trust dialog, as a config it did not accept shows it.
 const CLAUDE_TRUST: &str = "──────────────────────\n Accessing workspace:\n\n /srv/app\n\n Quick safety check: Is this a project you created or one you trust?\n\n ❯ No, exit\n   Yes, I trust this folder\n\n Enter to confirm · Esc to cancel";
 
-/// Plays an agent's start in the double (which runs no program): once the pane labelled
-/// `label` is placed, its screen shows `screen`.
+/// The double's pane whose label starts with `label`, if one is placed.
+fn pane_labelled(d: &HerdrDouble, label: &str) -> Option<String> {
+    d.state()
+        .panes
+        .iter()
+        .find(|(_, p)| p.label.as_deref().is_some_and(|l| l.starts_with(label)))
+        .map(|(id, _)| id.clone())
+}
+
+/// Plays an agent's start in the double (which runs no program): once a pane whose label
+/// starts with `label` is placed, its screen shows `screen`.
 async fn draws(d: &HerdrDouble, label: &str, screen: &str) {
     for _ in 0..300 {
-        if let Some((id, _)) = d.pane_by_label(label) {
+        if let Some(id) = pane_labelled(d, label) {
             if let Some(p) = d.state().panes.get_mut(&id) {
                 p.screen = screen.lines().map(str::to_string).collect();
             }
@@ -238,7 +240,8 @@ async fn draws(d: &HerdrDouble, label: &str, screen: &str) {
 }
 
 /// A first-run dialog still on screen at the gate fails the spawn at once, naming it, and
-/// nothing is typed into it; the pane and the member's files go.
+/// nothing is typed into it; the pane and the member's files go. The gate is the core's,
+/// carried out by the production driver's looks at the pane.
 #[test]
 fn a_claude_code_dialog_at_the_gate_fails_the_spawn_naming_it() {
     scenario(async {
@@ -246,7 +249,6 @@ fn a_claude_code_dialog_at_the_gate_fails_the_spawn_naming_it() {
         let d = double(&dir).await;
         let runtime = dir.0.join("members");
         let mut cfg = config(&d.path, &runtime);
-        cfg.launch.ready_timeout = Duration::from_secs(30);
         cfg.profiles.insert(
             "dev".into(),
             Profile {
@@ -266,24 +268,51 @@ fn a_claude_code_dialog_at_the_gate_fails_the_spawn_naming_it() {
             },
         );
         let c = HerdrClient::new(cfg);
-        let gid = SessionId::new("g-9");
-        let spec = fleet_core::SpawnSpec::of("dev");
+        let gw = boot(
+            &c,
+            CoreConfig {
+                profiles: vec!["dev".into()],
+                start_timeout_ms: 30_000,
+                ..CoreConfig::default()
+            },
+            9,
+        );
+        let lead = Principal::primary("lead", Some(SessionId::new("lead-pane")));
+        let spawn = Request::Spawn {
+            host: None,
+            spec: fleet_core::SpawnSpec::of("dev"),
+        };
         let asked = tokio::time::Instant::now();
-        let (launched, _) =
-            tokio::join!(c.spawn(&gid, &spec), draws(&d, "fleet:g-9", CLAUDE_TRUST));
-        let Err(SpawnError::Refused(why)) = launched.map(|l| l.readiness) else {
-            panic!("a dialog passed the gate");
+        let (answer, _) = tokio::join!(
+            gw.handle.call(lead, spawn),
+            draws(&d, "fleet:", CLAUDE_TRUST)
+        );
+        let Ok(Response::Error(fleet_core::CallError::SpawnFailed { reason })) = answer else {
+            panic!("a dialog passed the gate: {answer:?}");
         };
         assert!(
-            why.starts_with("claude-code is asking whether to trust /srv/app"),
-            "{why}"
+            reason.starts_with("claude-code is asking whether to trust /srv/app"),
+            "{reason}"
         );
         assert!(
             asked.elapsed() < Duration::from_secs(5),
             "at once, not at the bound"
         );
-        assert!(d.pane_by_label("fleet:g-9").is_none(), "its pane is closed");
-        assert!(!runtime.join("g-9").exists(), "its files are gone");
+        for _ in 0..200 {
+            if pane_labelled(&d, "fleet:").is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(pane_labelled(&d, "fleet:").is_none(), "its pane is closed");
+        let left: Vec<_> = std::fs::read_dir(&runtime)
+            .map(|r| r.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(
+            left.iter()
+                .all(|f| f == "tokens" || f.to_string_lossy().starts_with('.')),
+            "its files are gone: {left:?}"
+        );
         let typed: Vec<String> = d
             .state()
             .panes
@@ -291,6 +320,7 @@ fn a_claude_code_dialog_at_the_gate_fails_the_spawn_naming_it() {
             .flat_map(|p| p.typed.clone())
             .collect();
         assert!(typed.is_empty(), "typed into a dialog: {typed:?}");
+        gw.stop().await;
         schema_clean(&d);
     });
 }
@@ -326,9 +356,13 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         let c = HerdrClient::new(cfg);
         let gid = SessionId::new("g-7");
         let spec = fleet_core::SpawnSpec::of("dev");
-        let (launched, _) =
-            tokio::join!(c.spawn(&gid, &spec), draws(&d, "fleet:g-7", CLAUDE_PROMPT));
-        assert_eq!(launched.map(|l| l.readiness), Ok(Readiness::OnConnect));
+        let launched = c.spawn(&gid, &spec).await;
+        assert_eq!(
+            launched.map(|l| l.readiness),
+            Ok(Readiness::OnPrompt(
+                fleet_core::agent_screen::StartRules::ClaudeCode
+            ))
+        );
         let (_, pane) = d.pane_by_label("fleet:g-7").expect("a pane");
         let script = std::fs::read_to_string(runtime.join("g-7").join("launch.sh"))
             .unwrap_or_else(|e| panic!("{e}"));
@@ -372,9 +406,13 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
         assert_eq!(c.close(&gid).await, Ok(()));
         assert!(!runtime.join("g-7").exists());
         // So does its pane closing on its own (its program exited), found by the status poll.
-        let (launched, _) =
-            tokio::join!(c.spawn(&gid, &spec), draws(&d, "fleet:g-7", CLAUDE_PROMPT));
-        assert_eq!(launched.map(|l| l.readiness), Ok(Readiness::OnConnect));
+        let launched = c.spawn(&gid, &spec).await;
+        assert_eq!(
+            launched.map(|l| l.readiness),
+            Ok(Readiness::OnPrompt(
+                fleet_core::agent_screen::StartRules::ClaudeCode
+            ))
+        );
         assert!(runtime.join("g-7").exists());
         let (pane_id, _) = d.pane_by_label("fleet:g-7").expect("a pane");
         d.remove_pane(&pane_id);
@@ -996,18 +1034,38 @@ async fn a_member_that_never_gets_ready_is_reaped_at_the_gate(backend: Backend) 
         return;
     };
     let c = h.client(&dir);
-    let r = c
-        .spawn(&SessionId::new("g-9"), &fleet_core::SpawnSpec::of("echo"))
-        .await
-        .map(|l| l.readiness);
+    let gw = boot(
+        &c,
+        CoreConfig {
+            profiles: vec!["echo".into()],
+            start_timeout_ms: 2_000,
+            start_poll_ms: 20,
+            ..CoreConfig::default()
+        },
+        9,
+    );
+    let lead = Principal::primary("lead", Some(SessionId::new("lead-pane")));
+    let spawn = Request::Spawn {
+        host: None,
+        spec: fleet_core::SpawnSpec::of("echo"),
+    };
+    let r = gw.handle.call(lead, spawn).await;
     assert!(
-        matches!(&r, Err(SpawnError::Refused(m)) if m.contains("not ready within 2000 ms")),
+        matches!(&r, Ok(Response::Error(fleet_core::CallError::SpawnFailed { reason }))
+            if reason.contains("was not ready within 2000 ms")),
         "{r:?}"
     );
+    for _ in 0..200 {
+        if !labels(&c).await.iter().any(|l| l.starts_with("fleet:")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(
-        !labels(&c).await.contains(&"fleet:g-9".to_string()),
+        !labels(&c).await.iter().any(|l| l.starts_with("fleet:")),
         "the half-built pane is closed"
     );
+    gw.stop().await;
     h.finish().await;
 }
 
@@ -1371,7 +1429,7 @@ fn members_live_on_their_own_herdr_and_leads_on_the_main_one() {
             c.spawn(&gid, &fleet_core::SpawnSpec::of("echo"))
                 .await
                 .map(|l| l.readiness),
-            Ok(Readiness::Ready)
+            Ok(Readiness::OnInjectable)
         );
         assert!(ready.await.is_ok());
         assert!(members.pane_by_label("fleet:g-1").is_some());

@@ -260,7 +260,6 @@ fn a_spawn_with_a_worktree_starts_the_member_in_it_and_closing_removes_it() {
         let mut cfg = HerdrConfig::new(&d.path, launch);
         cfg.profiles
             .insert("sh".into(), Profile::command(&["sh", "-c", "cat"]));
-        cfg.launch.ready_timeout = std::time::Duration::from_millis(300);
         let worktrees = dir.0.join("worktrees");
         cfg.worktrees = WorktreeConfig::new(&worktrees);
         let c = HerdrClient::new(cfg);
@@ -269,7 +268,7 @@ fn a_spawn_with_a_worktree_starts_the_member_in_it_and_closing_removes_it() {
             repo: repo.to_string_lossy().into_owned(),
             commit: Some(c1),
         };
-        // The double's pane never reports idle: the gate fails, and the worktree is undone.
+        // The launcher returns once the pane is placed; the core's gate then looks at it.
         let r = c
             .spawn(
                 &gid,
@@ -280,47 +279,12 @@ fn a_spawn_with_a_worktree_starts_the_member_in_it_and_closing_removes_it() {
             )
             .await
             .map(|l| l.readiness);
-        assert!(r.is_err(), "{r:?}");
-        assert!(
-            !worktrees.join("g-w").exists(),
-            "a failed spawn leaves no worktree"
-        );
-        // Now with a member that reports itself.
-        let c2 = c.clone();
-        let reporter = tokio::task::spawn_local(async move {
-            for _ in 0..200 {
-                let panes = c2.api().pane_list().await.unwrap_or_default();
-                if let Some(p) = panes
-                    .iter()
-                    .find(|p| p.label.as_deref() == Some("fleet:g-w"))
-                {
-                    let r = c2
-                        .api()
-                        .report_agent(&p.pane_id, "sh", fleetd::herdr::ReportedState::Idle)
-                        .await;
-                    assert!(r.is_ok());
-                    return;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            }
-            panic!("no pane");
-        });
-        let r = c
-            .spawn(
-                &gid,
-                &fleet_core::SpawnSpec {
-                    worktree: Some(w.clone()),
-                    ..fleet_core::SpawnSpec::of("sh")
-                },
-            )
-            .await
-            .map(|l| l.readiness);
-        assert!(reporter.await.is_ok());
-        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(r, Ok(fleet_core::Readiness::OnInjectable));
         let (_, pane) = d.pane_by_label("fleet:g-w").expect("a pane");
         let wt = worktrees.join("g-w");
         assert_eq!(pane.cwd.as_deref(), Some(wt.to_string_lossy().as_ref()));
         assert!(wt.join("README").exists());
+        // Closed, as the core closes a member that failed its gate or was stopped.
         assert_eq!(c.close(&gid).await, Ok(()));
         assert!(!wt.exists(), "a clean worktree goes with its member");
     });

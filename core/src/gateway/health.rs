@@ -45,7 +45,7 @@ impl Gateway {
                     if self.spawns.is_reserved(&gid) {
                         // Its spawn fails saying how, then its pane's going is handled.
                         let ended = crate::io::SpawnError::Ended(why.clone());
-                        self.on_spawned(gid.clone(), Err(ended));
+                        self.on_spawned(now, gid.clone(), Err(ended));
                     } else {
                         self.health
                             .last_words(&gid, format!("its program ended: {why}"));

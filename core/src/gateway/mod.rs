@@ -37,6 +37,8 @@ mod samples;
 mod sessions;
 mod spawn;
 mod spawn_requests;
+mod spawns;
+mod start_gate;
 mod stop;
 mod stops;
 mod timer_table;
@@ -48,7 +50,7 @@ pub(crate) use effects::Effects;
 use federation::Fed;
 pub use federation::Federation;
 pub use heartbeat::HeartbeatConfig;
-use spawn::Spawns;
+use spawns::Spawns;
 use stops::Stops;
 pub(crate) use timer_table::Once;
 pub use timers::TimerKind;
@@ -372,7 +374,8 @@ impl Gateway {
             }
             Input::MembersListed { members } => self.on_members_listed(now, members),
             Input::MemberConnected { target } => self.member_connected(&target),
-            Input::Spawned { gid, result } => self.on_spawned(gid, result),
+            Input::Spawned { gid, result } => self.on_spawned(now, gid, result),
+            Input::StartLooked { gid, look } => self.on_start_looked(now, gid, look),
             Input::LeadAttached { lead } => self.local_entity(
                 &lead,
                 crate::roster::EntityKind::Lead,

@@ -39,7 +39,7 @@ impl Gateway {
                 gid: target.clone(),
                 verdict: AdoptVerdict::Adopted,
             });
-            self.member_connected(target);
+            self.gate_passed(target);
         }
     }
 

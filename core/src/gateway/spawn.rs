@@ -9,159 +9,24 @@
 
 use super::entities::Announce;
 use super::federation::Draft;
-use super::spawn_requests::{SpawnRequests, Waiting};
-use super::{Effects, Gateway, TimerKind};
+use super::spawn_requests::Waiting;
+use super::spawns::{Absorbed, Connection, Reply, Reservation};
+use super::start_gate::{Bounds, Look};
+use super::Gateway;
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode};
 use crate::envelope::Address;
 use crate::envelope::{Envelope, Kind};
 use crate::ids::{CallId, HostId, MsgId, SessionId};
-use crate::io::{CallError, Event, Launched, Output, Readiness, Response, SpawnError, Stale};
+use crate::io::{
+    CallError, Event, Launched, PaneError, Readiness, Response, Sampled, SpawnError, Stale,
+};
 use crate::outcome::Outcome;
 use crate::planted::PlantedBug;
 use crate::roster::{Card, EntityKind, GATEWAY_GID};
 use crate::spawn_spec::SpawnSpec;
 use crate::time::{Duration, Instant};
-use std::collections::{BTreeMap, BTreeSet};
-
-/// Who is told when a reserved spawn ends.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Reply {
-    /// A caller on this host.
-    Local(CallId),
-    /// A requester on another host, answered by presence (ready) or FAILED (`re` = the SPAWN).
-    /// The SPAWN stays unacked until then (`delivery`): a control message is at-least-once,
-    /// and a redelivery is harmless by construction (registry + reservation).
-    Remote {
-        requester: SessionId,
-        re: MsgId,
-        delivery: DeliveryId,
-    },
-}
-
-#[derive(Clone, Debug)]
-struct Reservation {
-    reply: Reply,
-    deadline: Instant,
-    /// Who the member will be: its profile, role, group and owner.
-    card: Card,
-    /// The member connected before its pane was reported (a fast program).
-    connected: bool,
-}
-
-/// Both sides of spawning.
-#[derive(Debug, Default)]
-pub(super) struct Spawns {
-    /// Target side: spawns entered before the launcher call, until ready or failed.
-    reserved: BTreeMap<SessionId, Reservation>,
-    /// Requester side: remote spawns awaiting the new member's presence.
-    pub(super) requests: SpawnRequests,
-}
-
-impl Spawns {
-    pub(super) fn reserved(&self) -> usize {
-        self.reserved.len()
-    }
-
-    pub(super) fn is_reserved(&self, gid: &SessionId) -> bool {
-        self.reserved.contains_key(gid)
-    }
-
-    /// Each reserved spawn's gid and profile.
-    pub(super) fn reserved_profiles(&self) -> impl Iterator<Item = (&SessionId, Option<&str>)> {
-        self.reserved
-            .iter()
-            .map(|(g, r)| (g, r.card.profile.as_deref()))
-    }
-
-    /// Enters `gid`'s reservation, arms its readiness bound and asks the launcher for its
-    /// pane: the three happen together or not at all.
-    fn reserve(&mut self, fx: &mut Effects, gid: SessionId, r: Reservation, spec: SpawnSpec) {
-        fx.wake(r.deadline, TimerKind::Spawn(gid.clone()));
-        self.reserved.insert(gid.clone(), r);
-        fx.emit(Output::SpawnPane { gid, spec });
-    }
-
-    /// The launcher reported `gid`'s pane: who it will be and whether it connected already.
-    /// A pane for a spawn no longer reserved (reaped, called off) is closed.
-    fn launched(&mut self, fx: &mut Effects, gid: &SessionId) -> Option<(Card, bool)> {
-        match self.reserved.get(gid) {
-            Some(r) => Some((r.card.clone(), r.connected)),
-            None => {
-                fx.emit(Output::ClosePane { gid: gid.clone() });
-                None
-            }
-        }
-    }
-
-    /// `gid`'s readiness bound: a reservation past it is taken off and its pane closed.
-    fn reap(&mut self, fx: &mut Effects, now: Instant, gid: &SessionId) -> Option<Reply> {
-        if self.reserved.get(gid).is_none_or(|r| r.deadline > now) {
-            return None;
-        }
-        let r = self.reserved.remove(gid)?;
-        fx.emit(Output::ClosePane { gid: gid.clone() });
-        Some(r.reply)
-    }
-
-    /// A spawn called off while in its readiness gate: taken off, its pane closed.
-    fn cancel(&mut self, fx: &mut Effects, gid: &SessionId) -> Option<Reply> {
-        let r = self.reserved.remove(gid)?;
-        fx.emit(Output::ClosePane { gid: gid.clone() });
-        Some(r.reply)
-    }
-
-    /// A SPAWN for `gid` again while its first copy is in the readiness gate: `None` if it
-    /// is not. A redelivery (the first copy's tag died with its connection) takes over the
-    /// ack; the copy it replaces is acked now if its connection still lives.
-    fn absorb(&mut self, gid: &SessionId, reply: &Reply) -> Option<Absorbed> {
-        let r = self.reserved.get_mut(gid)?;
-        let (Reply::Remote { delivery: held, .. }, Reply::Remote { delivery, .. }) =
-            (&mut r.reply, reply)
-        else {
-            return Some(Absorbed::Kept);
-        };
-        let stale = std::mem::replace(held, *delivery);
-        Some(if stale.generation == delivery.generation {
-            Absorbed::AckStale(stale)
-        } else {
-            Absorbed::Kept
-        })
-    }
-
-    /// Every spawn still in its readiness gate.
-    fn gids(&self) -> impl Iterator<Item = &SessionId> {
-        self.reserved.keys()
-    }
-
-    /// `gid` connected before its pane was reported: remembered for when it is. False if no
-    /// spawn of `gid` is in its gate.
-    fn connected_early(&mut self, gid: &SessionId) -> bool {
-        match self.reserved.get_mut(gid) {
-            Some(r) => {
-                r.connected = true;
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// `gid`'s spawn ends with its pane left as it is: it passed its readiness gate, or it
-    /// failed with no pane to close (the launcher made none, or it is gone). Whoever asked is
-    /// answered as the returned `Reply` says.
-    fn end(&mut self, gid: &SessionId) -> Option<Reply> {
-        self.reserved.remove(gid).map(|r| r.reply)
-    }
-}
-
-/// What `Spawns::absorb` did with a SPAWN seen again.
-#[derive(Debug, PartialEq, Eq)]
-enum Absorbed {
-    /// The first copy answers; nothing to ack now.
-    Kept,
-    /// The redelivery took over the ack: this (stale) delivery is acked now.
-    AckStale(DeliveryId),
-}
+use std::collections::BTreeSet;
 
 impl Gateway {
     pub(super) fn own_host(&self) -> HostId {
@@ -309,31 +174,42 @@ impl Gateway {
         let deadline = now + self.spawn_ready_timeout();
         self.session_set(&gid, crate::session::SessionState::Spawning);
         self.stats.spawns_total += 1;
-        let reservation = Reservation {
-            reply,
-            deadline,
-            card: Card {
-                profile: Some(spec.profile.clone()),
-                role: Some(spec.role.unwrap_or_default()),
-                group: spec.group.clone(),
-                owner,
-                since: None,
-                ticket: spec.ticket.clone(),
-                cwd: spec.cwd.clone(),
-                charter: None,
-            }
-            .checked(),
-            connected: false,
-        };
+        let card = Card {
+            profile: Some(spec.profile.clone()),
+            role: Some(spec.role.unwrap_or_default()),
+            group: spec.group.clone(),
+            owner,
+            since: None,
+            ticket: spec.ticket.clone(),
+            cwd: spec.cwd.clone(),
+            charter: None,
+        }
+        .checked();
+        let reservation = Reservation::new(reply, deadline, card);
         self.spawns.reserve(&mut self.fx, gid, reservation, spec);
     }
 
     /// The launcher's answer. A pane that exists still waits for its readiness gate.
-    pub(super) fn on_spawned(&mut self, gid: SessionId, result: Result<Launched, SpawnError>) {
+    pub(super) fn on_spawned(
+        &mut self,
+        now: Instant,
+        gid: SessionId,
+        result: Result<Launched, SpawnError>,
+    ) {
         match result {
             Ok(launched) => {
+                let mut readiness = launched.readiness;
+                if matches!(readiness, Readiness::OnPrompt(_))
+                    && self.cfg.planted(PlantedBug::PromptGateSkipped)
+                {
+                    readiness = Readiness::OnConnect;
+                }
+                let bounds = self.start_bounds();
                 // Not reserved: too late, the spawn was already reaped and reported failed.
-                let Some((card, connected)) = self.spawns.launched(&mut self.fx, &gid) else {
+                let Some((card, open)) =
+                    self.spawns
+                        .launched(&mut self.fx, now, &gid, readiness, bounds)
+                else {
                     return;
                 };
                 let card = Card {
@@ -341,18 +217,24 @@ impl Gateway {
                     ..card
                 }
                 .checked();
-                let ready = launched.readiness;
                 self.cards.insert(gid.clone(), card);
                 self.injector.gate(&gid);
                 self.local_entity(&gid, crate::roster::EntityKind::Member, Announce::Later);
-                let planted = self.cfg.planted(crate::planted::PlantedBug::ReadyAtLaunch);
-                if ready == Readiness::Ready || connected || planted {
-                    self.member_connected(&gid);
+                if open || self.cfg.planted(PlantedBug::ReadyAtLaunch) {
+                    self.gate_passed(&gid);
                 }
+            }
+            // Its program ended while its gate looked at it (the event watcher or the health
+            // probe read the exit first): the gate says so, as its own look would have.
+            Err(SpawnError::Ended(why)) if self.spawns.is_looking(&gid) => {
+                self.on_start_looked(now, gid, Ok(Sampled::Ended { why }));
             }
             Err(reason) => {
                 if let Some(reply) = self.spawns.end(&gid) {
-                    let why = format!("the launcher failed: {reason}");
+                    let why = match reason {
+                        SpawnError::Ended(_) => reason.to_string(),
+                        _ => format!("the launcher failed: {reason}"),
+                    };
                     self.health_failing(&gid, &why);
                     self.spawn_done(&gid, reply, Err(why));
                 }
@@ -360,22 +242,60 @@ impl Gateway {
         }
     }
 
+    /// A look at a starting member's pane (`Output::LookAtStart`), judged by its gate.
+    pub(super) fn on_start_looked(
+        &mut self,
+        now: Instant,
+        gid: SessionId,
+        look: Result<Sampled, PaneError>,
+    ) {
+        match self.spawns.looked(&mut self.fx, now, &gid, look) {
+            Look::Open => self.gate_passed(&gid),
+            Look::Failed(why) => {
+                if let Some(reply) = self.spawns.cancel(&mut self.fx, &gid) {
+                    self.health_failing(&gid, &why);
+                    self.spawn_done(&gid, reply, Err(why));
+                }
+            }
+            Look::Ignored | Look::Again(_) | Look::Prompted => {}
+        }
+    }
+
+    /// A starting member's next look is due.
+    pub(super) fn on_start_look_timer(&mut self, gid: &SessionId) {
+        self.spawns.look_again(&mut self.fx, gid);
+    }
+
+    fn start_bounds(&self) -> Bounds {
+        Bounds {
+            timeout: Duration::from_millis(self.cfg.start_timeout_ms),
+            poll: Duration::from_millis(self.cfg.start_poll_ms),
+        }
+    }
+
+    /// A member connected to this gateway's MCP. Held while its spawn's gate still looks at
+    /// its pane (an agent may connect seconds before it takes input) or its pane is not yet
+    /// reported; otherwise its gate passes.
+    pub(super) fn member_connected(&mut self, gid: &SessionId) {
+        if self.spawns.connection(gid) == Connection::Held {
+            return;
+        }
+        self.gate_passed(gid);
+    }
+
     /// A member passed its readiness gate (connected, or ready at launch): typing may begin,
     /// it is announced, and a spawn waiting on it is done. Only a member whose pane is known
     /// here counts: a token that outlived its pane announces nothing, and a member that is
-    /// already connected is not announced again. One that connects before its spawn's pane is
-    /// reported is remembered and opened when it is.
-    pub(super) fn member_connected(&mut self, gid: &SessionId) {
+    /// already connected is not announced again.
+    pub(super) fn gate_passed(&mut self, gid: &SessionId) {
         match self.injector.gate_state(gid) {
             Some(true) => return,
             Some(false) => {}
             None => {
-                if !self.spawns.connected_early(gid) {
-                    self.event(Event::Stale {
-                        what: Stale::UnknownMember,
-                        target: gid.clone(),
-                    });
-                }
+                self.event(Event::Stale {
+                    what: Stale::UnknownMember,
+                    target: gid.clone(),
+                });
                 return;
             }
         }
@@ -592,126 +512,6 @@ fn outside_roots(cwd: &str, roots: &[String]) -> Option<String> {
             roots.join(", ")
         ),
     })
-}
-
-#[cfg(test)]
-mod spawns_tests {
-    //! `Spawns` alone: a reservation, its pane and its bound, from entry to each way out.
-
-    use super::*;
-
-    fn at(ms: u64) -> Instant {
-        Instant::from_millis(ms)
-    }
-
-    fn gid(n: u8) -> SessionId {
-        SessionId::new(format!("00000000-0000-4000-8000-0000000000{n:02}"))
-    }
-
-    fn remote(generation: u32, tag: u64) -> Reply {
-        Reply::Remote {
-            requester: gid(99),
-            re: MsgId::MIN,
-            delivery: DeliveryId { generation, tag },
-        }
-    }
-
-    /// One spawn of `gid(1)` reserved until 10 s, answered as `reply`; its outputs drained.
-    fn reserved(reply: Reply) -> (Spawns, Effects) {
-        let mut s = Spawns::default();
-        let mut fx = Effects::default();
-        let r = Reservation {
-            reply,
-            deadline: at(10_000),
-            card: Card::default(),
-            connected: false,
-        };
-        s.reserve(&mut fx, gid(1), r, SpawnSpec::of("claude"));
-        assert!(
-            matches!(fx.pop(), Some(Output::SpawnPane { gid: g, .. }) if g == gid(1)),
-            "a reservation asks for its pane"
-        );
-        assert_eq!(fx.pop(), None);
-        (s, fx)
-    }
-
-    #[test]
-    fn a_reservation_arms_its_own_bound() {
-        let (s, mut fx) = reserved(Reply::Local(CallId(1)));
-        assert!(s.is_reserved(&gid(1)));
-        assert_eq!(fx.take_due(at(9_999)), None);
-        assert_eq!(fx.take_due(at(10_000)), Some(TimerKind::Spawn(gid(1))));
-    }
-
-    #[test]
-    fn a_pane_reported_for_no_reservation_is_closed() {
-        let (mut s, mut fx) = reserved(Reply::Local(CallId(1)));
-        assert_eq!(s.launched(&mut fx, &gid(2)), None);
-        assert_eq!(fx.pop(), Some(Output::ClosePane { gid: gid(2) }));
-        assert!(s.launched(&mut fx, &gid(1)).is_some_and(|(_, c)| !c));
-        assert_eq!(fx.pop(), None, "its own pane stays");
-    }
-
-    #[test]
-    fn the_bound_reaps_only_a_reservation_past_it() {
-        let (mut s, mut fx) = reserved(Reply::Local(CallId(1)));
-        assert_eq!(s.reap(&mut fx, at(9_999), &gid(1)), None);
-        assert_eq!(fx.pop(), None);
-        assert_eq!(
-            s.reap(&mut fx, at(10_000), &gid(1)),
-            Some(Reply::Local(CallId(1)))
-        );
-        assert_eq!(fx.pop(), Some(Output::ClosePane { gid: gid(1) }));
-        assert!(!s.is_reserved(&gid(1)));
-        assert_eq!(s.reap(&mut fx, at(20_000), &gid(1)), None, "reaped once");
-    }
-
-    #[test]
-    fn a_redelivered_spawn_takes_over_the_ack() {
-        let (mut s, _) = reserved(remote(1, 1));
-        assert_eq!(s.absorb(&gid(2), &remote(1, 2)), None, "not reserved");
-        assert_eq!(
-            s.absorb(&gid(1), &remote(1, 2)),
-            Some(Absorbed::AckStale(DeliveryId {
-                generation: 1,
-                tag: 1
-            })),
-            "the copy it replaces is acked on its own connection"
-        );
-        assert_eq!(
-            s.absorb(&gid(1), &remote(2, 5)),
-            Some(Absorbed::Kept),
-            "a dead connection's tag is not acked"
-        );
-        assert_eq!(
-            s.end(&gid(1)),
-            Some(remote(2, 5)),
-            "the newest copy answers"
-        );
-    }
-
-    #[test]
-    fn a_member_that_connects_first_is_remembered_for_its_pane() {
-        let (mut s, mut fx) = reserved(Reply::Local(CallId(1)));
-        assert!(!s.connected_early(&gid(2)));
-        assert!(s.connected_early(&gid(1)));
-        assert!(s.launched(&mut fx, &gid(1)).is_some_and(|(_, c)| c));
-    }
-
-    #[test]
-    fn a_spawn_ends_once_and_only_a_cancel_closes_its_pane() {
-        let (mut s, mut fx) = reserved(Reply::Local(CallId(1)));
-        assert_eq!(s.end(&gid(1)), Some(Reply::Local(CallId(1))));
-        assert_eq!(s.end(&gid(1)), None);
-        assert_eq!(fx.pop(), None, "a ready member keeps its pane");
-        assert_eq!(s.cancel(&mut fx, &gid(1)), None, "ended once");
-        assert_eq!(fx.pop(), None);
-        let (mut s, mut fx) = reserved(Reply::Local(CallId(3)));
-        assert_eq!(s.cancel(&mut fx, &gid(1)), Some(Reply::Local(CallId(3))));
-        assert_eq!(fx.pop(), Some(Output::ClosePane { gid: gid(1) }));
-        assert_eq!(s.cancel(&mut fx, &gid(1)), None);
-        assert_eq!(s.reserved(), 0);
-    }
 }
 
 #[cfg(test)]

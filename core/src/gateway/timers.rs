@@ -32,6 +32,8 @@ pub enum TimerKind {
     HeldSweep,
     /// A spawn's readiness bound (target side) or answer bound (requester side).
     Spawn(SessionId),
+    /// A starting member's next look for its readiness gate.
+    StartLook(SessionId),
     /// A remote stop's answer bound (requester side), by the STOP's msgId.
     Stop(crate::ids::MsgId),
     /// The idle reaper's round.
@@ -74,6 +76,7 @@ impl Gateway {
                     }
                 }
                 TimerKind::Spawn(gid) => self.on_spawn_timer(now, gid),
+                TimerKind::StartLook(gid) => self.on_start_look_timer(&gid),
                 TimerKind::Stop(msg) => self.on_stop_timer(now, msg),
                 TimerKind::Reap => self.on_reap(now),
                 TimerKind::Adoption(gid) => self.on_adoption_due(now, gid),

@@ -76,6 +76,12 @@ pub enum Input {
         gid: SessionId,
         result: Result<Launched, SpawnError>,
     },
+    /// The answer to `Output::LookAtStart`: the starting member's program ended (why), its
+    /// pane is gone, or its status and screen; `Err` when herdr did not answer.
+    StartLooked {
+        gid: SessionId,
+        look: Result<Sampled, PaneError>,
+    },
     /// Something the broker did (cross-host mode only).
     Broker(BrokerEvent),
     /// The wall clock read `unix_ms` at this `now` (for envelope stamps and expiry). Fed at
@@ -111,6 +117,7 @@ impl Input {
             Input::StatusHint { .. } => "status_hint",
             Input::LeadAttached { .. } => "lead_attached",
             Input::Spawned { .. } => "spawned",
+            Input::StartLooked { .. } => "start_looked",
             Input::Broker(BrokerEvent::Up { .. }) => "broker_up",
             Input::Broker(BrokerEvent::Down) => "broker_down",
             Input::Broker(BrokerEvent::Delivery { .. }) => "broker_delivery",
@@ -151,7 +158,8 @@ pub enum Sampled {
     /// No pane carries its label any more (as `PaneGone`).
     Gone,
     /// Its program ended, and why (its exit status and last screen lines): its pane is gone
-    /// or going. Only the health probe says this; a spawn still in its gate fails with it.
+    /// or going. Only the health probe and a look at a starting member say this; a spawn
+    /// still in its gate fails with it.
     Ended { why: String },
 }
 
@@ -200,14 +208,19 @@ pub enum InjectError {
     Unconfirmed(String),
 }
 
-/// How a new member's readiness gate (CB-306) opens.
+/// How a new member's readiness gate (CB-306) opens. The launcher says which at once; the
+/// core looks at the pane (`Output::LookAtStart`) on its own clock, so the simulation runs
+/// the same gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Readiness {
     /// When the member connects to this gateway's MCP (`Input::MemberConnected`).
     OnConnect,
-    /// It already has: the launcher saw the pane's program reach an injectable status within
-    /// the gate's bound (a `command` profile, which has no MCP connection to wait for).
-    Ready,
+    /// When its screen shows its prompt, judged by its kind's rules (an agent may connect
+    /// seconds before it takes input, and text typed before is lost), and it has connected.
+    OnPrompt(crate::agent_screen::StartRules),
+    /// When herdr, or the program itself, reports an injectable status (a `command`
+    /// profile, which has no MCP connection to wait for).
+    OnInjectable,
 }
 
 /// A member pane listed at start.
@@ -292,6 +305,9 @@ pub enum Output {
     },
     /// Close a member's pane (a spawn that never became ready is reaped).
     ClosePane { gid: SessionId },
+    /// Look at starting member `gid` once for its readiness gate: whether its program ended
+    /// (why), else its status and its screen; answer with `Input::StartLooked`, always.
+    LookAtStart { gid: SessionId },
     /// Member `gid` passed its readiness gate here: the launcher drops the mark its launch
     /// left with its files, so a later restart adopts it by its samples
     /// (`ListedMember::starting`).
@@ -339,6 +355,7 @@ impl fmt::Display for Output {
                 }
             }
             Output::ClosePane { gid } => write!(f, "close_pane {gid}"),
+            Output::LookAtStart { gid } => write!(f, "look_at_start {gid}"),
             Output::MemberReady { gid } => write!(f, "member_ready {gid}"),
             Output::ProbeHealth { targets } => {
                 write!(f, "probe_health {} member(s)", targets.len())

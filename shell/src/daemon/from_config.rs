@@ -80,7 +80,6 @@ pub(super) fn herdr_config(
     launch.tokens = MemberTokens::load(&runtime);
     launch.env_allow = h.env_allow.clone();
     launch.base_url_allow = h.base_url_allow.clone();
-    launch.ready_timeout = Duration::from_millis(h.ready_timeout_ms);
     let mut hc = HerdrConfig::new(socket, launch);
     hc.member_socket = h.member_socket.clone();
     hc.timeout = Duration::from_millis(h.timeout_ms);

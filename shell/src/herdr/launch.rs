@@ -23,7 +23,6 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// The environment a member may inherit from the daemon, by default: names, or prefixes ending
 /// in `*`. Nothing that carries a credential.
@@ -140,9 +139,6 @@ pub struct LaunchConfig {
     pub env_allow: Vec<String>,
     /// The subscription guard: the only `ANTHROPIC_BASE_URL`s a `claude-code` member may use.
     pub base_url_allow: Vec<String>,
-    /// The readiness gate for `command` members: an injectable status within this bound.
-    pub ready_timeout: Duration,
-    pub ready_poll: Duration,
     /// The members' live tokens: one nonce per spawn, so a stopped member's token dies with it.
     pub tokens: MemberTokens,
 }
@@ -155,7 +151,6 @@ impl fmt::Debug for LaunchConfig {
             .field("member_key", &"<redacted>")
             .field("env_allow", &self.env_allow)
             .field("base_url_allow", &self.base_url_allow)
-            .field("ready_timeout", &self.ready_timeout)
             .finish()
     }
 }
@@ -168,8 +163,6 @@ impl LaunchConfig {
             member_key,
             env_allow: DEFAULT_ENV_ALLOW.iter().map(|s| s.to_string()).collect(),
             base_url_allow: Vec::new(),
-            ready_timeout: Duration::from_secs(60),
-            ready_poll: Duration::from_millis(250),
             tokens: MemberTokens::default(),
         }
     }
@@ -245,18 +238,6 @@ impl CharterReceipt {
     }
 }
 
-/// When a launched member counts as ready (CB-306).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Gate {
-    /// It connects to this gateway's MCP with its secret — and, for an agent whose start
-    /// screens fleetd knows, its prompt is drawn with no dialog before it (`agent_screen`).
-    Connects {
-        screen: Option<fleet_core::agent_screen::StartRules>,
-    },
-    /// Its pane shows an injectable status (`command` profiles).
-    Injectable,
-}
-
 /// The member's filtered herdr socket, in its directory (`member_socket`).
 pub const MEMBER_HERDR_SOCKET: &str = "herdr.sock";
 
@@ -283,7 +264,8 @@ pub struct Launch {
     /// Files to write (mode 0600, in a 0700 directory) before the pane starts.
     pub files: Vec<(PathBuf, String)>,
     pub receipt: Option<CharterReceipt>,
-    pub gate: Gate,
+    /// How its readiness is known (CB-306): the core's gate looks at the pane for it.
+    pub gate: fleet_core::Readiness,
     /// The launch script's path (`<dir>/launch.sh`).
     pub script: PathBuf,
     /// The sandbox the program runs in (`bwrap … --` and what follows), when it has one.

@@ -6,7 +6,6 @@
 pub mod agent_config;
 pub mod api;
 pub mod events;
-mod gate;
 pub mod launch;
 #[cfg(feature = "daemon")]
 pub mod lead_launch;
@@ -18,7 +17,7 @@ mod spawn;
 pub mod worktree;
 
 pub use api::{Api, NewPane, PaneInfo, Pong, ReportedState, PROTOCOL};
-pub use launch::{CharterReceipt, Gate, Kind, LaunchConfig, LaunchError, Profile};
+pub use launch::{CharterReceipt, Kind, LaunchConfig, LaunchError, Profile};
 pub use rpc::{RpcError, Socket};
 pub use sandbox::{Availability, Network, SandboxConfig};
 pub use worktree::WorktreeConfig;
@@ -591,9 +590,10 @@ impl HerdrPort for HerdrClient {
     }
 
     fn ended(&self, target: &SessionId) -> PortFuture<Option<String>> {
-        // Looked up when awaited: the sample that finds the pane gone records why first.
-        let (ended, gid) = (self.ended.clone(), target.clone());
-        Box::pin(async move { ended.borrow().get(&gid).cloned() })
+        // Looked up when awaited: the sample that finds the pane gone records why first, and
+        // the exit the launch script recorded counts while its pane still shows the end.
+        let (me, gid) = (self.clone(), target.clone());
+        Box::pin(async move { me.exited(&gid).await })
     }
 
     fn inject(&self, target: &SessionId, text: &str) -> PortFuture<Result<String, InjectFailure>> {
@@ -731,29 +731,4 @@ async fn exit_report(
     })
 }
 
-/// The last `lines` non-empty lines of a screen, control characters stripped, at most `bytes`
-/// (cut at a character boundary from the front): what an error or a log line may carry of
-/// text a member printed.
-pub fn last_screen(screen: &str, lines: usize, bytes: usize) -> String {
-    let clean: Vec<String> = screen
-        .lines()
-        .map(|l| {
-            l.chars()
-                .filter(|c| !c.is_control() || *c == '\t')
-                .collect::<String>()
-                .trim_end()
-                .to_string()
-        })
-        .filter(|l| !l.is_empty() && !l.starts_with("[fleetd] the member exited"))
-        .collect();
-    let start = clean.len().saturating_sub(lines);
-    let mut text = clean[start..].join("\n");
-    if text.len() > bytes {
-        let mut cut = text.len() - bytes;
-        while !text.is_char_boundary(cut) {
-            cut += 1;
-        }
-        text = format!("…{}", &text[cut..]);
-    }
-    text
-}
+pub use fleet_core::pane_text::last_screen;

@@ -2,11 +2,10 @@
 //! undoes everything the steps before it made ([`Made`]), once, in one place — a member that
 //! failed to start holds no work, so nothing of it stays.
 
-use super::gate::{screen_within, status_within, GateError};
 use super::{launch, port_error, sandbox, worktree, HerdrClient, NewPane, Profile, LABEL_PREFIX};
 use fleet_core::SpawnError;
-use fleet_core::{AgentStatus, Launched, Readiness, SessionId, SpawnSpec};
-use launch::{Gate, Launch};
+use fleet_core::{Launched, SessionId, SpawnSpec};
+use launch::Launch;
 use sandbox::Network;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -115,8 +114,11 @@ impl HerdrClient {
         made.pane = Some(pane.clone());
         let charter = plan.receipt.as_ref().map(|r| r.sha256.clone());
         self.on_placed(gid, profile, boxed, &pane, &mut plan);
-        let readiness = self.gate(gid, profile, p, &dir, &pane, &plan).await?;
-        Ok(Launched { readiness, charter })
+        // Its readiness gate is the core's: it looks at the pane from here on.
+        Ok(Launched {
+            readiness: plan.gate,
+            charter,
+        })
     }
 
     /// Whether a member of `profile` runs sandboxed, and on which network; refused when it
@@ -270,38 +272,5 @@ impl HerdrClient {
             tracing::info!(%gid, profile, charter_sha256 = %r.sha256, "member charter");
             self.receipts.borrow_mut().insert(gid.clone(), r);
         }
-    }
-
-    /// The readiness gate: how the member will be known ready, or why it failed (its pane is
-    /// then reaped with the rest, so no half-built pane stays).
-    async fn gate(
-        &self,
-        gid: &SessionId,
-        profile: &str,
-        p: &Profile,
-        dir: &Path,
-        pane: &str,
-        plan: &Launch,
-    ) -> Result<Readiness, SpawnError> {
-        let (api, launch) = (&self.api, &self.cfg.launch);
-        let gated = match &plan.gate {
-            Gate::Connects { screen: None } => return Ok(Readiness::OnConnect),
-            Gate::Connects {
-                screen: Some(rules),
-            } => screen_within(api, pane, launch, dir, *rules)
-                .await
-                .map(|()| Readiness::OnConnect)
-                .map_err(|e| (format!("{} ", p.kind.name()), e)),
-            Gate::Injectable => status_within(api, pane, launch, dir, AgentStatus::injectable)
-                .await
-                .map(|()| Readiness::Ready)
-                .map_err(|e| (String::new(), e)),
-        };
-        gated.map_err(|(prefix, e)| {
-            let (GateError::NotReady(why) | GateError::Herdr(why)) = e;
-            let why = format!("{prefix}{why}");
-            tracing::warn!(%gid, profile, "a member failed its readiness gate: {why}");
-            refused(why)
-        })
     }
 }

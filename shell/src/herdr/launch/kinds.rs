@@ -2,6 +2,8 @@
 //! first-start preparation it needs.
 
 use super::*;
+use fleet_core::agent_screen::StartRules;
+use fleet_core::Readiness;
 
 /// What every kind's plan reads: the member and where it reaches this gateway.
 pub(super) struct Ctx<'a> {
@@ -37,7 +39,7 @@ pub(super) struct Parts {
     pub agent: Option<AgentPrep>,
 }
 
-type Planned = Result<(Vec<String>, Gate), LaunchError>;
+type Planned = Result<(Vec<String>, Readiness), LaunchError>;
 
 pub(super) fn claude_code(
     c: &Ctx<'_>,
@@ -82,8 +84,7 @@ pub(super) fn claude_code(
         argv.extend(["--append-system-prompt".into(), charter.clone()]);
     }
     argv.extend(args.iter().cloned());
-    let screen = Some(fleet_core::agent_screen::StartRules::ClaudeCode);
-    Ok((argv, Gate::Connects { screen }))
+    Ok((argv, Readiness::OnPrompt(StartRules::ClaudeCode)))
 }
 
 pub(super) fn codex(
@@ -113,8 +114,7 @@ pub(super) fn codex(
     });
     let mut argv = vec![bin.to_string()];
     argv.extend(args.iter().cloned());
-    let screen = Some(fleet_core::agent_screen::StartRules::Codex);
-    Ok((argv, Gate::Connects { screen }))
+    Ok((argv, Readiness::OnPrompt(StartRules::Codex)))
 }
 
 pub(super) fn opencode(
@@ -169,8 +169,7 @@ pub(super) fn opencode(
         argv.extend(["-m".into(), m.clone()]);
     }
     argv.extend(args.iter().cloned());
-    let screen = Some(fleet_core::agent_screen::StartRules::OpenCode);
-    Ok((argv, Gate::Connects { screen }))
+    Ok((argv, Readiness::OnPrompt(StartRules::OpenCode)))
 }
 
 pub(super) fn command(c: &Ctx<'_>, p: &mut Parts, argv: &[String]) -> Planned {
@@ -182,5 +181,5 @@ pub(super) fn command(c: &Ctx<'_>, p: &mut Parts, argv: &[String]) -> Planned {
     // program's own, set by the 0600 launch script (never argv, which any user can
     // list).
     p.env.insert("FLEET_MCP_TOKEN".into(), c.token.clone());
-    Ok((argv.to_vec(), Gate::Injectable))
+    Ok((argv.to_vec(), Readiness::OnInjectable))
 }

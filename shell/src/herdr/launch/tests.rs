@@ -70,9 +70,7 @@ fn a_claude_code_member_runs_off_subscription_with_its_own_mcp_and_a_scrubbed_en
     );
     assert_eq!(
         l.gate,
-        Gate::Connects {
-            screen: Some(fleet_core::agent_screen::StartRules::ClaudeCode)
-        }
+        fleet_core::Readiness::OnPrompt(fleet_core::agent_screen::StartRules::ClaudeCode)
     );
     let (_, text) = l
         .files
@@ -214,7 +212,7 @@ fn a_command_member_is_gated_on_an_injectable_status() {
         &parent(),
     )
     .expect("planned");
-    assert_eq!(l.gate, Gate::Injectable);
+    assert_eq!(l.gate, fleet_core::Readiness::OnInjectable);
     assert_eq!(l.env["FLEET_MCP_URL"], "http://127.0.0.1:7700/mcp");
     assert_eq!(l.env["FLEET_MCP_TOKEN"], member_token(&[7; 32], "g3", "00"));
     assert_eq!(
