@@ -127,6 +127,108 @@ pub enum HeaderValue {
 /// Headers by name: ordered, so encodings and snapshots are stable.
 pub type Headers = BTreeMap<String, HeaderValue>;
 
+/// What a message of each kind carries beside its routing and its body: the references its
+/// kind needs, and only those (ch. 10 §2.1). A draft is built from one, so no kind goes out
+/// missing a reference it needs or carrying one it never has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Payload {
+    /// A brief for one entity's inbox.
+    Send,
+    /// A note for every member, or a group's.
+    Broadcast,
+    /// A lead-to-lead note.
+    Coord,
+    /// A stop of a member, to its host's control queue (the member in the body).
+    Stop,
+    /// An entity's presence.
+    Presence,
+    /// A spawn on another host: the new member's gid, minted by the requester.
+    Spawn { spawn_id: SessionId },
+    /// A member's question in the turn of brief `re`.
+    Ask { re: MsgId, turn: TurnId },
+    /// A lead's answer to question `turn`.
+    Answer { turn: TurnId },
+    /// A turn's result for brief `re` (none: a reply nothing asked for), as `outcome`.
+    Reply { re: Option<MsgId>, outcome: Outcome },
+    /// Brief or control message `re` failed, as `outcome`; a SPAWN's failure names its id.
+    Failed {
+        re: MsgId,
+        outcome: Outcome,
+        spawn_id: Option<SessionId>,
+    },
+    /// Brief `re` was typed into its member.
+    Injected { re: MsgId },
+    /// Brief `re` will get no result: its member went before it ended.
+    Abandoned { re: MsgId },
+    /// Answer `re` came after its question closed (`turn`, as the answer named it).
+    TooLate { re: MsgId, turn: Option<TurnId> },
+    /// Question `turn` (asked in brief `re`'s turn) has no waiter to answer it.
+    NoWaiter { re: Option<MsgId>, turn: TurnId },
+}
+
+impl Payload {
+    /// The kind it is.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Payload::Send => Kind::Send,
+            Payload::Broadcast => Kind::Broadcast,
+            Payload::Coord => Kind::Coord,
+            Payload::Stop => Kind::Stop,
+            Payload::Presence => Kind::Presence,
+            Payload::Spawn { .. } => Kind::Spawn,
+            Payload::Ask { .. } => Kind::Ask,
+            Payload::Answer { .. } => Kind::Answer,
+            Payload::Reply { .. } => Kind::Reply,
+            Payload::Failed { .. } => Kind::Failed,
+            Payload::Injected { .. } => Kind::Injected,
+            Payload::Abandoned { .. } => Kind::Abandoned,
+            Payload::TooLate { .. } => Kind::TooLate,
+            Payload::NoWaiter { .. } => Kind::NoWaiter,
+        }
+    }
+
+    /// Its `re` header.
+    pub fn re(&self) -> Option<MsgId> {
+        match self {
+            Payload::Ask { re, .. }
+            | Payload::Failed { re, .. }
+            | Payload::Injected { re }
+            | Payload::Abandoned { re }
+            | Payload::TooLate { re, .. } => Some(*re),
+            Payload::Reply { re, .. } | Payload::NoWaiter { re, .. } => *re,
+            _ => None,
+        }
+    }
+
+    /// Its `turnId` header.
+    pub fn turn_id(&self) -> Option<TurnId> {
+        match self {
+            Payload::Ask { turn, .. }
+            | Payload::Answer { turn }
+            | Payload::NoWaiter { turn, .. } => Some(*turn),
+            Payload::TooLate { turn, .. } => *turn,
+            _ => None,
+        }
+    }
+
+    /// Its `spawnId` header.
+    pub fn spawn_id(&self) -> Option<&SessionId> {
+        match self {
+            Payload::Spawn { spawn_id } => Some(spawn_id),
+            Payload::Failed { spawn_id, .. } => spawn_id.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Its `outcome` header.
+    pub fn outcome(&self) -> Option<Outcome> {
+        match self {
+            Payload::Reply { outcome, .. } | Payload::Failed { outcome, .. } => Some(*outcome),
+            _ => None,
+        }
+    }
+}
+
 /// Whom an envelope is for: what its routing key (`to`) means, which its kind decides. On the
 /// wire it stays the routing key it was published with (`key`); nothing reads `to` as text.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -457,5 +559,80 @@ fn int_field(h: &Headers, field: &'static str) -> Result<u64, DecodeError> {
             field,
             expected: "integer",
         }),
+    }
+}
+
+#[cfg(test)]
+mod payload_tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// Each kind's payload names that kind and carries exactly the references the spec gives
+    /// it: every kind has one, and a kind that never refers to a brief carries no `re`.
+    #[test]
+    fn each_payload_is_one_kind_with_its_own_references() {
+        let (re, turn) = (MsgId(Uuid::from_u128(1)), TurnId(Uuid::from_u128(2)));
+        let gid = SessionId::new("00000000-0000-4000-8000-000000000001");
+        let all = [
+            Payload::Send,
+            Payload::Broadcast,
+            Payload::Coord,
+            Payload::Stop,
+            Payload::Presence,
+            Payload::Spawn {
+                spawn_id: gid.clone(),
+            },
+            Payload::Ask { re, turn },
+            Payload::Answer { turn },
+            Payload::Reply {
+                re: None,
+                outcome: Outcome::Replied,
+            },
+            Payload::Failed {
+                re,
+                outcome: Outcome::WorkerFailed,
+                spawn_id: Some(gid.clone()),
+            },
+            Payload::Injected { re },
+            Payload::Abandoned { re },
+            Payload::TooLate {
+                re,
+                turn: Some(turn),
+            },
+            Payload::NoWaiter { re: Some(re), turn },
+        ];
+        let kinds: BTreeSet<Kind> = all.iter().map(Payload::kind).collect();
+        assert_eq!(
+            kinds,
+            Kind::ALL.into_iter().collect(),
+            "one payload per kind"
+        );
+        for p in &all {
+            let refers = p.re().is_some();
+            let plain = matches!(
+                p.kind(),
+                Kind::Send
+                    | Kind::Broadcast
+                    | Kind::Coord
+                    | Kind::Stop
+                    | Kind::Presence
+                    | Kind::Spawn
+                    | Kind::Answer
+                    | Kind::Reply
+            );
+            assert!(refers != plain, "{:?}", p.kind());
+            assert_eq!(
+                p.outcome().is_some(),
+                matches!(p.kind(), Kind::Reply | Kind::Failed),
+                "{:?}",
+                p.kind()
+            );
+            assert_eq!(
+                p.spawn_id().is_some(),
+                matches!(p.kind(), Kind::Spawn | Kind::Failed),
+                "{:?}",
+                p.kind()
+            );
+        }
     }
 }

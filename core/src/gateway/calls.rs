@@ -6,7 +6,6 @@ use super::delegation::{Answer, Delegation, RemoteBrief, Side, Ticket};
 use super::Gateway;
 use crate::authz::{self, Principal};
 use crate::broker::Exchange;
-use crate::envelope::Kind as MsgKind;
 use crate::ids::{CallId, MsgId, SessionId, TicketId, TurnId};
 use crate::inbox::HeldReply;
 use crate::io::{CallError, Event, Request, Response};
@@ -622,8 +621,9 @@ impl Gateway {
         let to = crate::envelope::Address::Broadcast(group.clone());
         let key = to.key();
         let ttl = self.cfg.injected_timeout_ms;
-        let draft = super::federation::Draft::new(MsgKind::Broadcast, &from, to, ttl)
-            .body(content.into_bytes());
+        let draft =
+            super::federation::Draft::new(crate::envelope::Payload::Broadcast, &from, to, ttl)
+                .body(content.into_bytes());
         let env = self.seal(draft);
         let msg = env.msg_id;
         match self.publish(Exchange::Msg, env) {

@@ -9,7 +9,7 @@ use super::Gateway;
 use crate::authz::Principal;
 use crate::broker::{DeliveryId, Exchange};
 use crate::envelope::Address;
-use crate::envelope::{Envelope, Kind};
+use crate::envelope::Envelope;
 use crate::ids::{CallId, MsgId, SessionId};
 use crate::io::{CallError, Event, RejectCode, Response};
 use crate::roster::EntityKind;
@@ -74,7 +74,7 @@ impl Gateway {
             return self.respond(call, Response::Error(CallError::BrokerUnavailable));
         }
         let draft = Draft::new(
-            Kind::Coord,
+            crate::envelope::Payload::Coord,
             &from,
             Address::Entity(target.clone()),
             self.cfg.reply_ttl_ms,

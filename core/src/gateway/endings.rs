@@ -7,7 +7,6 @@ use super::federation::Draft;
 use super::Gateway;
 use crate::broker::Exchange;
 use crate::envelope::Address;
-use crate::envelope::Kind as MsgKind;
 use crate::ids::{CallId, TicketId, TurnId};
 use crate::injector::Cause;
 use crate::io::{CallError, Event, Response};
@@ -186,12 +185,11 @@ impl Gateway {
                     self.rendezvous.take(&target, msg, Kind::Failed);
                     let ttl = self.cfg.reply_ttl_ms;
                     let draft = Draft::new(
-                        MsgKind::Abandoned,
+                        crate::envelope::Payload::Abandoned { re },
                         &target,
                         Address::Entity(reply_to.clone()),
                         ttl,
                     )
-                    .re(re)
                     .body(why.as_bytes().to_vec());
                     let env = self.seal(draft);
                     self.publish(Exchange::Msg, env);

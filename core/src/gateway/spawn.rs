@@ -16,7 +16,7 @@ use super::Gateway;
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode};
 use crate::envelope::Address;
-use crate::envelope::{Envelope, Kind};
+use crate::envelope::Envelope;
 use crate::ids::{CallId, HostId, MsgId, SessionId};
 use crate::io::{
     CallError, Event, Launched, PaneError, Readiness, Response, Sampled, SpawnError, Stale,
@@ -98,9 +98,10 @@ impl Gateway {
         }
         let body = serde_json::to_vec(&spec).unwrap_or_default();
         let ttl = self.cfg.spawn_ready_timeout_ms;
-        let draft = Draft::new(Kind::Spawn, &from, Address::Host(host.clone()), ttl)
-            .body(body)
-            .spawn_id(gid.clone());
+        let spawn = crate::envelope::Payload::Spawn {
+            spawn_id: gid.clone(),
+        };
+        let draft = Draft::new(spawn, &from, Address::Host(host.clone()), ttl).body(body);
         let env = self.seal(draft);
         let msg = env.msg_id;
         let Some(publish) = self.publish(Exchange::Control, env) else {
@@ -355,16 +356,13 @@ impl Gateway {
                 self.ack_if_current(delivery);
                 let ttl = self.cfg.reply_ttl_ms;
                 let gateway = SessionId::new(GATEWAY_GID);
-                let draft = Draft::new(
-                    Kind::Failed,
-                    &gateway,
-                    Address::Entity(requester.clone()),
-                    ttl,
-                )
-                .re(re)
-                .outcome(Outcome::WorkerFailed)
-                .body(reason.into_bytes())
-                .spawn_id(gid.clone());
+                let failed = crate::envelope::Payload::Failed {
+                    re,
+                    outcome: Outcome::WorkerFailed,
+                    spawn_id: Some(gid.clone()),
+                };
+                let draft = Draft::new(failed, &gateway, Address::Entity(requester.clone()), ttl)
+                    .body(reason.into_bytes());
                 let env = self.seal(draft);
                 self.publish(Exchange::Msg, env);
             }

@@ -14,7 +14,7 @@ use super::Gateway;
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode, StopRequest};
 use crate::envelope::Address;
-use crate::envelope::{Envelope, Kind};
+use crate::envelope::Envelope;
 use crate::gateway::Link;
 use crate::ids::{CallId, HostId, MsgId, SessionId};
 use crate::io::{CallError, Event, Response};
@@ -85,7 +85,7 @@ impl Gateway {
         })
         .unwrap_or_default();
         let draft = Draft::new(
-            Kind::Stop,
+            crate::envelope::Payload::Stop,
             &from,
             Address::Host(row.host.clone()),
             self.cfg.stop_timeout_ms,
@@ -183,19 +183,13 @@ impl Gateway {
     /// why it was not done.
     pub(super) fn refuse_control(&mut self, env: &Envelope, refusal: Refusal) {
         let gateway = SessionId::new(GATEWAY_GID);
-        let draft = Draft::new(
-            Kind::Failed,
-            &gateway,
-            Address::Entity(env.from.clone()),
-            self.cfg.reply_ttl_ms,
-        )
-        .re(Some(env.msg_id))
-        .outcome(Outcome::WorkerFailed)
-        .body(refusal.to_body());
-        let draft = match &env.spawn_id {
-            Some(gid) => draft.spawn_id(gid.clone()),
-            None => draft,
+        let failed = crate::envelope::Payload::Failed {
+            re: env.msg_id,
+            outcome: Outcome::WorkerFailed,
+            spawn_id: env.spawn_id.clone(),
         };
+        let to = Address::Entity(env.from.clone());
+        let draft = Draft::new(failed, &gateway, to, self.cfg.reply_ttl_ms).body(refusal.to_body());
         let failed = self.seal(draft);
         self.publish(Exchange::Msg, failed);
     }

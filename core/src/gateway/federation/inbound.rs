@@ -8,7 +8,7 @@ use super::Draft;
 use crate::admission::{admit_checked, record, Arrived, Rejection};
 use crate::broker::{BrokerEvent, BrokerOp, DeliveryId, Exchange, Names, PublishResult};
 use crate::control::{Refusal, RefusalCode};
-use crate::envelope::Address;
+use crate::envelope::{Address, Payload};
 use crate::envelope::{Envelope, HeaderValue, Headers, Kind};
 use crate::gateway::delegation::{RemoteBrief, Side};
 use crate::gateway::Gateway;
@@ -478,9 +478,11 @@ impl Gateway {
             }
             Kind::Answer => {
                 let ttl = self.cfg.reply_ttl_ms;
-                let draft = Draft::new(Kind::TooLate, &to, Address::Entity(env.from.clone()), ttl)
-                    .re(env.msg_id)
-                    .turn(env.turn_id)
+                let late = Payload::TooLate {
+                    re: env.msg_id,
+                    turn: env.turn_id,
+                };
+                let draft = Draft::new(late, &to, Address::Entity(env.from.clone()), ttl)
                     .body(why.into_bytes())
                     .trace(env.trace_id);
                 let late = self.seal(draft);
@@ -605,16 +607,14 @@ impl Gateway {
         }
         let ttl = self.cfg.reply_ttl_ms;
         let gateway = SessionId::new(GATEWAY_GID);
-        let draft = Draft::new(
-            Kind::Failed,
-            &gateway,
-            Address::Entity(env.from.clone()),
-            ttl,
-        )
-        .re(env.msg_id)
-        .outcome(Outcome::WorkerFailed)
-        .body(format!("dead-lettered before delivery to {} ({reason})", env.to).into_bytes())
-        .trace(env.trace_id);
+        let failed = Payload::Failed {
+            re: env.msg_id,
+            outcome: Outcome::WorkerFailed,
+            spawn_id: None,
+        };
+        let draft = Draft::new(failed, &gateway, Address::Entity(env.from.clone()), ttl)
+            .body(format!("dead-lettered before delivery to {} ({reason})", env.to).into_bytes())
+            .trace(env.trace_id);
         let report = self.seal(draft);
         self.publish(Exchange::Msg, report);
     }

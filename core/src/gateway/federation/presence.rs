@@ -4,8 +4,8 @@
 
 use super::Draft;
 use crate::broker::{DeliveryId, Exchange};
-use crate::envelope::Address;
-use crate::envelope::{Envelope, Kind};
+use crate::envelope::Envelope;
+use crate::envelope::{Address, Payload};
 use crate::gateway::Gateway;
 use crate::gateway::Link;
 use crate::ids::{HostId, SessionId};
@@ -241,7 +241,7 @@ impl Gateway {
         };
         let body = Presence::batch(at, lines).to_body();
         let ttl = self.cfg.presence_ttl_ms;
-        let env = self.seal(Draft::new(Kind::Presence, &gw, to, ttl).body(body));
+        let env = self.seal(Draft::new(Payload::Presence, &gw, to, ttl).body(body));
         self.publish(Exchange::Roster, env);
     }
 
@@ -259,7 +259,7 @@ impl Gateway {
         };
         let body = Presence::delta(at, change).to_body();
         let ttl = self.cfg.presence_ttl_ms;
-        let env = self.seal(Draft::new(Kind::Presence, gid, to, ttl).body(body));
+        let env = self.seal(Draft::new(Payload::Presence, gid, to, ttl).body(body));
         self.publish(Exchange::Roster, env);
     }
 
@@ -367,7 +367,7 @@ impl Gateway {
             .with_ops(self.host_ops())
             .to_body();
         let ttl = self.cfg.presence_ttl_ms;
-        let env = self.seal(Draft::new(Kind::Presence, &gw, to, ttl).body(body));
+        let env = self.seal(Draft::new(Payload::Presence, &gw, to, ttl).body(body));
         self.publish(Exchange::Roster, env);
     }
 

@@ -2,67 +2,37 @@
 //! stamps it, `publish` signs it and hands it to the broker.
 
 use crate::broker::{BrokerOp, DeliveryId, Exchange, Names, PublishId};
-use crate::envelope::{Address, Envelope, Kind, VERSION};
+use crate::envelope::{Address, Envelope, Kind, Payload, VERSION};
 use crate::gateway::Gateway;
 use crate::gateway::Link;
-use crate::ids::{HostId, MsgId, SessionId, TraceId, TurnId};
+use crate::ids::{HostId, MsgId, SessionId, TraceId};
 use crate::io::{Event, RejectCode};
-use crate::outcome::Outcome;
 
 /// An envelope before it is numbered, stamped and signed.
 #[derive(Clone, Debug)]
 pub(crate) struct Draft {
-    kind: Kind,
+    payload: Payload,
     from: SessionId,
     to: String,
     ttl_ms: u64,
-    re: Option<MsgId>,
-    turn_id: Option<TurnId>,
-    outcome: Option<Outcome>,
-    spawn_id: Option<SessionId>,
     trace: Option<TraceId>,
     msg_id: Option<MsgId>,
     body: Vec<u8>,
 }
 
 impl Draft {
-    /// A `kind` message from `from` to `to` (published under its key), expiring `ttl_ms`
-    /// after its stamp.
-    pub(crate) fn new(kind: Kind, from: &SessionId, to: Address, ttl_ms: u64) -> Self {
+    /// A message of `payload`'s kind, with its references, from `from` to `to` (published
+    /// under its key), expiring `ttl_ms` after its stamp.
+    pub(crate) fn new(payload: Payload, from: &SessionId, to: Address, ttl_ms: u64) -> Self {
         Draft {
-            kind,
+            payload,
             from: from.clone(),
             to: to.key(),
             ttl_ms,
-            re: None,
-            turn_id: None,
-            outcome: None,
-            spawn_id: None,
             trace: None,
             msg_id: None,
             body: Vec::new(),
         }
-    }
-
-    /// The message this one answers.
-    pub(crate) fn re(mut self, re: impl Into<Option<MsgId>>) -> Self {
-        self.re = re.into();
-        self
-    }
-
-    pub(crate) fn turn(mut self, turn: impl Into<Option<TurnId>>) -> Self {
-        self.turn_id = turn.into();
-        self
-    }
-
-    pub(crate) fn outcome(mut self, outcome: Outcome) -> Self {
-        self.outcome = Some(outcome);
-        self
-    }
-
-    pub(crate) fn spawn_id(mut self, gid: SessionId) -> Self {
-        self.spawn_id = Some(gid);
-        self
     }
 
     /// Continues an existing flow instead of starting a new trace.
@@ -92,16 +62,16 @@ impl Gateway {
         let trace_id = d.trace.unwrap_or_else(|| self.ids.trace());
         Envelope {
             v: VERSION,
-            kind: d.kind,
+            kind: d.payload.kind(),
             msg_id: d.msg_id.unwrap_or(minted),
             trace_id,
             from: d.from,
             to: d.to,
             signer: HostId::new(""),
-            re: d.re,
-            turn_id: d.turn_id,
-            spawn_id: d.spawn_id,
-            outcome: d.outcome,
+            re: d.payload.re(),
+            turn_id: d.payload.turn_id(),
+            spawn_id: d.payload.spawn_id().cloned(),
+            outcome: d.payload.outcome(),
             ts,
             expires_at: ts.saturating_add(d.ttl_ms),
             sig: None,

@@ -7,7 +7,7 @@ use super::held::{Arrival, HeldFor, Holder};
 use super::{Draft, RemoteAsk};
 use crate::authz::Principal;
 use crate::broker::{DeliveryId, Exchange};
-use crate::envelope::Address;
+use crate::envelope::{Address, Payload};
 use crate::envelope::{Envelope, Kind};
 use crate::gateway::calls::{Answering, Opening, Send};
 use crate::gateway::delegation::{Answer, Delegation, RemoteBrief, Side};
@@ -40,7 +40,7 @@ impl Gateway {
         }
         let inject_ms = self.cfg.injected_timeout_ms;
         let draft = Draft::new(
-            Kind::Send,
+            Payload::Send,
             &from,
             Address::Entity(send.target.clone()),
             inject_ms,
@@ -149,12 +149,11 @@ impl Gateway {
         };
         let ttl = self.cfg.ask_timeout_ms;
         let draft = Draft::new(
-            Kind::Answer,
+            Payload::Answer { turn },
             &from,
             Address::Entity(ask.worker.clone()),
             ttl,
         )
-        .turn(turn)
         .body(a.content.into_bytes());
         let env = self.seal(draft);
         let (msg, unix) = (env.msg_id, env.ts);
@@ -404,10 +403,9 @@ impl Gateway {
             .filter(|t| self.delegations.contains(t));
         let Some(ticket) = ticket else {
             let ttl = self.cfg.reply_ttl_ms;
-            let draft = Draft::new(Kind::NoWaiter, lead, Address::Entity(env.from.clone()), ttl)
-                .re(env.re)
-                .turn(turn)
-                .trace(env.trace_id);
+            let none = Payload::NoWaiter { re: env.re, turn };
+            let draft =
+                Draft::new(none, lead, Address::Entity(env.from.clone()), ttl).trace(env.trace_id);
             let nw = self.seal(draft);
             self.publish(Exchange::Msg, nw);
             return;

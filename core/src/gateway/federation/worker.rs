@@ -6,8 +6,8 @@
 use super::confirms::{Pending, Unsent};
 use super::Draft;
 use crate::broker::{DeliveryId, Exchange, Names};
-use crate::envelope::Address;
-use crate::envelope::{Envelope, Kind};
+use crate::envelope::Envelope;
+use crate::envelope::{Address, Payload};
 use crate::gateway::delegation::{Delegation, Side};
 use crate::gateway::Gateway;
 use crate::gateway::Link;
@@ -149,15 +149,12 @@ impl Gateway {
                 return;
             }
             let ttl = self.cfg.reply_ttl_ms;
-            let draft = Draft::new(
-                Kind::TooLate,
-                &worker,
-                Address::Entity(env.from.clone()),
-                ttl,
-            )
-            .re(env.msg_id)
-            .turn(env.turn_id)
-            .trace(env.trace_id);
+            let late = Payload::TooLate {
+                re: env.msg_id,
+                turn: env.turn_id,
+            };
+            let draft = Draft::new(late, &worker, Address::Entity(env.from.clone()), ttl)
+                .trace(env.trace_id);
             let late = self.seal(draft);
             self.publish(Exchange::Msg, late);
             return;
@@ -191,12 +188,11 @@ impl Gateway {
         };
         let ttl = self.cfg.reply_ttl_ms;
         let draft = Draft::new(
-            Kind::Injected,
+            Payload::Injected { re },
             target,
             Address::Entity(reply_to.clone()),
             ttl,
-        )
-        .re(re);
+        );
         let env = self.seal(draft);
         self.publish(Exchange::Msg, env);
     }
@@ -212,16 +208,22 @@ impl Gateway {
         body: Option<String>,
         member_call: Option<CallId>,
     ) {
-        let kind = match outcome {
-            Outcome::Replied | Outcome::CompletedUnreplied => Kind::Reply,
-            _ => Kind::Failed,
+        let payload = match outcome {
+            Outcome::Replied | Outcome::CompletedUnreplied => Payload::Reply {
+                re: Some(re),
+                outcome,
+            },
+            _ => Payload::Failed {
+                re,
+                outcome,
+                spawn_id: None,
+            },
         };
         let ttl = self.cfg.reply_ttl_ms;
-        let draft = Draft::new(kind, worker, Address::Entity(reply_to.clone()), ttl)
-            .re(re)
-            .outcome(outcome)
+        let draft = Draft::new(payload, worker, Address::Entity(reply_to.clone()), ttl)
             .body(body.unwrap_or_default().into_bytes());
         let env = self.seal(draft);
+        let kind = env.kind;
         let sent = Unsent {
             turn: self.turns.get(worker).copied(),
             to: reply_to.clone(),
@@ -272,9 +274,8 @@ impl Gateway {
         question: String,
     ) {
         let ttl = self.cfg.ask_timeout_ms;
-        let draft = Draft::new(Kind::Ask, worker, Address::Entity(reply_to.clone()), ttl)
-            .re(re)
-            .turn(turn)
+        let ask = Payload::Ask { re, turn };
+        let draft = Draft::new(ask, worker, Address::Entity(reply_to.clone()), ttl)
             .body(question.into_bytes());
         let env = self.seal(draft);
         if self.publish(Exchange::Msg, env).is_none() {
@@ -333,9 +334,11 @@ impl Gateway {
         content: String,
     ) {
         let ttl = self.cfg.reply_ttl_ms;
-        let draft = Draft::new(Kind::Reply, member, Address::Entity(sent.to.clone()), ttl)
-            .re(sent.re)
-            .outcome(Outcome::Replied)
+        let reply = Payload::Reply {
+            re: sent.re,
+            outcome: Outcome::Replied,
+        };
+        let draft = Draft::new(reply, member, Address::Entity(sent.to.clone()), ttl)
             .body(content.into_bytes())
             .trace(sent.trace_id)
             .msg_id(sent.msg_id);
