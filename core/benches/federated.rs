@@ -19,7 +19,7 @@
 
 use fleet_core::admission::{admit, SeenSet};
 use fleet_core::broker::{BrokerEvent, BrokerOp};
-use fleet_core::envelope::{Envelope, Kind, VERSION};
+use fleet_core::envelope::{Envelope, Payload, VERSION};
 use fleet_core::signing::Keyring;
 use fleet_core::testing::broker::{ConnId, SimBroker};
 use fleet_core::{
@@ -69,7 +69,7 @@ struct Bench {
 }
 
 fn kind_of(h: &fleet_core::envelope::Headers) -> &'static str {
-    Envelope::from_parts(h, Vec::new()).map_or("undecodable", |e| e.kind.as_str())
+    Envelope::from_parts(h, Vec::new()).map_or("undecodable", |e| e.kind().as_str())
 }
 
 fn index(s: &SessionId) -> Option<(usize, usize)> {
@@ -332,16 +332,12 @@ fn crypto_costs() -> (f64, f64) {
     let _ = peers;
     let mut env = Envelope {
         v: VERSION,
-        kind: Kind::Send,
+        payload: Payload::Send,
         msg_id: MsgId(uuid::Uuid::from_u128(1)),
         trace_id: TraceId(uuid::Uuid::from_u128(2)),
         from: SessionId::new("lead"),
         to: "w".into(),
         signer: HostId::new("a"),
-        re: None,
-        turn_id: None,
-        spawn_id: None,
-        outcome: None,
         ts: UNIX0,
         expires_at: UNIX0 + 60_000,
         sig: None,

@@ -164,7 +164,7 @@ pub fn record(
     queue: &str,
     now_unix_ms: u64,
 ) -> Result<(), Rejection> {
-    if !env.kind.replay_guarded() {
+    if !env.kind().replay_guarded() {
         return Ok(());
     }
     match seen.insert_scoped(env.msg_id, queue, env.expires_at, now_unix_ms) {
@@ -211,7 +211,7 @@ pub fn admit_checked(
     // Presence is what binds a gid to a host, so it cannot be checked against that binding;
     // instead its routing key must name the signer as the gid's host (checked next, as `to`).
     // A gateway speaking as `_gateway` claims only to be itself.
-    let bound = if env.kind == Kind::Presence {
+    let bound = if env.kind() == Kind::Presence {
         env.to == presence_key(&env.signer, &env.from)
     } else if env.from.as_str() == GATEWAY_GID {
         true
@@ -252,7 +252,7 @@ pub fn admit_checked(
         });
     }
     if let Some(seen) = seen {
-        if env.kind.replay_guarded() && seen.holds_scoped(env.msg_id, queue, now_unix_ms) {
+        if env.kind().replay_guarded() && seen.holds_scoped(env.msg_id, queue, now_unix_ms) {
             return Err(Rejection::Replayed(env.msg_id));
         }
     }

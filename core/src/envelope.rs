@@ -166,7 +166,87 @@ pub enum Payload {
     NoWaiter { re: Option<MsgId>, turn: TurnId },
 }
 
+/// Reference headers as read (or as a test writes them), before their kind judges them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Refs {
+    pub re: Option<MsgId>,
+    pub turn: Option<TurnId>,
+    pub spawn_id: Option<SessionId>,
+    pub outcome: Option<Outcome>,
+}
+
 impl Payload {
+    /// The payload `kind` makes of the reference headers read: one its kind needs and lacks is
+    /// `Missing`; one its kind never carries is `Malformed`, never silently dropped (it is
+    /// signed, and a message is believed whole or not at all).
+    pub fn from_refs(kind: Kind, r: Refs) -> Result<Payload, DecodeError> {
+        fn need<T>(v: Option<T>, field: &'static str) -> Result<T, DecodeError> {
+            v.ok_or(DecodeError::Missing(field))
+        }
+        let Refs {
+            re,
+            turn,
+            spawn_id,
+            outcome,
+        } = r;
+        let payload = match kind {
+            Kind::Send => Payload::Send,
+            Kind::Broadcast => Payload::Broadcast,
+            Kind::Coord => Payload::Coord,
+            Kind::Stop => Payload::Stop,
+            Kind::Presence => Payload::Presence,
+            Kind::Spawn => Payload::Spawn {
+                spawn_id: need(spawn_id.clone(), "spawnId")?,
+            },
+            Kind::Ask => Payload::Ask {
+                re: need(re, "re")?,
+                turn: need(turn, "turnId")?,
+            },
+            Kind::Answer => Payload::Answer {
+                turn: need(turn, "turnId")?,
+            },
+            Kind::Reply => Payload::Reply {
+                re,
+                outcome: need(outcome, "outcome")?,
+            },
+            Kind::Failed => Payload::Failed {
+                re: need(re, "re")?,
+                outcome: need(outcome, "outcome")?,
+                spawn_id: spawn_id.clone(),
+            },
+            Kind::Injected => Payload::Injected {
+                re: need(re, "re")?,
+            },
+            Kind::Abandoned => Payload::Abandoned {
+                re: need(re, "re")?,
+            },
+            Kind::TooLate => Payload::TooLate {
+                re: need(re, "re")?,
+                turn,
+            },
+            Kind::NoWaiter => Payload::NoWaiter {
+                re,
+                turn: need(turn, "turnId")?,
+            },
+        };
+        let extra = [
+            ("re", re.is_some() && payload.re().is_none()),
+            ("turnId", turn.is_some() && payload.turn_id().is_none()),
+            (
+                "spawnId",
+                spawn_id.is_some() && payload.spawn_id().is_none(),
+            ),
+            ("outcome", outcome.is_some() && payload.outcome().is_none()),
+        ];
+        match extra.into_iter().find(|(_, extra)| *extra) {
+            Some((field, _)) => Err(DecodeError::Malformed {
+                field,
+                reason: format!("{kind} carries no {field}"),
+            }),
+            None => Ok(payload),
+        }
+    }
+
     /// The kind it is.
     pub fn kind(&self) -> Kind {
         match self {
@@ -266,14 +346,16 @@ impl Address {
 
 /// An envelope and its body.
 ///
-/// Beyond ch. 10's field list this carries three fields the flows need: `signer` (the gateway
-/// whose key signed it — the receiver must know which key to check before it can trust `from`),
-/// `re` (the msgId a REPLY, FAILED, INJECTED, ASK or ABANDONED answers: the sender's waiter is
-/// keyed by it) and `outcome` (which of the spec's outcomes a REPLY or FAILED carries).
+/// Beyond ch. 10's field list this carries the fields the flows need: `signer` (the gateway
+/// whose key signed it — the receiver must know which key to check before it can trust `from`)
+/// and, in its kind's `Payload`, `re` (the msgId a REPLY, FAILED, INJECTED, ASK or ABANDONED
+/// answers: the sender's waiter is keyed by it) and `outcome` (which of the spec's outcomes a
+/// REPLY or FAILED carries). Its kind is its payload's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Envelope {
     pub v: Version,
-    pub kind: Kind,
+    /// Its kind and the references that kind carries (`re`, `turnId`, `spawnId`, `outcome`).
+    pub payload: Payload,
     pub msg_id: MsgId,
     pub trace_id: TraceId,
     /// The sender's global id.
@@ -282,11 +364,6 @@ pub struct Envelope {
     /// control, `roster.<host>.<gid>` for presence.
     pub to: String,
     pub signer: HostId,
-    pub re: Option<MsgId>,
-    pub turn_id: Option<TurnId>,
-    /// SPAWN only: the new worker's gid.
-    pub spawn_id: Option<SessionId>,
-    pub outcome: Option<Outcome>,
     /// Publish time, Unix milliseconds.
     pub ts: u64,
     /// Gateway-enforced expiry, Unix milliseconds.
@@ -313,6 +390,27 @@ pub enum DecodeError {
 }
 
 impl Envelope {
+    pub fn kind(&self) -> Kind {
+        self.payload.kind()
+    }
+
+    /// The msgId it answers, for a kind that refers to one.
+    pub fn re(&self) -> Option<MsgId> {
+        self.payload.re()
+    }
+
+    pub fn turn_id(&self) -> Option<TurnId> {
+        self.payload.turn_id()
+    }
+
+    pub fn spawn_id(&self) -> Option<&SessionId> {
+        self.payload.spawn_id()
+    }
+
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.payload.outcome()
+    }
+
     /// The broker-neutral header map (every field but the body).
     pub fn to_headers(&self) -> Headers {
         let mut h = Headers::new();
@@ -320,22 +418,22 @@ impl Envelope {
             h.insert(k.to_string(), HeaderValue::Str(v));
         };
         s("v", self.v.to_string());
-        s("kind", self.kind.as_str().to_string());
+        s("kind", self.kind().as_str().to_string());
         s("msgId", self.msg_id.to_string());
         s("traceId", self.trace_id.to_string());
         s("from", self.from.to_string());
         s("to", self.to.clone());
         s("signer", self.signer.to_string());
-        if let Some(re) = self.re {
+        if let Some(re) = self.re() {
             s("re", re.to_string());
         }
-        if let Some(t) = self.turn_id {
+        if let Some(t) = self.turn_id() {
             s("turnId", t.to_string());
         }
-        if let Some(sp) = &self.spawn_id {
+        if let Some(sp) = self.spawn_id() {
             s("spawnId", sp.to_string());
         }
-        if let Some(o) = self.outcome {
+        if let Some(o) = self.outcome() {
             s("outcome", o.as_str().to_string());
         }
         h.insert("ts".into(), HeaderValue::Int(clamp_i64(self.ts)));
@@ -386,18 +484,20 @@ impl Envelope {
                 reason: format!("unknown outcome {o:?}"),
             })?),
         };
+        let refs = Refs {
+            re: opt_uuid(h, "re")?.map(MsgId),
+            turn: opt_uuid(h, "turnId")?.map(TurnId),
+            spawn_id: opt_str(h, "spawnId")?.map(SessionId::new),
+            outcome,
+        };
         Ok(Envelope {
             v,
-            kind,
+            payload: Payload::from_refs(kind, refs)?,
             msg_id: MsgId(uuid_field(h, "msgId")?),
             trace_id: TraceId(uuid_field(h, "traceId")?),
             from: SessionId::new(nonempty(h, "from")?),
             to: nonempty(h, "to")?.to_string(),
             signer: HostId::new(nonempty(h, "signer")?),
-            re: opt_uuid(h, "re")?.map(MsgId),
-            turn_id: opt_uuid(h, "turnId")?.map(TurnId),
-            spawn_id: opt_str(h, "spawnId")?.map(SessionId::new),
-            outcome,
             ts: int_field(h, "ts")?,
             expires_at: int_field(h, "expiresAt")?,
             sig,
@@ -414,7 +514,7 @@ impl Envelope {
             reason,
         };
         let to = self.to.as_str();
-        match self.kind {
+        match self.kind() {
             Kind::Presence => {
                 let a = Address::Presence {
                     host: self.signer.clone(),
@@ -437,7 +537,7 @@ impl Envelope {
                 ))),
             },
             _ if to.starts_with("broadcast.") || to.starts_with("roster.") => Err(malformed(
-                format!("{} is for one entity, not {to:?}", self.kind.as_str()),
+                format!("{} is for one entity, not {to:?}", self.kind().as_str()),
             )),
             _ => Ok(Address::Entity(SessionId::new(to))),
         }
@@ -458,16 +558,17 @@ impl Envelope {
         };
         field(Some(&self.v.major.to_be_bytes()));
         field(Some(&self.v.minor.to_be_bytes()));
-        field(Some(self.kind.as_str().as_bytes()));
+        field(Some(self.kind().as_str().as_bytes()));
         field(Some(self.msg_id.0.as_bytes()));
         field(Some(self.trace_id.0.as_bytes()));
         field(Some(self.from.as_str().as_bytes()));
         field(Some(self.to.as_bytes()));
         field(Some(self.signer.as_str().as_bytes()));
-        field(self.re.as_ref().map(|m| m.0.as_bytes().as_slice()));
-        field(self.turn_id.as_ref().map(|t| t.0.as_bytes().as_slice()));
-        field(self.spawn_id.as_ref().map(|s| s.as_str().as_bytes()));
-        field(self.outcome.map(|o| o.as_str().as_bytes()));
+        let (re, turn) = (self.re(), self.turn_id());
+        field(re.as_ref().map(|m| m.0.as_bytes().as_slice()));
+        field(turn.as_ref().map(|t| t.0.as_bytes().as_slice()));
+        field(self.spawn_id().map(|s| s.as_str().as_bytes()));
+        field(self.outcome().map(|o| o.as_str().as_bytes()));
         field(Some(&self.ts.to_be_bytes()));
         field(Some(&self.expires_at.to_be_bytes()));
         field(Some(&self.body));

@@ -3,7 +3,7 @@
 //! refused, and a real one is admitted.
 
 use fleet_core::admission::{admit, presence_key, Rejection, SeenSet};
-use fleet_core::envelope::{DecodeError, Envelope, HeaderValue, Headers, Kind, VERSION};
+use fleet_core::envelope::{DecodeError, Envelope, HeaderValue, Headers, Kind, Payload, VERSION};
 use fleet_core::signing::Keyring;
 use fleet_core::{HostId, MsgId, Outcome, SessionId, TraceId, TurnId};
 use proptest::prelude::*;
@@ -42,16 +42,12 @@ fn worker() -> SessionId {
 fn send(body: &[u8]) -> Envelope {
     Envelope {
         v: VERSION,
-        kind: Kind::Send,
+        payload: Payload::Send,
         msg_id: MsgId(Uuid::from_u128(0x11)),
         trace_id: TraceId(Uuid::from_u128(0x22)),
         from: lead(),
         to: worker().to_string(),
         signer: host("a"),
-        re: None,
-        turn_id: None,
-        spawn_id: None,
-        outcome: None,
         ts: NOW - 1_000,
         expires_at: NOW + 60_000,
         sig: None,
@@ -81,10 +77,10 @@ fn a_signed_send_from_a_known_sender_is_admitted() {
 fn the_header_encoding_is_stable() {
     let (a, _, _) = keyrings();
     let mut env = send(b"write the tests");
-    env.kind = Kind::Reply;
-    env.re = Some(MsgId(Uuid::from_u128(0x33)));
-    env.outcome = Some(Outcome::CompletedUnreplied);
-    env.turn_id = Some(TurnId(Uuid::from_u128(0x44)));
+    env.payload = Payload::Reply {
+        re: Some(MsgId(Uuid::from_u128(0x33))),
+        outcome: Outcome::CompletedUnreplied,
+    };
     a.sign(&mut env);
     let lines: Vec<String> = env
         .to_headers()
@@ -139,7 +135,7 @@ fn presence_binds_only_gids_under_the_signers_own_key() {
     let (a, b, _) = keyrings();
     let gid = SessionId::new("fresh-gid");
     let mut env = send(b"{}");
-    env.kind = Kind::Presence;
+    env.payload = Payload::Presence;
     env.from = gid.clone();
     env.to = presence_key(&host("a"), &gid);
     a.sign(&mut env);
@@ -162,17 +158,17 @@ fn an_address_is_read_by_its_kind() {
     use fleet_core::envelope::Address;
     let mut env = send(b"task");
     assert_eq!(env.address(), Ok(Address::Entity(worker())));
-    env.kind = Kind::Broadcast;
+    env.payload = Payload::Broadcast;
     env.to = "broadcast.all".into();
     assert_eq!(env.address(), Ok(Address::Broadcast(None)));
     env.to = "broadcast.docs".into();
     assert_eq!(env.address(), Ok(Address::Broadcast(Some("docs".into()))));
     env.to = "broadcast.".into();
     assert!(env.address().is_err());
-    env.kind = Kind::Stop;
+    env.payload = Payload::Stop;
     env.to = "beta".into();
     assert_eq!(env.address(), Ok(Address::Host(host("beta"))));
-    env.kind = Kind::Presence;
+    env.payload = Payload::Presence;
     env.to = format!("roster.a.{}", lead());
     assert_eq!(
         env.address(),
@@ -210,7 +206,10 @@ fn an_address_is_read_by_its_kind() {
 fn a_reply_addressed_to_a_broadcast_is_refused() {
     let (a, b, _) = keyrings();
     let mut env = send(b"forged");
-    env.kind = Kind::Reply;
+    env.payload = Payload::Reply {
+        re: None,
+        outcome: Outcome::Replied,
+    };
     env.to = "broadcast.all".into();
     a.sign(&mut env);
     let r = admit_at_b(&b, &env.to_headers(), env.body.clone(), "broadcast.all");
@@ -329,6 +328,85 @@ fn wrong_header_types_are_clear_errors() {
     );
 }
 
+/// A payload of `kind` from drawn parts: what its kind needs taken from them (or made up when
+/// not drawn), what it may carry as drawn, nothing it never carries.
+fn payload_of(
+    kind: Kind,
+    re: Option<u128>,
+    turn: Option<u128>,
+    spawn: Option<String>,
+    outcome: Outcome,
+) -> Payload {
+    let re_or = MsgId(Uuid::from_u128(re.unwrap_or(1)));
+    let turn_or = TurnId(Uuid::from_u128(turn.unwrap_or(2)));
+    let (re, turn) = (
+        re.map(|r| MsgId(Uuid::from_u128(r))),
+        turn.map(|t| TurnId(Uuid::from_u128(t))),
+    );
+    match kind {
+        Kind::Send => Payload::Send,
+        Kind::Broadcast => Payload::Broadcast,
+        Kind::Coord => Payload::Coord,
+        Kind::Stop => Payload::Stop,
+        Kind::Presence => Payload::Presence,
+        Kind::Spawn => Payload::Spawn {
+            spawn_id: SessionId::new(spawn.unwrap_or_else(|| "g".into())),
+        },
+        Kind::Ask => Payload::Ask {
+            re: re_or,
+            turn: turn_or,
+        },
+        Kind::Answer => Payload::Answer { turn: turn_or },
+        Kind::Reply => Payload::Reply { re, outcome },
+        Kind::Failed => Payload::Failed {
+            re: re_or,
+            outcome,
+            spawn_id: spawn.map(SessionId::new),
+        },
+        Kind::Injected => Payload::Injected { re: re_or },
+        Kind::Abandoned => Payload::Abandoned { re: re_or },
+        Kind::TooLate => Payload::TooLate { re: re_or, turn },
+        Kind::NoWaiter => Payload::NoWaiter { re, turn: turn_or },
+    }
+}
+
+/// Each kind's references are checked at decode: one it needs and lacks is missing, one it
+/// never carries is refused, never dropped (it is signed; a message is believed whole).
+#[test]
+fn a_kind_missing_its_reference_or_carrying_anothers_is_refused() {
+    let (a, _, _) = keyrings();
+    let mut reply = send(b"done");
+    reply.payload = Payload::Reply {
+        re: None,
+        outcome: Outcome::Replied,
+    };
+    a.sign(&mut reply);
+    let mut h = reply.to_headers();
+    h.remove("outcome");
+    assert_eq!(
+        Envelope::from_parts(&h, Vec::new()),
+        Err(DecodeError::Missing("outcome"))
+    );
+    let mut h = send(b"task").to_headers();
+    h.insert(
+        "turnId".into(),
+        HeaderValue::Str(TurnId(Uuid::from_u128(9)).to_string()),
+    );
+    assert_eq!(
+        Envelope::from_parts(&h, Vec::new()),
+        Err(DecodeError::Malformed {
+            field: "turnId",
+            reason: "SEND carries no turnId".into()
+        })
+    );
+    let mut h = send(b"task").to_headers();
+    h.insert("kind".into(), HeaderValue::Str("ASK".into()));
+    assert_eq!(
+        Envelope::from_parts(&h, Vec::new()),
+        Err(DecodeError::Missing("re"))
+    );
+}
+
 fn arb_envelope() -> impl Strategy<Value = Envelope> {
     (
         prop::sample::select(Kind::ALL.to_vec()),
@@ -339,23 +417,20 @@ fn arb_envelope() -> impl Strategy<Value = Envelope> {
         prop::option::of(any::<u128>()),
         prop::option::of(any::<u128>()),
         prop::option::of("[a-z0-9-]{1,40}"),
+        prop::sample::select(Outcome::ALL.to_vec()),
         0..i64::MAX as u64,
         0..i64::MAX as u64,
         prop::collection::vec(any::<u8>(), 0..300),
     )
         .prop_map(
-            |(kind, m, t, from, to, re, turn, spawn, ts, exp, body)| Envelope {
+            |(kind, m, t, from, to, re, turn, spawn, outcome, ts, exp, body)| Envelope {
                 v: VERSION,
-                kind,
+                payload: payload_of(kind, re, turn, spawn, outcome),
                 msg_id: MsgId(Uuid::from_u128(m)),
                 trace_id: TraceId(Uuid::from_u128(t)),
                 from: SessionId::new(from),
                 to,
                 signer: host("a"),
-                re: re.map(|r| MsgId(Uuid::from_u128(r))),
-                turn_id: turn.map(|r| TurnId(Uuid::from_u128(r))),
-                spawn_id: spawn.map(SessionId::new),
-                outcome: None,
                 ts,
                 expires_at: exp,
                 sig: None,
@@ -385,7 +460,7 @@ proptest! {
         let (a, b, _) = keyrings();
         let mut env = env;
         env.from = lead();
-        env.kind = Kind::Send;
+        env.payload = Payload::Send;
         env.expires_at = NOW + 60_000;
         a.sign(&mut env);
         let key = env.to.clone();

@@ -5,7 +5,7 @@
 //! `fuzz/corpus/<target>/seed-*`; files cargo-fuzz adds beside them (its finds) are kept.
 
 use crate::{encode, keyring, KEY_A, KEY_B, NOW_UNIX};
-use fleet_core::envelope::{Envelope, Kind, VERSION};
+use fleet_core::envelope::{Envelope, Kind, Payload, VERSION};
 use fleet_core::{HostId, MsgId, Outcome, SessionId, TraceId, TurnId};
 
 /// Lines a real `herdr server` (0.8.2, protocol 20) answered, ids as fleetd sends them.
@@ -100,34 +100,49 @@ fn uuid(n: u128) -> uuid::Uuid {
 
 /// A genuine envelope of `kind` from b to a, valid at `NOW_UNIX`, signed by b.
 fn genuine(kind: Kind, n: u128, from: &str, to: &str, body: &[u8]) -> Envelope {
+    let re = MsgId(uuid(n + 200));
+    let turn = TurnId(uuid(n + 300));
+    let payload = match kind {
+        Kind::Send => Payload::Send,
+        Kind::Broadcast => Payload::Broadcast,
+        Kind::Coord => Payload::Coord,
+        Kind::Stop => Payload::Stop,
+        Kind::Presence => Payload::Presence,
+        Kind::Spawn => Payload::Spawn {
+            spawn_id: SessionId::new(uuid(n + 400).to_string()),
+        },
+        Kind::Ask => Payload::Ask { re, turn },
+        Kind::Answer => Payload::Answer { turn },
+        Kind::Reply => Payload::Reply {
+            re: Some(re),
+            outcome: Outcome::Replied,
+        },
+        Kind::Failed => Payload::Failed {
+            re,
+            outcome: Outcome::WorkerFailed,
+            spawn_id: None,
+        },
+        Kind::Injected => Payload::Injected { re },
+        Kind::Abandoned => Payload::Abandoned { re },
+        Kind::TooLate => Payload::TooLate {
+            re,
+            turn: Some(turn),
+        },
+        Kind::NoWaiter => Payload::NoWaiter { re: None, turn },
+    };
     let mut env = Envelope {
         v: VERSION,
-        kind,
+        payload,
         msg_id: MsgId(uuid(n)),
         trace_id: TraceId(uuid(n + 100)),
         from: SessionId::new(from),
         to: to.into(),
         signer: HostId::new("b"),
-        re: None,
-        turn_id: None,
-        spawn_id: None,
-        outcome: None,
         ts: NOW_UNIX - 1_000,
         expires_at: NOW_UNIX + 600_000,
         sig: None,
         body: body.to_vec(),
     };
-    match kind {
-        Kind::Reply | Kind::Injected | Kind::Failed | Kind::Abandoned | Kind::TooLate => {
-            env.re = Some(MsgId(uuid(n + 200)));
-        }
-        Kind::Ask | Kind::Answer | Kind::NoWaiter => env.turn_id = Some(TurnId(uuid(n + 300))),
-        Kind::Spawn => env.spawn_id = Some(SessionId::new(uuid(n + 400).to_string())),
-        _ => {}
-    }
-    if kind == Kind::Failed {
-        env.outcome = Some(Outcome::WorkerFailed);
-    }
     keyring("b", KEY_B).sign(&mut env);
     env
 }

@@ -30,7 +30,7 @@ use fleet_core::broker::{
     Binding, BrokerEvent, BrokerOp, Consume, Exchange, PublishId, QueueArgs, QueueSpec, Topology,
 };
 use fleet_core::control::StopRequest;
-use fleet_core::envelope::{Envelope, HeaderValue, Kind, VERSION};
+use fleet_core::envelope::{Envelope, HeaderValue, Kind, Payload, VERSION};
 use fleet_core::ids::IdMint;
 use fleet_core::roster::{Entity, EntityKind, Listed, Order, Presence, GATEWAY_GID};
 use fleet_core::signing::Keyring;
@@ -72,20 +72,24 @@ type Replay = (
     Vec<u8>,
 );
 
-/// An envelope from `from` on the liar's host, stamped now, signed with the liar's key.
-fn forge(ids: &mut IdMint, now: u64, kind: Kind, from: &SessionId, to: String) -> Envelope {
+/// An envelope from `from` on the liar's host, stamped now, signed with the liar's key. Its
+/// payload is made after its ids are minted (a forged question mints its turn last).
+fn forge(
+    ids: &mut IdMint,
+    now: u64,
+    payload: impl FnOnce(&mut IdMint) -> Payload,
+    from: &SessionId,
+    to: String,
+) -> Envelope {
+    let (msg_id, trace_id) = (ids.msg(), ids.trace());
     Envelope {
         v: VERSION,
-        kind,
-        msg_id: ids.msg(),
-        trace_id: ids.trace(),
+        payload: payload(ids),
+        msg_id,
+        trace_id,
         from: from.clone(),
         to,
         signer: HostId::new(""),
-        re: None,
-        turn_id: None,
-        spawn_id: None,
-        outcome: None,
         ts: now,
         expires_at: now + 60_000,
         sig: None,
@@ -264,7 +268,7 @@ impl Tap {
         let Ok(brief) = Envelope::from_parts(&headers, body.clone()) else {
             return;
         };
-        if brief.kind == Kind::Presence {
+        if brief.kind() == Kind::Presence {
             if brief.signer.as_str() != HOST {
                 self.hosts.insert(brief.signer.clone());
             }
@@ -282,7 +286,7 @@ impl Tap {
         // replied — to every broadcast, as any client with credentials may: a copy in a lead's
         // inbox or outside a member's group must be refused, and a second copy in one inbox is
         // a replay.
-        let exists = match brief.kind {
+        let exists = match brief.kind() {
             Kind::Send | Kind::Reply if brief.from != self.member => Some(brief.from.to_string()),
             _ => None,
         };
@@ -297,7 +301,7 @@ impl Tap {
                 ..Topology::default()
             }));
         }
-        if brief.kind != Kind::Send || brief.re.is_some() || brief.from == self.member {
+        if brief.kind() != Kind::Send || brief.re().is_some() || brief.from == self.member {
             return;
         }
         if !self.replayed.insert(brief.msg_id) {
@@ -340,7 +344,7 @@ impl Tap {
                 let mut stop = forge(
                     &mut self.ids,
                     now,
-                    Kind::Stop,
+                    |_| Payload::Stop,
                     &self.member,
                     host.to_string(),
                 );
@@ -362,21 +366,33 @@ impl Tap {
             Kind::Ask,
             Kind::TooLate,
         ][(self.rng.next_u64() % 6) as usize];
+        let re = brief.msg_id;
+        let payload = |ids: &mut IdMint| match kind {
+            Kind::Reply => Payload::Reply {
+                re: Some(re),
+                outcome: Outcome::Replied,
+            },
+            Kind::Failed => Payload::Failed {
+                re,
+                outcome: Outcome::WorkerFailed,
+                spawn_id: None,
+            },
+            Kind::Abandoned => Payload::Abandoned { re },
+            Kind::Injected => Payload::Injected { re },
+            Kind::Ask => Payload::Ask {
+                re,
+                turn: ids.turn(),
+            },
+            _ => Payload::TooLate { re, turn: None },
+        };
         let mut env = forge(
             &mut self.ids,
             now,
-            kind,
+            payload,
             &self.member,
             brief.from.to_string(),
         );
-        env.re = Some(brief.msg_id);
         env.body = format!("{MARK}: forged {kind} for {}", brief.to).into_bytes();
-        match kind {
-            Kind::Reply => env.outcome = Some(Outcome::Replied),
-            Kind::Failed => env.outcome = Some(Outcome::WorkerFailed),
-            Kind::Ask => env.turn_id = Some(self.ids.turn()),
-            _ => {}
-        }
         self.publish(broker, Exchange::Msg, env);
     }
 
@@ -406,11 +422,13 @@ impl Tap {
             let mut env = forge(
                 &mut self.ids,
                 now,
-                Kind::Reply,
+                |_| Payload::Reply {
+                    re: None,
+                    outcome: Outcome::Replied,
+                },
                 &self.member,
                 lead.to_string(),
             );
-            env.outcome = Some(Outcome::Replied);
             env.body = format!("{MARK}: unsolicited").into_bytes();
             self.publish(broker, Exchange::Msg, env);
         }
@@ -424,7 +442,7 @@ impl Tap {
         let mut own = forge(
             &mut self.ids,
             now,
-            Kind::Presence,
+            |_| Payload::Presence,
             &gateway,
             presence_key(&host, &gateway),
         );
@@ -444,7 +462,7 @@ impl Tap {
             let mut me = forge(
                 &mut self.ids,
                 now,
-                Kind::Presence,
+                |_| Payload::Presence,
                 &member,
                 presence_key(&host, &member),
             );

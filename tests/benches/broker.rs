@@ -29,7 +29,7 @@
 //! prints the daemon's log after the end-to-end run.
 
 use fleet_core::broker::BrokerEvent;
-use fleet_core::envelope::{Envelope, HeaderValue, Headers, Kind, VERSION};
+use fleet_core::envelope::{Envelope, HeaderValue, Headers, Payload, VERSION};
 use fleet_core::signing::{CryptoCounts, Keyring};
 use fleet_core::{
     AgentStatus, Gateway, Input, MsgId, Outcome, Output, Principal, Request, Response, SessionId,
@@ -994,16 +994,12 @@ async fn backlog(n: usize) -> Result<(), String> {
     for i in 0..n {
         let mut env = Envelope {
             v: VERSION,
-            kind: Kind::Send,
+            payload: Payload::Send,
             msg_id: MsgId(uuid::Uuid::from_u128(0xb000_0000 + i as u128)),
             trace_id: TraceId(uuid::Uuid::from_u128(0xc000_0000 + i as u128)),
             from: lead(0),
             to: worker.to_string(),
             signer: host(0),
-            re: None,
-            turn_id: None,
-            spawn_id: None,
-            outcome: None,
             ts: now,
             expires_at: now + 3_600_000,
             sig: None,

@@ -3,7 +3,7 @@
 //! where it likes.
 
 use fleet_core::broker::{Exchange, Names};
-use fleet_core::envelope::{Envelope, Headers, Kind, VERSION};
+use fleet_core::envelope::{Envelope, Headers, Payload, VERSION};
 use fleet_core::signing::Keyring;
 use fleet_core::{HostId, MsgId, SessionId, TraceId};
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
@@ -25,21 +25,18 @@ pub fn fresh() -> uuid::Uuid {
     uuid::Uuid::new_v4()
 }
 
-/// An unsigned envelope from `from` on `signer` to `to`, valid for a minute.
-pub fn envelope(kind: Kind, from: &str, to: &str, signer: &str, body: &[u8]) -> Envelope {
+/// An unsigned envelope of `payload`'s kind from `from` on `signer` to `to`, valid for a
+/// minute.
+pub fn envelope(payload: Payload, from: &str, to: &str, signer: &str, body: &[u8]) -> Envelope {
     let now = now_ms();
     Envelope {
         v: VERSION,
-        kind,
+        payload,
         msg_id: MsgId(fresh()),
         trace_id: TraceId(fresh()),
         from: SessionId::new(from),
         to: to.into(),
         signer: HostId::new(signer),
-        re: None,
-        turn_id: None,
-        spawn_id: None,
-        outcome: None,
         ts: now,
         expires_at: now + 60_000,
         sig: None,

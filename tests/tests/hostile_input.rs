@@ -53,7 +53,7 @@ async fn a_briefs_control_bytes_never_reach_the_pane() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_off_the_allowlist_cannot_fill_the_replay_record() {
     use fleet_core::broker::{Exchange, Names};
-    use fleet_core::envelope::Kind;
+    use fleet_core::envelope::Payload;
     use fleet_tests::fleetd_proc::{
         eventually, logs, start_host, start_host_with, stop_all, Dir, Mcp,
     };
@@ -86,7 +86,7 @@ async fn a_peer_off_the_allowlist_cannot_fill_the_replay_record() {
     let leaked = rogue::keyring("alpha", 10);
     let body = serde_json::to_vec(&json!({"target": gid})).unwrap_or_default();
     for i in 0..11 {
-        let mut stop = rogue::envelope(Kind::Stop, "lead-alpha", "gamma", "alpha", &body);
+        let mut stop = rogue::envelope(Payload::Stop, "lead-alpha", "gamma", "alpha", &body);
         stop.expires_at = if i < 9 {
             rogue::now_ms() + 6 * 86_400_000
         } else {

@@ -9,7 +9,7 @@
 //! served with nothing lost.
 
 use fleet_core::broker::{Exchange, Names};
-use fleet_core::envelope::{Envelope, HeaderValue, Headers, Kind, Version, VERSION};
+use fleet_core::envelope::{Envelope, HeaderValue, Headers, Payload, Version, VERSION};
 use fleet_core::SessionId;
 use fleet_tests::fleetd_proc::{
     eventually, logs, start_host_edited, stop_all, ticket_end, typed, Dir, Host, Mcp, Rest, HOSTS,
@@ -274,7 +274,7 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
     let stranger = keyring("alpha", 99);
     let alpha_key = keyring("alpha", 10);
     let mut rogues = Vec::new();
-    let mut forged = envelope(Kind::Send, "lead-alpha", &gid_b, "alpha", b"rm -rf /");
+    let mut forged = envelope(Payload::Send, "lead-alpha", &gid_b, "alpha", b"rm -rf /");
     stranger.sign(&mut forged);
     rogues.push(Rogue::of(
         "forged SEND",
@@ -282,21 +282,21 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
         &forged,
         "bad_signature",
     ));
-    let unsigned = envelope(Kind::Send, "lead-alpha", &gid_b, "alpha", b"rm -rf /");
+    let unsigned = envelope(Payload::Send, "lead-alpha", &gid_b, "alpha", b"rm -rf /");
     rogues.push(Rogue::of(
         "unsigned SEND",
         Exchange::Msg,
         &unsigned,
         "bad_signature",
     ));
+    let spawn_id = SessionId::new(fresh().to_string());
     let mut spawn = envelope(
-        Kind::Spawn,
+        Payload::Spawn { spawn_id },
         "lead-alpha",
         "beta",
         "alpha",
         br#"{"profile":"echo"}"#,
     );
-    spawn.spawn_id = Some(SessionId::new(fresh().to_string()));
     stranger.sign(&mut spawn);
     rogues.push(Rogue::of(
         "forged SPAWN",
@@ -306,7 +306,7 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
     ));
     let ghost = "99999999-9999-4999-8999-999999999999";
     let mut presence = envelope(
-        Kind::Presence,
+        Payload::Presence,
         ghost,
         &format!("roster.alpha.{ghost}"),
         "alpha",
@@ -336,7 +336,7 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
         code: "wrong_routing_key",
     });
     let mut newer = envelope(
-        Kind::Send,
+        Payload::Send,
         "lead-alpha",
         &gid_b,
         "alpha",
@@ -353,7 +353,7 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
         &newer,
         "newer_major",
     ));
-    let mut old = envelope(Kind::Send, "lead-alpha", &gid_b, "alpha", b"stale");
+    let mut old = envelope(Payload::Send, "lead-alpha", &gid_b, "alpha", b"stale");
     old.ts -= 120_000;
     old.expires_at = old.ts + 60_000;
     alpha_key.sign(&mut old);
@@ -363,7 +363,13 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
         &old,
         "expired",
     ));
-    let mut elsewhere = envelope(Kind::Send, "lead-beta", &gid_b, "alpha", b"as beta's lead");
+    let mut elsewhere = envelope(
+        Payload::Send,
+        "lead-beta",
+        &gid_b,
+        "alpha",
+        b"as beta's lead",
+    );
     alpha_key.sign(&mut elsewhere);
     rogues.push(Rogue::of(
         "a sender bound to another host",
@@ -371,7 +377,7 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
         &elsewhere,
         "sender_not_on_signing_host",
     ));
-    let mut typed_wrong = envelope(Kind::Send, "lead-alpha", &gid_b, "alpha", b"x");
+    let mut typed_wrong = envelope(Payload::Send, "lead-alpha", &gid_b, "alpha", b"x");
     alpha_key.sign(&mut typed_wrong);
     let mut r = Rogue::of(
         "ill-typed headers",
@@ -385,7 +391,7 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
         .insert("sig".into(), HeaderValue::Str("no".into()));
     rogues.push(r);
     let mut huge = envelope(
-        Kind::Send,
+        Payload::Send,
         "lead-alpha",
         &gid_b,
         "alpha",
@@ -482,7 +488,7 @@ async fn a_rogue_publisher_gets_nothing_typed_spawned_or_believed_and_loses_noth
     let pushed = t["ticket"].as_str().unwrap_or_default().to_string();
     let flood: Vec<Rogue> = (0..MAX_LENGTH + 30)
         .map(|_| {
-            let e = envelope(Kind::Send, "lead-alpha", &gid_b, "alpha", b"flood");
+            let e = envelope(Payload::Send, "lead-alpha", &gid_b, "alpha", b"flood");
             Rogue::of("flood", Exchange::Msg, &e, "bad_signature")
         })
         .collect();

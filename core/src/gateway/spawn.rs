@@ -452,10 +452,9 @@ impl Gateway {
         delivery: DeliveryId,
         env: Envelope,
     ) -> Result<(), String> {
-        let gid = env
-            .spawn_id
-            .clone()
-            .ok_or_else(|| "SPAWN without a spawnId".to_string())?;
+        let crate::envelope::Payload::Spawn { spawn_id: gid } = env.payload.clone() else {
+            return Err(format!("a {} is not a SPAWN", env.kind()));
+        };
         // A gid becomes a routing key and a pane label: only a canonical UUID is accepted, so
         // no wildcard, no `_gateway`, nothing that could alias another entity's name.
         let canonical = uuid::Uuid::parse_str(gid.as_str())

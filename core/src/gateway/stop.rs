@@ -186,7 +186,7 @@ impl Gateway {
         let failed = crate::envelope::Payload::Failed {
             re: env.msg_id,
             outcome: Outcome::WorkerFailed,
-            spawn_id: env.spawn_id.clone(),
+            spawn_id: env.spawn_id().cloned(),
         };
         let to = Address::Entity(env.from.clone());
         let draft = Draft::new(failed, &gateway, to, self.cfg.reply_ttl_ms).body(refusal.to_body());

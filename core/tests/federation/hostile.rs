@@ -27,7 +27,7 @@ fn last_published(f: &Fleet, h: usize, kind: Kind) -> MsgId {
             BrokerOp::Publish { headers, .. } => Envelope::from_parts(headers, Vec::new()).ok(),
             _ => None,
         })
-        .filter(|e| e.kind == kind)
+        .filter(|e| e.kind() == kind)
         .last()
         .map(|e| e.msg_id)
         .expect("published")
@@ -64,10 +64,18 @@ fn only_the_member_a_brief_went_to_can_answer_it() {
         (Kind::TooLate, ROGUE),
     ];
     for (i, (kind, from)) in kinds.into_iter().enumerate() {
-        let mut env = envelope(kind, 0x900 + i as u128, from, LEAD, b"forged: all done");
-        env.re = Some(brief);
-        env.turn_id = (kind == Kind::Ask).then(|| fleet_core::TurnId(uuid::Uuid::from_u128(7)));
-        env.outcome = (kind == Kind::Reply).then_some(Outcome::Replied);
+        let refs = Refs {
+            re: Some(brief),
+            turn: (kind == Kind::Ask).then(|| fleet_core::TurnId(uuid::Uuid::from_u128(7))),
+            outcome: match kind {
+                Kind::Reply => Some(Outcome::Replied),
+                Kind::Failed => Some(Outcome::WorkerFailed),
+                _ => None,
+            },
+            spawn_id: None,
+        };
+        let (id, body) = (0x900 + i as u128, b"forged: all done");
+        let env = envelope_with(kind, refs, id, from, LEAD, body);
         from_c(&mut f, &c, env, &inbox(LEAD), LEAD);
     }
     assert_eq!(codes(&f, 0), vec![RejectCode::NotCounterpart; 7]);
@@ -92,9 +100,19 @@ fn only_the_host_a_spawn_went_to_can_fail_it() {
     f.auto_ready = false;
     let call = f.call(0, lead, spawn(Some(1), "claude", None));
     let spawn_msg = last_published(&f, 0, Kind::Spawn);
-    let mut env = envelope(Kind::Failed, 0x777, "_gateway", LEAD, b"no such profile");
-    env.re = Some(spawn_msg);
-    env.outcome = Some(Outcome::WorkerFailed);
+    let refs = Refs {
+        re: Some(spawn_msg),
+        outcome: Some(Outcome::WorkerFailed),
+        ..Refs::default()
+    };
+    let env = envelope_with(
+        Kind::Failed,
+        refs,
+        0x777,
+        "_gateway",
+        LEAD,
+        b"no such profile",
+    );
     from_c(&mut f, &c, env, &inbox(LEAD), LEAD);
     assert_eq!(codes(&f, 0), vec![RejectCode::NotCounterpart]);
     assert_eq!(f.response(0, call), None, "still waiting for b");
@@ -134,8 +152,11 @@ fn only_the_lead_asked_can_say_no_one_waits() {
         }) => *t,
         other => panic!("expected the question at the lead, got {other:?}"),
     };
-    let mut env = envelope(Kind::NoWaiter, 0x555, ROGUE, WORKER, b"");
-    env.turn_id = Some(turn);
+    let refs = Refs {
+        turn: Some(turn),
+        ..Refs::default()
+    };
+    let env = envelope_with(Kind::NoWaiter, refs, 0x555, ROGUE, WORKER, b"");
     from_c(&mut f, &c, env, &inbox(WORKER), WORKER);
     assert_eq!(codes(&f, 1), vec![RejectCode::NotCounterpart]);
     assert_eq!(f.response(1, ask), None, "the question is still open");

@@ -13,7 +13,7 @@ mod stop;
 use fleet_core::broker::{
     BrokerEvent, BrokerOp, DeliveryId, Exchange, QueueType, QUORUM_DELIVERY_LIMIT,
 };
-use fleet_core::envelope::{Envelope, HeaderValue, Kind, VERSION};
+use fleet_core::envelope::{Envelope, HeaderValue, Kind, Payload, Refs, VERSION};
 use fleet_core::signing::Keyring;
 use fleet_core::testing::broker::Raw;
 use fleet_core::{
@@ -63,7 +63,7 @@ fn published(f: &Fleet, h: usize, kind: Kind) -> usize {
     f.broker_ops(h)
         .filter(|op| match op {
             BrokerOp::Publish { headers, .. } => {
-                Envelope::from_parts(headers, Vec::new()).is_ok_and(|e| e.kind == kind)
+                Envelope::from_parts(headers, Vec::new()).is_ok_and(|e| e.kind() == kind)
             }
             _ => false,
         })
@@ -108,18 +108,19 @@ fn raw(key: &str, env: &Envelope) -> Raw {
 
 /// An unsigned envelope as host a would stamp it at T0, valid for ten minutes.
 fn envelope(kind: Kind, id: u128, from: &str, to: &str, body: &[u8]) -> Envelope {
+    envelope_with(kind, Refs::default(), id, from, to, body)
+}
+
+/// As `envelope`, for a kind that carries references (`re`, `turnId`, `spawnId`, `outcome`).
+fn envelope_with(kind: Kind, refs: Refs, id: u128, from: &str, to: &str, body: &[u8]) -> Envelope {
     Envelope {
         v: VERSION,
-        kind,
+        payload: Payload::from_refs(kind, refs).expect("the references its kind carries"),
         msg_id: MsgId(uuid::Uuid::from_u128(id)),
         trace_id: TraceId(uuid::Uuid::from_u128(id)),
         from: SessionId::new(from),
         to: to.into(),
         signer: host_name(0),
-        re: None,
-        turn_id: None,
-        spawn_id: None,
-        outcome: None,
         ts: T0_UNIX,
         expires_at: T0_UNIX + 600_000,
         sig: None,
@@ -1369,8 +1370,11 @@ fn heartbeats_do_not_multiply_with_broker_bounces() {
 fn a_spawn_id_that_is_not_a_uuid_is_refused() {
     let (mut f, _lead, _worker) = two_hosts();
     let a = Keyring::new(host_name(0), [1; 32], &BTreeMap::new()).expect("a's key");
-    let mut env = envelope(Kind::Spawn, 9, LEAD, "b", br#"{"profile":"claude"}"#);
-    env.spawn_id = Some(SessionId::new("#"));
+    let refs = Refs {
+        spawn_id: Some(SessionId::new("#")),
+        ..Refs::default()
+    };
+    let mut env = envelope_with(Kind::Spawn, refs, 9, LEAD, "b", br#"{"profile":"claude"}"#);
     a.sign(&mut env);
     f.broker.push(
         "test.control.b",

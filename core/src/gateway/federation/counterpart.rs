@@ -29,14 +29,14 @@ impl Gateway {
             return Ok(());
         }
         let from_gateway = env.from.as_str() == GATEWAY_GID;
-        match env.kind {
+        match env.kind() {
             Kind::Reply
             | Kind::Failed
             | Kind::Abandoned
             | Kind::Ask
             | Kind::Injected
             | Kind::TooLate => {
-                let Some(re) = env.re else { return Ok(()) };
+                let Some(re) = env.re() else { return Ok(()) };
                 if let Some(d) = f
                     .remote_waiters
                     .get(&re)
@@ -48,7 +48,7 @@ impl Gateway {
                     // reported (only the planted `dlq-trusts-broker-headers` does): it stays a
                     // counterpart rule, not a channel.
                     let its_gateway = from_gateway
-                        && env.kind == Kind::Failed
+                        && env.kind() == Kind::Failed
                         && (f.roster.host_of(self.now, &d.target).as_ref() == Some(&env.signer)
                             || env.signer == *f.host());
                     if member || its_gateway {
@@ -56,11 +56,15 @@ impl Gateway {
                     }
                     return Err(format!(
                         "{} {} from {} on {} answers {re}, which went to {}",
-                        env.kind, env.msg_id, env.from, env.signer, d.target
+                        env.kind(),
+                        env.msg_id,
+                        env.from,
+                        env.signer,
+                        d.target
                     ));
                 }
                 for (what, host) in [("spawn", self.spawn_host(re)), ("stop", self.stop_host(re))] {
-                    let Some(host) = host.filter(|_| env.kind == Kind::Failed) else {
+                    let Some(host) = host.filter(|_| env.kind() == Kind::Failed) else {
                         continue;
                     };
                     if from_gateway && env.signer == host {
@@ -74,7 +78,7 @@ impl Gateway {
                 Ok(())
             }
             Kind::NoWaiter => {
-                let Some(turn) = env.turn_id else {
+                let Some(turn) = env.turn_id() else {
                     return Ok(());
                 };
                 let asked_of = self

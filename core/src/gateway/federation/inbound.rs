@@ -246,8 +246,8 @@ impl Gateway {
         // to its own dedup (the spawn's registry and reservation, the stop's closing set), not
         // here.
         if d.redelivered
-            && env.kind.replay_guarded()
-            && !env.kind.is_control()
+            && env.kind().replay_guarded()
+            && !env.kind().is_control()
             && !self.cfg.planted(PlantedBug::AckAfterInject)
         {
             return self.on_forward_redelivery(delivery, &queue, env);
@@ -311,20 +311,20 @@ impl Gateway {
         env: &Envelope,
         redelivered: bool,
     ) -> Result<(), (RejectCode, String)> {
-        if at.held_queue && env.kind != Kind::Reply {
+        if at.held_queue && env.kind() != Kind::Reply {
             let why = format!(
                 "{} has no meaning on {queue}: only results wait there",
-                env.kind
+                env.kind()
             );
             return Err((RejectCode::Misrouted, why));
         }
         let unchecked =
-            env.kind == Kind::Stop && self.cfg.planted(PlantedBug::StopWithoutAllowlist);
+            env.kind() == Kind::Stop && self.cfg.planted(PlantedBug::StopWithoutAllowlist);
         if let Link::Fleet(f) = &self.link {
             if at.control && !f.cfg.control_allowlist.contains(&env.signer) && !unchecked {
                 let why = format!("{} may not send control to {}", env.signer, f.cfg.host);
                 // The requester's call hears why at once instead of waiting out its bound.
-                if env.kind.is_control() {
+                if env.kind().is_control() {
                     self.refuse_control(env, Refusal::new(RefusalCode::NotAllowed, why.clone()));
                 }
                 return Err((RejectCode::NotAllowed, why));
@@ -337,7 +337,7 @@ impl Gateway {
         // Recorded against replay only now, past every rule above and on the queue its kind
         // is handled on: a sender those refuse cannot fill the record (a peer off the
         // allowlist once could, with STOPs, for as long as their `expiresAt`).
-        let handled_here = match env.kind {
+        let handled_here = match env.kind() {
             Kind::Spawn | Kind::Stop => at.control,
             Kind::Broadcast => at.inbox_of.is_some(),
             Kind::Send | Kind::Coord | Kind::Answer => at.inbox,
@@ -361,7 +361,7 @@ impl Gateway {
     ) {
         // The member whose inbox it is, checked against the envelope's Address.
         let to = at.inbox_of.clone().filter(|_| at.inbox);
-        match (env.kind, to) {
+        match (env.kind(), to) {
             (Kind::Spawn, _) if at.control => {
                 if let Err(why) = self.on_spawn_message(now, delivery, env) {
                     self.ack(delivery);
@@ -380,7 +380,7 @@ impl Gateway {
             }
             (Kind::Broadcast, _) => match at.inbox_of {
                 Some(member) => self.on_broadcast_copy(delivery, queue, &member, env),
-                None => self.unhandled(delivery, queue, env.kind, at.control),
+                None => self.unhandled(delivery, queue, env.kind(), at.control),
             },
             (Kind::Presence, _) if at.roster => self.on_presence(now, delivery, queue, env),
             (Kind::Send, Some(to)) => self.on_brief(now, delivery, queue, to, env),
@@ -406,7 +406,7 @@ impl Gateway {
             }
             (Kind::NoWaiter, Some(_)) => {
                 self.ack(delivery);
-                if let Some(turn) = env.turn_id {
+                if let Some(turn) = env.turn_id() {
                     self.close_remote_ask(turn, AskOutcome::NoWaiter);
                 }
             }
@@ -465,7 +465,7 @@ impl Gateway {
         let why = "redelivered after a lost ack: it may already have been typed, so it was not \
                    typed again"
             .to_string();
-        match env.kind {
+        match env.kind() {
             Kind::Send => {
                 self.publish_outcome(
                     &to,
@@ -480,7 +480,7 @@ impl Gateway {
                 let ttl = self.cfg.reply_ttl_ms;
                 let late = Payload::TooLate {
                     re: env.msg_id,
-                    turn: env.turn_id,
+                    turn: env.turn_id(),
                 };
                 let draft = Draft::new(late, &to, Address::Entity(env.from.clone()), ttl)
                     .body(why.into_bytes())
@@ -602,7 +602,7 @@ impl Gateway {
             .link
             .fleet()
             .is_some_and(|f| f.cfg.keyring.check(&env).is_ok());
-        if !genuine || env.kind != Kind::Send {
+        if !genuine || env.kind() != Kind::Send {
             return;
         }
         let ttl = self.cfg.reply_ttl_ms;
@@ -621,9 +621,13 @@ impl Gateway {
 
     /// INJECTED: the worker's gateway typed our brief.
     fn on_injected_message(&mut self, env: &Envelope) {
-        let ticket = env
-            .re
-            .and_then(|re| self.link.fleet()?.remote_waiters.get(&re).copied());
+        let Payload::Injected { re } = env.payload else {
+            return;
+        };
+        let ticket = self
+            .link
+            .fleet()
+            .and_then(|f| f.remote_waiters.get(&re).copied());
         if let Some(d) = ticket.and_then(|t| self.delegations.get_mut(&t)) {
             if let Side::Sender { brief, .. } = &mut d.side {
                 *brief = RemoteBrief::Typed { at_unix: env.ts };
@@ -633,12 +637,16 @@ impl Gateway {
 
     /// TOO_LATE: our answer reached a turn that no longer waited.
     fn on_too_late_message(&mut self, now: Instant, env: &Envelope) {
-        let ticket = env
-            .re
-            .and_then(|re| self.link.fleet()?.remote_waiters.get(&re).copied());
+        let Payload::TooLate { re, .. } = env.payload else {
+            return;
+        };
+        let ticket = self
+            .link
+            .fleet()
+            .and_then(|f| f.remote_waiters.get(&re).copied());
         if let Some(ticket) = ticket {
             let why = "the turn was no longer waiting when the answer arrived".to_string();
-            self.finish(now, ticket, Outcome::StaleTurn, Some(why), env.turn_id);
+            self.finish(now, ticket, Outcome::StaleTurn, Some(why), env.turn_id());
         }
     }
 }

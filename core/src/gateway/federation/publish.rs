@@ -62,16 +62,12 @@ impl Gateway {
         let trace_id = d.trace.unwrap_or_else(|| self.ids.trace());
         Envelope {
             v: VERSION,
-            kind: d.payload.kind(),
+            payload: d.payload,
             msg_id: d.msg_id.unwrap_or(minted),
             trace_id,
             from: d.from,
             to: d.to,
             signer: HostId::new(""),
-            re: d.payload.re(),
-            turn_id: d.payload.turn_id(),
-            spawn_id: d.payload.spawn_id().cloned(),
-            outcome: d.payload.outcome(),
             ts,
             expires_at: ts.saturating_add(d.ttl_ms),
             sig: None,
@@ -120,9 +116,9 @@ impl Gateway {
     ) -> Option<PublishId> {
         let f = self.link.fleet_mut()?;
         let publish = f.confirms.next();
-        let mandatory = env.kind != Kind::Broadcast;
+        let mandatory = env.kind() != Kind::Broadcast;
         let persistent = matches!(
-            env.kind,
+            env.kind(),
             Kind::Send | Kind::Reply | Kind::Failed | Kind::Abandoned | Kind::Spawn | Kind::Stop
         );
         self.broker(BrokerOp::Publish {

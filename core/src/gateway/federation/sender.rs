@@ -7,8 +7,8 @@ use super::held::{Arrival, HeldFor, Holder};
 use super::{Draft, RemoteAsk};
 use crate::authz::Principal;
 use crate::broker::{DeliveryId, Exchange};
+use crate::envelope::Envelope;
 use crate::envelope::{Address, Payload};
-use crate::envelope::{Envelope, Kind};
 use crate::gateway::calls::{Answering, Opening, Send};
 use crate::gateway::delegation::{Answer, Delegation, RemoteBrief, Side};
 use crate::gateway::Gateway;
@@ -228,9 +228,9 @@ impl Gateway {
                 }
             }
         }
-        let ticket = env.re.and_then(|re| f.remote_waiters.get(&re).copied());
+        let ticket = env.re().and_then(|re| f.remote_waiters.get(&re).copied());
         let content = String::from_utf8_lossy(&env.body).into_owned();
-        let outcome = match env.outcome {
+        let outcome = match env.outcome() {
             Some(o @ (Outcome::Replied | Outcome::CompletedUnreplied)) => o,
             _ => Outcome::Replied,
         };
@@ -371,23 +371,22 @@ impl Gateway {
 
     /// FAILED or ABANDONED answering a brief (or a SPAWN) we sent.
     pub(super) fn on_failed_message(&mut self, now: Instant, env: Envelope) {
-        if let Some(re) = env.re {
-            if self.stop_refused(re, &env.body) || self.spawn_failed(re, &env.body) {
-                return;
-            }
+        let (re, outcome) = match env.payload {
+            Payload::Failed { re, outcome, .. } => (re, outcome),
+            Payload::Abandoned { re } => (re, Outcome::WorkerFailed),
+            _ => return,
+        };
+        if self.stop_refused(re, &env.body) || self.spawn_failed(re, &env.body) {
+            return;
         }
-        let ticket = env
-            .re
-            .and_then(|re| self.link.fleet()?.remote_waiters.get(&re).copied());
+        let ticket = self
+            .link
+            .fleet()
+            .and_then(|f| f.remote_waiters.get(&re).copied());
         let Some(ticket) = ticket else { return };
-        let outcome = match env.kind {
-            Kind::Abandoned => Outcome::WorkerFailed,
-            _ => match env.outcome {
-                Some(o @ (Outcome::BackendExhausted | Outcome::Busy | Outcome::TimedOutQueued)) => {
-                    o
-                }
-                _ => Outcome::WorkerFailed,
-            },
+        let outcome = match outcome {
+            o @ (Outcome::BackendExhausted | Outcome::Busy | Outcome::TimedOutQueued) => o,
+            _ => Outcome::WorkerFailed,
         };
         let body = String::from_utf8_lossy(&env.body).into_owned();
         self.finish(now, ticket, outcome, Some(body), None);
@@ -396,14 +395,17 @@ impl Gateway {
     /// ASK from a remote worker: it surfaces on the open send as QUESTION, or NO_WAITER goes
     /// straight back when no waiter is open (one round trip, as on one host).
     pub(super) fn on_ask_message(&mut self, now: Instant, lead: &SessionId, env: Envelope) {
-        let Some(turn) = env.turn_id else { return };
-        let ticket = env
-            .re
-            .and_then(|re| self.link.fleet()?.remote_waiters.get(&re).copied())
+        let Payload::Ask { re, turn } = env.payload else {
+            return;
+        };
+        let ticket = self
+            .link
+            .fleet()
+            .and_then(|f| f.remote_waiters.get(&re).copied())
             .filter(|t| self.delegations.contains(t));
         let Some(ticket) = ticket else {
             let ttl = self.cfg.reply_ttl_ms;
-            let none = Payload::NoWaiter { re: env.re, turn };
+            let none = Payload::NoWaiter { re: Some(re), turn };
             let draft =
                 Draft::new(none, lead, Address::Entity(env.from.clone()), ttl).trace(env.trace_id);
             let nw = self.seal(draft);

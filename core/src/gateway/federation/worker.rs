@@ -131,7 +131,7 @@ impl Gateway {
     /// ANSWER for a member's ask: delivered into the ask only if that turn still waits, and
     /// only from the lead it was asked of; otherwise dropped and the sender told TOO_LATE.
     pub(super) fn on_answer_message(&mut self, worker: SessionId, env: Envelope) {
-        let waiting = env.turn_id.and_then(|turn| {
+        let waiting = env.turn_id().and_then(|turn| {
             let ask = self.rendezvous.ask(turn)?;
             let ticket = self.delegations.paused_on(turn)?;
             let asked_of = match &self.delegations.get(&ticket)?.side {
@@ -151,7 +151,7 @@ impl Gateway {
             let ttl = self.cfg.reply_ttl_ms;
             let late = Payload::TooLate {
                 re: env.msg_id,
-                turn: env.turn_id,
+                turn: env.turn_id(),
             };
             let draft = Draft::new(late, &worker, Address::Entity(env.from.clone()), ttl)
                 .trace(env.trace_id);
@@ -223,7 +223,7 @@ impl Gateway {
         let draft = Draft::new(payload, worker, Address::Entity(reply_to.clone()), ttl)
             .body(body.unwrap_or_default().into_bytes());
         let env = self.seal(draft);
-        let kind = env.kind;
+        let kind = env.kind();
         let sent = Unsent {
             turn: self.turns.get(worker).copied(),
             to: reply_to.clone(),
