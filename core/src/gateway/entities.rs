@@ -211,7 +211,7 @@ impl Gateway {
             }
             return;
         };
-        f.unsent.remove(gid);
+        f.forget_unsent(gid);
         if let Some(served) = self.served.remove(gid) {
             self.cards.remove(gid);
             f.roster.forget(gid);

@@ -174,7 +174,7 @@ impl Gateway {
             |gid| self.served.contains_key(gid),
         )?;
         f.confirms.check()?;
-        for (msg, ticket) in &f.remote_waiters {
+        for (msg, ticket) in f.waiters().each() {
             let ok = self
                 .delegations
                 .get(ticket)

@@ -38,9 +38,9 @@ impl Gateway {
             | Kind::TooLate => {
                 let Some(re) = env.re() else { return Ok(()) };
                 if let Some(d) = f
-                    .remote_waiters
-                    .get(&re)
-                    .and_then(|t| self.delegations.get(t))
+                    .waiters
+                    .ticket_of(re)
+                    .and_then(|t| self.delegations.get(&t))
                 {
                     let member = env.from == d.target;
                     // A `_gateway` FAILED about a delegation is believed from the member's host

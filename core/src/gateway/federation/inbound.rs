@@ -624,10 +624,7 @@ impl Gateway {
         let Payload::Injected { re } = env.payload else {
             return;
         };
-        let ticket = self
-            .link
-            .fleet()
-            .and_then(|f| f.remote_waiters.get(&re).copied());
+        let ticket = self.link.fleet().and_then(|f| f.waiters.ticket_of(re));
         if let Some(d) = ticket.and_then(|t| self.delegations.get_mut(&t)) {
             if let Side::Sender { brief, .. } = &mut d.side {
                 *brief = RemoteBrief::Typed { at_unix: env.ts };
@@ -640,10 +637,7 @@ impl Gateway {
         let Payload::TooLate { re, .. } = env.payload else {
             return;
         };
-        let ticket = self
-            .link
-            .fleet()
-            .and_then(|f| f.remote_waiters.get(&re).copied());
+        let ticket = self.link.fleet().and_then(|f| f.waiters.ticket_of(re));
         if let Some(ticket) = ticket {
             let why = "the turn was no longer waiting when the answer arrived".to_string();
             self.finish(now, ticket, Outcome::StaleTurn, Some(why), env.turn_id());

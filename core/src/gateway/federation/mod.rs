@@ -20,7 +20,7 @@ use crate::admission::SeenSet;
 use crate::broker::{DeliveryId, Names, QueueType, Topology};
 use crate::config::CoreConfig;
 use crate::gateway::Link;
-use crate::ids::{HostId, MsgId, SessionId, TicketId, TurnId};
+use crate::ids::{HostId, MsgId, SessionId};
 use crate::planted::PlantedBug;
 use crate::roster::{EntityKind, Roster};
 use crate::signing::Keyring;
@@ -37,12 +37,14 @@ mod presence;
 mod publish;
 mod sender;
 pub(super) mod topology;
+mod waiters;
 mod worker;
 
 use confirms::{Confirms, Unsent};
 use held::HeldDeliveries;
 use parking::Parking;
 pub(super) use publish::Draft;
+use waiters::{RemoteAsk, Waiters};
 
 /// What a gateway needs to take part in a fleet of hosts.
 #[derive(Clone, Debug)]
@@ -55,16 +57,6 @@ pub struct Federation {
     pub control_allowlist: BTreeSet<HostId>,
     /// The type of every durable queue this gateway declares: quorum on a cluster.
     pub queue_type: QueueType,
-}
-
-/// An ASK from a remote worker that resolved one of our waiters: where to send the answer,
-/// and until when it is worth remembering.
-#[derive(Clone, Debug)]
-pub(crate) struct RemoteAsk {
-    pub(crate) worker: SessionId,
-    pub(crate) until: Instant,
-    /// The lead the question was put to: only it may answer.
-    pub(crate) lead: Option<SessionId>,
 }
 
 /// An entity served here, as this host's presence describes it.
@@ -86,19 +78,19 @@ pub(crate) struct Fed {
     pub(crate) generation: u32,
     /// When this gateway started (Unix ms), announced as its presence's `since`.
     started_unix: u64,
-    pub(crate) seen: SeenSet,
+    seen: SeenSet,
     pub(crate) roster: Roster,
     /// The sequence number of this process's latest presence (snapshot or delta).
     presence_seq: u64,
     /// Entities whose status or busy flag changed since this host's last presence: they go
     /// out together within `presence_batch_ms`, one signature for a burst.
-    pub(crate) changed: BTreeSet<SessionId>,
+    changed: BTreeSet<SessionId>,
     pub(crate) confirms: Confirms,
     /// At most one failed reply per member, for its retry: see `Unsent`.
-    pub(crate) unsent: BTreeMap<SessionId, Unsent>,
-    /// Sender side: the waiter of each brief or answer we published, by its msgId.
-    pub(crate) remote_waiters: BTreeMap<MsgId, TicketId>,
-    pub(crate) remote_asks: BTreeMap<TurnId, RemoteAsk>,
+    unsent: BTreeMap<SessionId, Unsent>,
+    /// Sender side: the waiter of each brief or answer we published, and the questions remote
+    /// workers asked through them.
+    waiters: Waiters,
     pub(crate) held: HeldDeliveries,
     /// Forward-path deliveries left unacked until their turn ends. Only the planted
     /// `AckAfterInject` bug fills it: the real forward path acks before the inject.
@@ -129,6 +121,16 @@ impl Fed {
         if !fx.is_set(Once::HeldSweep) {
             fx.set(Once::HeldSweep, sweep_at);
         }
+    }
+
+    /// The sender side's waiters, read (the invariants check them against the delegations).
+    pub(crate) fn waiters(&self) -> &Waiters {
+        &self.waiters
+    }
+
+    /// `gid` is gone: a reply it failed to send is not retried.
+    pub(crate) fn forget_unsent(&mut self, gid: &SessionId) {
+        self.unsent.remove(gid);
     }
 
     /// A delivery of the live connection (a tag of an earlier one died with it).
@@ -180,8 +182,7 @@ impl Gateway {
             changed: BTreeSet::new(),
             confirms: Confirms::default(),
             unsent: BTreeMap::new(),
-            remote_waiters: BTreeMap::new(),
-            remote_asks: BTreeMap::new(),
+            waiters: Waiters::default(),
             held: HeldDeliveries::new(c.seen_capacity)
                 .with_skewed_index(c.planted(PlantedBug::HeldIndexSkew)),
             late_acks: BTreeMap::new(),

@@ -296,7 +296,7 @@ impl Gateway {
         let Link::Fleet(f) = &mut self.link else {
             return None;
         };
-        f.remote_asks.retain(|_, a| a.until > now);
+        f.waiters.expire_asks(now);
         // Only silence heard while listening counts: this chain stops while our own link is
         // down, and `heard_again` restarts every entry's clock when it comes back.
         for gid in f.roster.expire(now) {

@@ -55,7 +55,7 @@ impl Gateway {
         let ticket = self.ids.ticket();
         if let Link::Fleet(f) = &mut self.link {
             f.confirms.expect(publish, Pending::Delegation(ticket));
-            f.remote_waiters.insert(msg, ticket);
+            f.waiters.expect(msg, ticket);
         }
         let opening = Opening {
             ticket,
@@ -90,13 +90,13 @@ impl Gateway {
 
     pub(in crate::gateway) fn forget_remote_waiter(&mut self, msg: MsgId) {
         if let Link::Fleet(f) = &mut self.link {
-            f.remote_waiters.remove(&msg);
+            f.waiters.forget(msg);
         }
     }
 
     /// The worker on another host whose open question `turn` is.
     pub(in crate::gateway) fn remote_asker(&self, turn: TurnId) -> Option<SessionId> {
-        Some(self.link.fleet()?.remote_asks.get(&turn)?.worker.clone())
+        Some(self.link.fleet()?.waiters.ask(turn)?.worker.clone())
     }
 
     /// A coordination note's publish: its call is answered at the confirm.
@@ -115,13 +115,13 @@ impl Gateway {
 
     /// The lead a remote worker's question was put to.
     pub(in crate::gateway) fn remote_ask_lead(&self, turn: TurnId) -> Option<SessionId> {
-        self.link.fleet()?.remote_asks.get(&turn)?.lead.clone()
+        self.link.fleet()?.waiters.ask(turn)?.lead.clone()
     }
 
     pub(in crate::gateway) fn is_remote_ask(&self, turn: TurnId) -> bool {
         self.link
             .fleet()
-            .is_some_and(|f| f.remote_asks.contains_key(&turn))
+            .is_some_and(|f| f.waiters.ask(turn).is_some())
     }
 
     /// A lead answers a question asked by a worker on another host: ANSWER goes to the
@@ -137,11 +137,7 @@ impl Gateway {
             return self.respond(call, Response::Error(CallError::BrokerUnavailable));
         }
         let turn = a.turn;
-        let Some(ask) = self
-            .link
-            .fleet_mut()
-            .and_then(|f| f.remote_asks.remove(&turn))
-        else {
+        let Some(ask) = self.link.fleet_mut().and_then(|f| f.waiters.take_ask(turn)) else {
             return self.invalid(call, "no open question from another host has this turnId");
         };
         let Some(from) = caller.session.clone() else {
@@ -164,7 +160,7 @@ impl Gateway {
         let ticket = paused.unwrap_or_else(|| self.ids.ticket());
         if let Link::Fleet(f) = &mut self.link {
             f.confirms.expect(publish, Pending::Delegation(ticket));
-            f.remote_waiters.insert(msg, ticket);
+            f.waiters.expect(msg, ticket);
         }
         if paused.is_some() {
             // A paused async ticket resumes, now waiting on the answer's continuation.
@@ -228,7 +224,7 @@ impl Gateway {
                 }
             }
         }
-        let ticket = env.re().and_then(|re| f.remote_waiters.get(&re).copied());
+        let ticket = env.re().and_then(|re| f.waiters.ticket_of(re));
         let content = String::from_utf8_lossy(&env.body).into_owned();
         let outcome = match env.outcome() {
             Some(o @ (Outcome::Replied | Outcome::CompletedUnreplied)) => o,
@@ -379,10 +375,7 @@ impl Gateway {
         if self.stop_refused(re, &env.body) || self.spawn_failed(re, &env.body) {
             return;
         }
-        let ticket = self
-            .link
-            .fleet()
-            .and_then(|f| f.remote_waiters.get(&re).copied());
+        let ticket = self.link.fleet().and_then(|f| f.waiters.ticket_of(re));
         let Some(ticket) = ticket else { return };
         let outcome = match outcome {
             o @ (Outcome::BackendExhausted | Outcome::Busy | Outcome::TimedOutQueued) => o,
@@ -401,7 +394,7 @@ impl Gateway {
         let ticket = self
             .link
             .fleet()
-            .and_then(|f| f.remote_waiters.get(&re).copied())
+            .and_then(|f| f.waiters.ticket_of(re))
             .filter(|t| self.delegations.contains(t));
         let Some(ticket) = ticket else {
             let ttl = self.cfg.reply_ttl_ms;
@@ -415,7 +408,7 @@ impl Gateway {
         if let Link::Fleet(f) = &mut self.link {
             let until = now + Duration::from_millis(self.cfg.ask_timeout_ms);
             let lead = self.delegations.get(&ticket).and_then(|d| d.lead.clone());
-            f.remote_asks.insert(
+            f.waiters.asked(
                 turn,
                 RemoteAsk {
                     worker: env.from.clone(),
