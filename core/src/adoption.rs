@@ -14,6 +14,8 @@
 //! closed.
 
 use crate::ids::SessionId;
+use crate::io::{PaneError, Sampled};
+use crate::start_gate::{Look, StartGate};
 use crate::status::AgentStatus;
 use crate::time::Instant;
 use serde::{Deserialize, Serialize};
@@ -42,14 +44,22 @@ impl fmt::Display for AdoptVerdict {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Pending {
     deadline: Instant,
     /// herdr answered about it at least once (with `unknown`, or with anything for a
     /// member still starting).
     answered: bool,
-    /// Listed as still starting: only its connection adopts it.
-    starting: bool,
+    /// Listed as still starting: only its own gate adopts it.
+    starting: Option<Starting>,
+}
+
+/// A member listed as still starting: its gate, and whether it connected while the gate
+/// still looked at its pane.
+#[derive(Clone, Debug)]
+struct Starting {
+    gate: StartGate,
+    connected: bool,
 }
 
 #[derive(Debug, Default)]
@@ -60,12 +70,56 @@ pub struct Adoption {
 impl Adoption {
     /// `gid` was listed at start (`starting`: its launch had not seen it ready): it is decided
     /// by `deadline`.
-    pub fn begin(&mut self, gid: &SessionId, starting: bool, deadline: Instant) {
+    pub(crate) fn begin(
+        &mut self,
+        gid: &SessionId,
+        starting: Option<StartGate>,
+        deadline: Instant,
+    ) {
         self.pending.entry(gid.clone()).or_insert(Pending {
             deadline,
             answered: false,
-            starting,
+            starting: starting.map(|gate| Starting {
+                gate,
+                connected: false,
+            }),
         });
+    }
+
+    /// Whether `gid` is still starting and its gate looks at its pane.
+    pub(crate) fn is_looking(&self, gid: &SessionId) -> bool {
+        self.pending
+            .get(gid)
+            .and_then(|p| p.starting.as_ref())
+            .is_some_and(|s| s.gate.is_looking())
+    }
+
+    /// `gid` connected: true (and remembered) while its gate still looks at its pane.
+    pub(crate) fn holds_connection(&mut self, gid: &SessionId) -> bool {
+        match self.pending.get_mut(gid).and_then(|p| p.starting.as_mut()) {
+            Some(s) if s.gate.is_looking() => {
+                s.connected = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A look at starting `gid`'s pane, judged by its gate: `Open` when it may be adopted
+    /// (an injectable status, or its prompt once it connected). `None`: not looking.
+    pub(crate) fn looked(
+        &mut self,
+        gid: &SessionId,
+        now: Instant,
+        look: Result<Sampled, PaneError>,
+    ) -> Option<Look> {
+        let p = self.pending.get_mut(gid)?;
+        let s = p.starting.as_mut().filter(|s| s.gate.is_looking())?;
+        p.answered = true;
+        Some(match s.gate.look(now, look) {
+            Look::Prompted if s.connected => Look::Open,
+            verdict => verdict,
+        })
     }
 
     pub fn is_pending(&self, gid: &SessionId) -> bool {
@@ -90,7 +144,7 @@ impl Adoption {
     /// starting, whose connection decides).
     pub fn sampled(&mut self, gid: &SessionId, status: AgentStatus) -> Option<AdoptVerdict> {
         let p = self.pending.get_mut(gid)?;
-        if status == AgentStatus::Unknown || p.starting {
+        if status == AgentStatus::Unknown || p.starting.is_some() {
             p.answered = true;
             return None;
         }
@@ -105,12 +159,13 @@ impl Adoption {
 
     /// `gid`'s bound passed at `now`: reaped on herdr's word, or undecided without it.
     pub fn due(&mut self, gid: &SessionId, now: Instant) -> Option<AdoptVerdict> {
-        let p = *self.pending.get(gid)?;
+        let p = self.pending.get(gid)?;
         if p.deadline > now {
             return None;
         }
+        let answered = p.answered;
         self.pending.remove(gid);
-        Some(if p.answered {
+        Some(if answered {
             AdoptVerdict::Reaped
         } else {
             AdoptVerdict::Undecided
@@ -121,9 +176,20 @@ impl Adoption {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::start_gate::Bounds;
 
     fn at(ms: u64) -> Instant {
         Instant::from_millis(ms)
+    }
+
+    const BOUNDS: Bounds = Bounds {
+        timeout: crate::time::Duration::from_millis(1_000),
+        poll: crate::time::Duration::from_millis(250),
+    };
+
+    /// The gate of an agent that is ready when it connects.
+    fn connects() -> StartGate {
+        StartGate::launched(at(0), crate::io::Readiness::OnConnect, BOUNDS)
     }
 
     /// Any status but unknown adopts — working included: a busy member is never killed.
@@ -131,7 +197,7 @@ mod tests {
     fn a_live_agent_is_adopted_whatever_it_is_doing() {
         let mut a = Adoption::default();
         let g = SessionId::new("m");
-        a.begin(&g, false, at(1_000));
+        a.begin(&g, None, at(1_000));
         assert_eq!(a.sampled(&g, AgentStatus::Unknown), None);
         assert_eq!(
             a.sampled(&g, AgentStatus::Working),
@@ -146,7 +212,7 @@ mod tests {
     fn unknown_through_the_bound_is_reaped() {
         let mut a = Adoption::default();
         let g = SessionId::new("m");
-        a.begin(&g, false, at(1_000));
+        a.begin(&g, None, at(1_000));
         a.sampled(&g, AgentStatus::Unknown);
         assert_eq!(a.due(&g, at(999)), None);
         assert_eq!(a.due(&g, at(1_000)), Some(AdoptVerdict::Reaped));
@@ -157,7 +223,7 @@ mod tests {
     fn silence_from_herdr_leaves_it_undecided() {
         let mut a = Adoption::default();
         let g = SessionId::new("m");
-        a.begin(&g, false, at(1_000));
+        a.begin(&g, None, at(1_000));
         assert_eq!(a.due(&g, at(1_000)), Some(AdoptVerdict::Undecided));
         assert!(!a.any());
     }
@@ -169,8 +235,8 @@ mod tests {
     fn a_member_still_starting_is_adopted_only_by_its_connection() {
         let mut a = Adoption::default();
         let (g, h) = (SessionId::new("m"), SessionId::new("n"));
-        a.begin(&g, true, at(1_000));
-        a.begin(&h, true, at(1_000));
+        a.begin(&g, Some(connects()), at(1_000));
+        a.begin(&h, Some(connects()), at(1_000));
         assert_eq!(a.sampled(&g, AgentStatus::Idle), None);
         assert_eq!(a.sampled(&g, AgentStatus::Working), None);
         assert!(a.settled(&g));
@@ -178,12 +244,50 @@ mod tests {
         assert_eq!(a.due(&h, at(1_000)), Some(AdoptVerdict::Reaped));
     }
 
+    /// A starting agent gated on its prompt that connects first is held until a look sees its
+    /// prompt; one that never draws it fails its gate at the gate's bound.
+    #[test]
+    fn a_starting_agent_is_adopted_at_its_prompt_not_at_its_connection() {
+        use crate::agent_screen::StartRules;
+        use crate::io::Readiness;
+        let mut a = Adoption::default();
+        let g = SessionId::new("m");
+        let gate = StartGate::launched(at(0), Readiness::OnPrompt(StartRules::ClaudeCode), BOUNDS);
+        a.begin(&g, Some(gate), at(10_000));
+        assert!(a.is_looking(&g));
+        assert!(a.holds_connection(&g), "connected before its prompt");
+        let screen = |s: &str| {
+            Ok(Sampled::Status {
+                status: AgentStatus::Idle,
+                screen: Some(s.into()),
+            })
+        };
+        assert_eq!(
+            a.looked(&g, at(0), screen("Claude Code v2.1.328")),
+            Some(Look::Again(at(250)))
+        );
+        let rule = "─".repeat(20);
+        let prompt = format!("{rule}\n❯ \n{rule}");
+        assert_eq!(a.looked(&g, at(250), screen(&prompt)), Some(Look::Open));
+        assert!(!a.is_looking(&g));
+        assert!(!a.holds_connection(&g));
+        assert!(a.settled(&g));
+        let h = SessionId::new("n");
+        let gate = StartGate::launched(at(0), Readiness::OnPrompt(StartRules::ClaudeCode), BOUNDS);
+        a.begin(&h, Some(gate), at(10_000));
+        assert!(matches!(
+            a.looked(&h, at(1_000), screen("Claude Code v2.1.328")),
+            Some(Look::Failed(_))
+        ));
+        assert_eq!(a.looked(&SessionId::new("x"), at(0), screen("")), None);
+    }
+
     /// A member that connects (or whose pane goes) is settled and never decided again.
     #[test]
     fn a_connect_settles_it() {
         let mut a = Adoption::default();
         let g = SessionId::new("m");
-        a.begin(&g, false, at(1_000));
+        a.begin(&g, None, at(1_000));
         assert!(a.settled(&g));
         assert!(!a.settled(&g));
         assert_eq!(a.due(&g, at(5_000)), None);

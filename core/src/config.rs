@@ -99,7 +99,8 @@ pub struct CoreConfig {
     pub held_sweep_interval_ms: u64,
     /// Profile names this host can spawn (advertised in its `_gateway` heartbeat).
     pub profiles: Vec<String>,
-    /// A spawned member must connect (its readiness gate) within this, or it is reaped.
+    /// A spawned member must pass its readiness gate (its prompt or status, and its
+    /// connection) within this, or it is reaped.
     pub spawn_ready_timeout_ms: u64,
     /// A starting agent must show its prompt (a `command` member: an injectable status)
     /// within this of its pane's placing, or its spawn fails with its last screen (the

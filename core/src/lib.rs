@@ -37,6 +37,7 @@ pub mod sample_order;
 pub mod session;
 pub mod signing;
 pub mod spawn_spec;
+pub(crate) mod start_gate;
 pub mod status;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -990,7 +990,7 @@ fn a_member_still_starting_at_a_restart_is_adopted_only_by_its_connection() {
         members: [&booting, &stuck]
             .map(|m| ListedMember {
                 gid: m.clone(),
-                starting: true,
+                starting: Some(fleet_core::Readiness::OnConnect),
             })
             .to_vec(),
     });
@@ -1018,6 +1018,46 @@ fn a_member_still_starting_at_a_restart_is_adopted_only_by_its_connection() {
         .out
         .iter()
         .any(|o| matches!(o, Output::ClosePane { gid } if *gid == stuck)));
+}
+
+/// A restart finds an agent whose launch recorded a prompt gate still starting: its
+/// connection alone does not adopt it (it may connect seconds before it draws its prompt);
+/// the core's looks at its screen do, once the prompt is there. One that shows a dialog is
+/// reaped, naming it.
+#[test]
+fn a_restart_goes_on_with_a_starting_agents_prompt_gate() {
+    use fleet_core::adoption::AdoptVerdict::{Adopted, Reaped};
+    let mut g = Gw::new();
+    let rules = fleet_core::Readiness::OnPrompt(fleet_core::agent_screen::StartRules::ClaudeCode);
+    let [drawing, asking] = ["drawing", "asking"].map(SessionId::new);
+    g.input(Input::MembersListed {
+        members: [&drawing, &asking]
+            .map(|m| ListedMember {
+                gid: m.clone(),
+                starting: Some(rules),
+            })
+            .to_vec(),
+    });
+    assert_eq!(g.looks_at(&drawing), 1, "looked at once");
+    g.input(Input::MemberConnected {
+        target: drawing.clone(),
+    });
+    g.start_screen(&drawing, CLAUDE_BANNER);
+    assert_eq!(rebuilt(&g), vec![], "connected, but no prompt yet");
+    assert_eq!(g.gw.member_ready(&drawing), Some(false));
+    g.advance(Duration::from_millis(250));
+    assert_eq!(g.looks_at(&drawing), 2);
+    g.start_screen(&drawing, &claude_prompt());
+    assert_eq!(rebuilt(&g), vec![(drawing.clone(), Adopted)]);
+    assert_eq!(g.gw.member_ready(&drawing), Some(true));
+    let trust =
+        "Accessing workspace:\n\n /srv/app\n\n Is this a project you created or one you trust?";
+    g.start_screen(&asking, trust);
+    assert_eq!(rebuilt(&g)[1..], [(asking.clone(), Reaped)]);
+    assert!(g
+        .out
+        .iter()
+        .any(|o| matches!(o, Output::ClosePane { gid } if *gid == asking)));
 }
 
 impl Gw {

@@ -361,14 +361,16 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 let look = Ok(Sampled::Ended { why });
                 return Some(Input::StartLooked { gid, look });
             }
-            let look = match sample.await {
-                Ok(s) => match read.await {
-                    Ok(screen) => Ok(Sampled::Status {
-                        status: s.status,
-                        screen: Some(screen_tail(&screen)),
-                    }),
-                    Err(e) => Err(PaneError::from(e)),
-                },
+            // A pane found gone by either ask: its program's end, if it recorded one.
+            let looked = match sample.await {
+                Ok(s) => read.await.map(|screen| Sampled::Status {
+                    status: s.status,
+                    screen: Some(screen_tail(&screen)),
+                }),
+                Err(e) => Err(e),
+            };
+            let look = match looked {
+                Ok(seen) => Ok(seen),
                 Err(HerdrError::PaneNotFound) => Ok(match gone.await {
                     Some(why) => Sampled::Ended { why },
                     None => Sampled::Gone,

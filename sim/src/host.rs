@@ -74,7 +74,7 @@ pub struct SimHerdr {
     /// The launcher's marks in the members' files (`STARTING_FILE` in fleetd): launched, and
     /// not yet called ready by the gateway (`Output::MemberReady`). A gateway restart keeps
     /// them; a host crash takes them with the panes.
-    starting: Rc<RefCell<BTreeSet<SessionId>>>,
+    starting: Rc<RefCell<BTreeMap<SessionId, Readiness>>>,
     /// The oracle's record, which no crash wipes: every text typed, every duplicate launch.
     pub log: Rc<RefCell<PaneLog>>,
     /// A fixed launch time instead of the gid-chosen 1–6 s (tests that must act mid-launch).
@@ -217,7 +217,7 @@ impl SimHerdr {
         self.gids()
             .into_iter()
             .map(|gid| fleet_core::ListedMember {
-                starting: starting.contains(&gid),
+                starting: starting.get(&gid).copied(),
                 gid,
             })
             .collect()
@@ -386,7 +386,6 @@ impl HerdrPort for SimHerdr {
                 me.log.borrow_mut().duplicates.push(gid.clone());
             }
             me.add(&gid, Behaviour::Replies);
-            me.starting.borrow_mut().insert(gid.clone());
             // The agent boots, then takes input: 3–15 s, as a coding agent and its MCP
             // connection take. herdr calls it idle 1–4 s before that. Half of them are gated
             // on their prompt, and connect 1–4 s before they draw it.
@@ -410,12 +409,13 @@ impl HerdrPort for SimHerdr {
                     p.screen = vec![BANNER.to_string()];
                 }
             }
-            me.booting.borrow_mut().insert(gid, boot);
-            Ok(match prompt {
+            me.booting.borrow_mut().insert(gid.clone(), boot);
+            let readiness = match prompt {
                 true => Readiness::OnPrompt(fleet_core::agent_screen::StartRules::ClaudeCode),
                 false => Readiness::OnConnect,
-            }
-            .into())
+            };
+            me.starting.borrow_mut().insert(gid, readiness);
+            Ok(readiness.into())
         })
     }
 

@@ -114,7 +114,7 @@ fn with_profile(config: String, endpoint: &str, section: &str, bounds: (u64, u64
     let (ready, spawn) = bounds;
     config
         .replace(
-            "ready_timeout_ms = 10000",
+            "ready_timeout_ms = 7000",
             &format!("ready_timeout_ms = {ready}\nbase_url_allow = [\"{endpoint}\"]"),
         )
         .replace(

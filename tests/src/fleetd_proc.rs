@@ -560,7 +560,7 @@ token = "{token}"
 
 [herdr]
 socket = "{socket}"
-ready_timeout_ms = 10000
+ready_timeout_ms = 7000
 
 [profiles.echo]
 kind = "command"

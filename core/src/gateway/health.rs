@@ -53,8 +53,9 @@ impl Gateway {
                     self.on_pane_gone(now, &gid);
                     continue;
                 }
-                // A member still in its spawn's readiness gate is left to its launcher, which
-                // reports why it went (its exit status, its last screen lines).
+                // A member still in its spawn's readiness gate is left to the gate's own looks
+                // and the event watcher, which report why it went (its exit status, its last
+                // screen lines).
                 Sampled::Gone if self.spawns.is_reserved(&gid) => continue,
                 Sampled::Gone => {
                     self.on_pane_gone(now, &gid);

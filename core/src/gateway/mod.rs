@@ -38,7 +38,7 @@ mod sessions;
 mod spawn;
 mod spawn_requests;
 mod spawns;
-mod start_gate;
+
 mod stop;
 mod stops;
 mod timer_table;
@@ -487,6 +487,12 @@ impl Gateway {
     /// Asks the driver to close `gid`'s pane; its going comes back as `PaneGone`.
     fn close_pane(&mut self, gid: SessionId) {
         self.fx.emit(Output::ClosePane { gid });
+    }
+
+    /// Looks at member `gid`, listed as still starting, for its start gate (`StartLooked`
+    /// answers). A spawn's reservation asks for its own looks (`Spawns`).
+    fn look_at_start(&mut self, gid: SessionId) {
+        self.fx.emit(Output::LookAtStart { gid });
     }
 
     /// Asks for `target`'s status (`Input::StatusSampled` answers), in its place in the

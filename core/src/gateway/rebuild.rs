@@ -9,6 +9,7 @@ use crate::adoption::AdoptVerdict;
 use crate::ids::SessionId;
 use crate::io::{Event, ListedMember};
 use crate::roster::EntityKind;
+use crate::start_gate::{Look, StartGate};
 use crate::status::AgentStatus;
 use crate::time::{Duration, Instant};
 
@@ -20,14 +21,19 @@ impl Gateway {
         let planted = self
             .cfg
             .planted(crate::planted::PlantedBug::StartingAdoptedBySample);
+        let bounds = self.start_bounds();
         for ListedMember { gid, starting } in members {
-            let starting = starting && !planted;
+            let starting = starting.filter(|_| !planted);
             if self.injector.gate_state(&gid) == Some(true) || self.adoption.is_pending(&gid) {
                 continue;
             }
             self.injector.gate(&gid);
             self.local_entity(&gid, EntityKind::Member, Announce::Later);
-            self.begin_adoption(&gid, starting, deadline);
+            let gate = starting.map(|r| StartGate::launched(now, r, bounds));
+            self.begin_adoption(&gid, gate, deadline);
+            if self.adoption.is_looking(&gid) {
+                self.look_at_start(gid.clone());
+            }
             self.poll_status(gid);
         }
     }
@@ -41,6 +47,35 @@ impl Gateway {
             });
             self.gate_passed(target);
         }
+    }
+
+    /// A look at a member listed as still starting, judged by its gate: adopted when it
+    /// passes, closed (reaped) when it fails, looked at again while it starts. False when
+    /// no adoption looks at `gid`.
+    pub(super) fn adoption_looked(
+        &mut self,
+        now: Instant,
+        gid: &SessionId,
+        look: Result<crate::io::Sampled, crate::io::PaneError>,
+    ) -> bool {
+        let Some(verdict) = self.adoption.looked(gid, now, look) else {
+            return false;
+        };
+        match verdict {
+            Look::Again(at) => self.adoption_looks_again(gid.clone(), at),
+            Look::Open => self.gate_passed(gid),
+            Look::Failed(why) => {
+                self.adoption.settled(gid);
+                self.event(Event::Rebuilt {
+                    gid: gid.clone(),
+                    verdict: AdoptVerdict::Reaped,
+                });
+                self.health_failing(gid, &why);
+                self.close_pane(gid.clone());
+            }
+            Look::Prompted | Look::Ignored => {}
+        }
+        true
     }
 
     /// The adoption bound of `gid` passed: closed on herdr's word, or left undecided.

@@ -11,7 +11,6 @@ use super::entities::Announce;
 use super::federation::Draft;
 use super::spawn_requests::Waiting;
 use super::spawns::{Absorbed, Connection, Reply, Reservation};
-use super::start_gate::{Bounds, Look};
 use super::Gateway;
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode};
@@ -25,6 +24,7 @@ use crate::outcome::Outcome;
 use crate::planted::PlantedBug;
 use crate::roster::{Card, EntityKind, GATEWAY_GID};
 use crate::spawn_spec::SpawnSpec;
+use crate::start_gate::{Bounds, Look};
 use crate::time::{Duration, Instant};
 use std::collections::BTreeSet;
 
@@ -250,6 +250,10 @@ impl Gateway {
         gid: SessionId,
         look: Result<Sampled, PaneError>,
     ) {
+        if !self.spawns.is_reserved(&gid) {
+            self.adoption_looked(now, &gid, look);
+            return;
+        }
         match self.spawns.looked(&mut self.fx, now, &gid, look) {
             Look::Open => self.gate_passed(&gid),
             Look::Failed(why) => {
@@ -265,9 +269,12 @@ impl Gateway {
     /// A starting member's next look is due.
     pub(super) fn on_start_look_timer(&mut self, gid: &SessionId) {
         self.spawns.look_again(&mut self.fx, gid);
+        if self.adoption.is_looking(gid) {
+            self.look_at_start(gid.clone());
+        }
     }
 
-    fn start_bounds(&self) -> Bounds {
+    pub(super) fn start_bounds(&self) -> Bounds {
         Bounds {
             timeout: Duration::from_millis(self.cfg.start_timeout_ms),
             poll: Duration::from_millis(self.cfg.start_poll_ms),
@@ -278,7 +285,7 @@ impl Gateway {
     /// its pane (an agent may connect seconds before it takes input) or its pane is not yet
     /// reported; otherwise its gate passes.
     pub(super) fn member_connected(&mut self, gid: &SessionId) {
-        if self.spawns.connection(gid) == Connection::Held {
+        if self.spawns.connection(gid) == Connection::Held || self.adoption.holds_connection(gid) {
             return;
         }
         self.gate_passed(gid);

@@ -3,13 +3,13 @@
 //! requester side (`SpawnRequests`) beside it. The hub reaches none of a reservation's state.
 
 use super::spawn_requests::SpawnRequests;
-use super::start_gate::{Bounds, Look, StartGate};
 use super::{Effects, TimerKind};
 use crate::broker::DeliveryId;
 use crate::ids::{CallId, MsgId, SessionId};
 use crate::io::{Output, PaneError, Readiness, Sampled};
 use crate::roster::Card;
 use crate::spawn_spec::SpawnSpec;
+use crate::start_gate::{Bounds, Look, StartGate};
 use crate::time::Instant;
 use std::collections::BTreeMap;
 

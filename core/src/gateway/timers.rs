@@ -108,9 +108,19 @@ impl Gateway {
 
     /// Member `gid`, listed at start, waits for its adoption verdict until `deadline`, with
     /// its bound armed.
-    pub(super) fn begin_adoption(&mut self, gid: &SessionId, starting: bool, deadline: Instant) {
+    pub(super) fn begin_adoption(
+        &mut self,
+        gid: &SessionId,
+        starting: Option<crate::start_gate::StartGate>,
+        deadline: Instant,
+    ) {
         self.adoption.begin(gid, starting, deadline);
         self.fx.wake(deadline, TimerKind::Adoption(gid.clone()));
+    }
+
+    /// A member being adopted is looked at again at `at` (its start gate still reads its pane).
+    pub(super) fn adoption_looks_again(&mut self, gid: SessionId, at: Instant) {
+        self.fx.wake(at, TimerKind::StartLook(gid));
     }
 
     /// `session`'s question (in turn `msg`) waits for an answer until `deadline`, with its

@@ -180,7 +180,7 @@ pub enum PaneError {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub enum SpawnError {
     /// The launcher could not start it as asked — no such profile here, a file it could not
-    /// write, the sandbox, the worktree, or its readiness gate — said for a person.
+    /// write, the sandbox, the worktree — said for a person.
     #[error("{0}")]
     Refused(String),
     /// herdr did not answer, or refused: nothing is known of a pane.
@@ -227,10 +227,11 @@ pub enum Readiness {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ListedMember {
     pub gid: SessionId,
-    /// Its launch was still waiting for it to connect when the last process stopped (the
-    /// launcher's mark, kept with its files): herdr calls a starting agent idle seconds
-    /// before it takes input, so only its own connection adopts it.
-    pub starting: bool,
+    /// Its launch had not seen it ready when the last process stopped (the launcher's mark,
+    /// kept with its files), and how its readiness is known, as the launch recorded it:
+    /// herdr calls a starting agent idle seconds before it takes input, so only its own gate
+    /// — its connection, its prompt, its status — adopts it. `None`: past its gate.
+    pub starting: Option<Readiness>,
 }
 
 impl ListedMember {
@@ -238,7 +239,7 @@ impl ListedMember {
     pub fn ready(gid: SessionId) -> Self {
         ListedMember {
             gid,
-            starting: false,
+            starting: None,
         }
     }
 }

@@ -355,6 +355,21 @@ impl Config {
                 ));
             }
         }
+        if self.core.start_timeout_ms != fleet_core::CoreConfig::default().start_timeout_ms {
+            errs.push(invalid(
+                "core.start_timeout_ms",
+                "is set from herdr.ready_timeout_ms; set that instead",
+            ));
+        }
+        if h.ready_timeout_ms > self.core.spawn_ready_timeout_ms {
+            errs.push(invalid(
+                "herdr.ready_timeout_ms",
+                format!(
+                    "({}) exceeds core.spawn_ready_timeout_ms ({}): a spawn would be reaped before its agent's start gate could say why",
+                    h.ready_timeout_ms, self.core.spawn_ready_timeout_ms
+                ),
+            ));
+        }
     }
 
     /// Each `[profiles]` entry as a profile, and its model endpoint against the guard.

@@ -152,6 +152,11 @@ fn settings_that_would_fail_later_are_refused_now() {
     assert!(e[0].starts_with("`gateway.loopback_lead`"), "{e:?}");
     let e = errors("[log]\nlevel = \"fleetd=loud\"\n");
     assert!(e[0].starts_with("`log.level`"), "{e:?}");
+    // The start gate's bound comes from herdr's section, and fits in the spawn's.
+    let e = errors("[core]\nstart_timeout_ms = 5000\n");
+    assert!(e[0].starts_with("`core.start_timeout_ms`"), "{e:?}");
+    let e = errors("[herdr]\nready_timeout_ms = 90000\n[core]\nspawn_ready_timeout_ms = 60000\n");
+    assert!(e[0].starts_with("`herdr.ready_timeout_ms`"), "{e:?}");
 }
 
 #[test]

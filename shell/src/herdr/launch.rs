@@ -448,8 +448,9 @@ pub const EXITED_FILE: &str = "exited";
 pub const EXIT_LINGER_SECS: u32 = 30;
 
 /// The mark a launch leaves in a member's directory until its readiness gate passes
-/// (`Output::MemberReady`): a restart finding it adopts the member only by its connection,
-/// since herdr calls an agent idle before it takes input.
+/// (`Output::MemberReady`), holding that gate (`Readiness`, JSON): a restart finding it
+/// adopts the member only through that gate, since herdr calls an agent idle before it
+/// takes input.
 pub const STARTING_FILE: &str = "starting";
 
 /// Who is launched: its gid, group, its spawn's nonce, and the sandbox it will run in (`None`:

@@ -316,12 +316,13 @@ impl HerdrClient {
         Ok(panes.into_keys().collect())
     }
 
-    /// Whether member `gid`'s launch left its starting mark (its gate never passed).
-    pub fn starting(&self, gid: &SessionId) -> bool {
-        self.cfg
-            .launch
-            .member_dir(gid.as_str())
-            .is_some_and(|d| d.join(launch::STARTING_FILE).exists())
+    /// Whether member `gid`'s launch left its starting mark (its gate never passed), and the
+    /// gate it recorded there. A mark that does not parse (an older launch wrote it empty)
+    /// is a connection gate, as every launch's was then.
+    pub fn starting(&self, gid: &SessionId) -> Option<fleet_core::Readiness> {
+        let dir = self.cfg.launch.member_dir(gid.as_str())?;
+        let mark = std::fs::read(dir.join(launch::STARTING_FILE)).ok()?;
+        Some(serde_json::from_slice(&mark).unwrap_or(fleet_core::Readiness::OnConnect))
     }
 
     fn serve_socket(

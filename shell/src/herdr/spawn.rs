@@ -215,7 +215,7 @@ impl HerdrClient {
     ) -> Result<(), SpawnError> {
         let home = dir.join("home");
         launch::write_files(dir, &plan.all_files())
-            .and_then(|()| std::fs::write(dir.join(launch::STARTING_FILE), b""))
+            .and_then(|()| std::fs::write(dir.join(launch::STARTING_FILE), starting_mark(plan)))
             .and_then(
                 |()| match plan.cwd.as_deref() == Some(&*home.to_string_lossy()) {
                     true => std::fs::create_dir_all(&home),
@@ -273,4 +273,9 @@ impl HerdrClient {
             self.receipts.borrow_mut().insert(gid.clone(), r);
         }
     }
+}
+
+/// The starting mark's content: the gate the launch recorded, for a restart to go on with.
+fn starting_mark(plan: &Launch) -> Vec<u8> {
+    serde_json::to_vec(&plan.gate).unwrap_or_default()
 }

@@ -11,14 +11,14 @@ use crate::time::{Duration, Instant};
 
 /// How long a starting program may take to pass, and how often it is looked at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Bounds {
-    pub(super) timeout: Duration,
-    pub(super) poll: Duration,
+pub(crate) struct Bounds {
+    pub(crate) timeout: Duration,
+    pub(crate) poll: Duration,
 }
 
 /// Where one reserved spawn's gate stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum StartGate {
+pub(crate) enum StartGate {
     /// The launcher has not reported the pane yet.
     Launching,
     /// Open when the member connects: nothing left to look at.
@@ -32,7 +32,7 @@ pub(super) enum StartGate {
 /// A gate that looks at the pane: its bound, its cadence, and what the last look saw (for
 /// the error when the bound passes).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Looking {
+pub(crate) struct Looking {
     until: Instant,
     bounds: Bounds,
     last: String,
@@ -40,7 +40,7 @@ pub(super) struct Looking {
 
 /// What a look at a starting pane decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Look {
+pub(crate) enum Look {
     /// This gate is not looking (an answer for a gate that moved on): nothing to do.
     Ignored,
     /// Still starting: look again at this time.
@@ -55,7 +55,7 @@ pub(super) enum Look {
 
 impl StartGate {
     /// The gate the launcher's answer names, and whether a look is wanted now.
-    pub(super) fn launched(now: Instant, readiness: Readiness, bounds: Bounds) -> StartGate {
+    pub(crate) fn launched(now: Instant, readiness: Readiness, bounds: Bounds) -> StartGate {
         let looking = Looking {
             until: now + bounds.timeout,
             bounds,
@@ -69,7 +69,7 @@ impl StartGate {
     }
 
     /// Whether the gate reads the pane (and so holds a connection back until it passes).
-    pub(super) fn is_looking(&self) -> bool {
+    pub(crate) fn is_looking(&self) -> bool {
         matches!(
             self,
             StartGate::Prompt { .. } | StartGate::Injectable { .. }
@@ -77,7 +77,7 @@ impl StartGate {
     }
 
     /// Judges one look at the pane at `now`.
-    pub(super) fn look(&mut self, now: Instant, look: Result<Sampled, PaneError>) -> Look {
+    pub(crate) fn look(&mut self, now: Instant, look: Result<Sampled, PaneError>) -> Look {
         let (who, looking) = match self {
             StartGate::Prompt { rules, looking } => (rules.to_string(), looking),
             StartGate::Injectable { looking } => ("the member".to_string(), looking),
