@@ -8,10 +8,11 @@
 //! busy member is never killed by a restart.
 //!
 //! A member whose launch was still waiting for it when the last process stopped (listed
-//! `starting`) is adopted only by its own connection: herdr calls an agent idle once its TUI is
-//! drawn, seconds before it takes input (Claude Code 2.1 drops what is typed then), so a live
-//! status proves nothing about it. One that never connects within the bound is half-built and
-//! closed.
+//! `starting`, with the gate its launch recorded) is adopted only through that gate — its
+//! connection, its prompt on screen, its status — as at launch: herdr calls an agent idle once
+//! its TUI is drawn, seconds before it takes input (Claude Code 2.1 drops what is typed then),
+//! so a live status proves nothing about it. One that never passes within the bound is
+//! half-built and closed.
 
 use crate::ids::SessionId;
 use crate::io::{PaneError, Sampled};

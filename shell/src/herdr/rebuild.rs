@@ -4,8 +4,8 @@
 //! samples it, and adopts it (any status but `unknown`, working included) or closes it
 //! (`unknown` through the readiness bound) or leaves it undecided (herdr never answered) —
 //! the same rule the simulation runs. A member whose launch mark is still there (its gate
-//! never passed before the last process stopped) is listed `starting`: only its connection
-//! adopts it. The files of gids with no pane at all are swept here.
+//! never passed before the last process stopped) is listed `starting`, with the gate the mark
+//! recorded: only that gate adopts it. The files of gids with no pane at all are swept here.
 
 use super::HerdrClient;
 use crate::driver::{Gone, Handle};
@@ -22,7 +22,7 @@ pub struct Listed {
 
 /// Lists herdr's member panes and hands them to the core behind `handle`. The daemon runs it
 /// before it opens its port, so a member's first call finds itself known (gated, then adopted
-/// by its own connection or its first live sample).
+/// through its own gate or by its first live sample).
 pub async fn rebuild(client: &HerdrClient, handle: &Handle) -> Result<Listed, RebuildError> {
     let members = client
         .members()
