@@ -10,7 +10,7 @@
 use super::entities::Announce;
 use super::federation::Draft;
 use super::spawn_requests::Waiting;
-use super::spawns::{Absorbed, Connection, Reply, Reservation};
+use super::spawns::{Absorbed, Connection, Reply, Reservation, Waited};
 use super::Gateway;
 use crate::broker::{DeliveryId, Exchange, PublishId, PublishResult};
 use crate::control::{Refusal, RefusalCode};
@@ -379,11 +379,19 @@ impl Gateway {
     /// The spawn timer: a reservation that never became ready is reaped; a requester that
     /// never heard back is told.
     pub(super) fn on_spawn_timer(&mut self, now: Instant, gid: SessionId) {
-        if let Some(reply) = self.spawns.reap(&mut self.fx, now, &gid) {
-            let why = format!(
-                "the member did not become ready within {} ms; its pane is reaped",
-                self.cfg.spawn_ready_timeout_ms
-            );
+        if let Some((reply, waited)) = self.spawns.reap(&mut self.fx, now, &gid) {
+            let bound = self.cfg.spawn_ready_timeout_ms;
+            let why = match waited {
+                Waited::Launcher => format!(
+                    "the launcher did not report the member's pane within {bound} ms; its pane is reaped"
+                ),
+                Waited::Connection => format!(
+                    "the member did not connect to this gateway's MCP within {bound} ms; its pane is reaped"
+                ),
+                Waited::Start => format!(
+                    "the member did not become ready within {bound} ms; its pane is reaped"
+                ),
+            };
             self.health_failing(&gid, &why);
             self.spawn_done(&gid, reply, Err(why));
         }

@@ -156,13 +156,18 @@ impl Spawns {
         fx: &mut Effects,
         now: Instant,
         gid: &SessionId,
-    ) -> Option<Reply> {
+    ) -> Option<(Reply, Waited)> {
         if self.reserved.get(gid).is_none_or(|r| r.deadline > now) {
             return None;
         }
         let r = self.reserved.remove(gid)?;
         fx.emit(Output::ClosePane { gid: gid.clone() });
-        Some(r.reply)
+        let waited = match r.gate {
+            StartGate::Launching => Waited::Launcher,
+            StartGate::Connect => Waited::Connection,
+            StartGate::Prompt { .. } | StartGate::Injectable { .. } => Waited::Start,
+        };
+        Some((r.reply, waited))
     }
 
     /// A spawn called off while in its readiness gate: taken off, its pane closed.
@@ -214,6 +219,18 @@ impl Spawns {
     pub(super) fn end(&mut self, gid: &SessionId) -> Option<Reply> {
         self.reserved.remove(gid).map(|r| r.reply)
     }
+}
+
+/// What a reaped spawn was still waiting for, for the person told why it failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Waited {
+    /// The launcher never reported its pane.
+    Launcher,
+    /// Nothing but its connection to this gateway's MCP (its start screen, if it has one, was
+    /// ready).
+    Connection,
+    /// Its start screen or status.
+    Start,
 }
 
 /// What a member's connection means for its spawn (`Spawns::connection`).
@@ -313,11 +330,19 @@ mod spawns_tests {
         assert_eq!(fx.pop(), None);
         assert_eq!(
             s.reap(&mut fx, at(10_000), &gid(1)),
-            Some(Reply::Local(CallId(1)))
+            Some((Reply::Local(CallId(1)), Waited::Launcher)),
+            "its launcher never reported the pane"
         );
         assert_eq!(fx.pop(), Some(Output::ClosePane { gid: gid(1) }));
         assert!(!s.is_reserved(&gid(1)));
         assert_eq!(s.reap(&mut fx, at(20_000), &gid(1)), None, "reaped once");
+        // One whose gate waited only for its connection says so.
+        let (mut s, mut fx) = reserved(Reply::Local(CallId(2)));
+        s.launched(&mut fx, at(0), &gid(1), Readiness::OnConnect, BOUNDS);
+        assert_eq!(
+            s.reap(&mut fx, at(10_000), &gid(1)).map(|(_, w)| w),
+            Some(Waited::Connection)
+        );
     }
 
     #[test]

@@ -1089,7 +1089,8 @@ fn spawn_failures_are_reported_not_hung() {
     f.advance(Duration::from_secs(31));
     assert!(matches!(
         f.response(0, c),
-        Some(Response::Error(CallError::SpawnFailed { reason })) if reason.contains("ready")
+        Some(Response::Error(CallError::SpawnFailed { reason }))
+            if reason.contains("did not connect to this gateway's MCP")
     ));
     let gid = f.spawned[0].1.clone();
     assert!(!f.hosts[1].panes.contains_key(&gid), "reaped");
