@@ -1028,7 +1028,7 @@ fn a_member_still_starting_at_a_restart_is_adopted_only_by_its_connection() {
 fn a_restart_goes_on_with_a_starting_agents_prompt_gate() {
     use fleet_core::adoption::AdoptVerdict::{Adopted, Reaped};
     let mut g = Gw::new();
-    let rules = fleet_core::Readiness::OnPrompt(fleet_core::agent_screen::StartRules::ClaudeCode);
+    let rules = CLAUDE_GATE;
     let [drawing, asking] = ["drawing", "asking"].map(SessionId::new);
     g.input(Input::MembersListed {
         members: [&drawing, &asking]
@@ -1097,6 +1097,14 @@ impl Gw {
         (c, gid)
     }
 
+    /// The launcher placed `gid`'s pane, a Claude Code member gated on its prompt.
+    fn launched_claude(&mut self, gid: &SessionId) {
+        self.input(Input::Spawned {
+            gid: gid.clone(),
+            result: Ok(CLAUDE_GATE.into()),
+        });
+    }
+
     /// The gateway's look at starting `gid` sees `screen`.
     fn start_screen(&mut self, gid: &SessionId, screen: &str) {
         self.input(Input::StartLooked {
@@ -1123,6 +1131,10 @@ fn claude_profile() -> CoreConfig {
     }
 }
 
+/// How a Claude Code member's readiness is known: its prompt on screen.
+const CLAUDE_GATE: fleet_core::Readiness =
+    fleet_core::Readiness::OnPrompt(fleet_core::agent_screen::StartRules::ClaudeCode);
+
 /// Claude Code's start screen, its banner drawn and its input box not yet.
 const CLAUDE_BANNER: &str = " ▐▛███▛█   Claude Code v2.1.328\n▝▜██████▀  Opus 5.5\n";
 
@@ -1138,13 +1150,7 @@ fn claude_prompt() -> String {
 fn an_agent_that_connects_before_its_prompt_is_ready_only_at_its_prompt() {
     let mut g = Gw::with(claude_profile());
     let (c, gid) = g.spawn_here();
-    g.input(Input::Spawned {
-        gid: gid.clone(),
-        result: Ok(fleet_core::Readiness::OnPrompt(
-            fleet_core::agent_screen::StartRules::ClaudeCode,
-        )
-        .into()),
-    });
+    g.launched_claude(&gid);
     assert_eq!(g.looks_at(&gid), 1, "the first look is asked at once");
     g.input(Input::MemberConnected {
         target: gid.clone(),
@@ -1171,13 +1177,7 @@ fn an_agent_that_connects_before_its_prompt_is_ready_only_at_its_prompt() {
 fn a_dialog_at_start_fails_the_spawn_naming_it() {
     let mut g = Gw::with(claude_profile());
     let (c, gid) = g.spawn_here();
-    g.input(Input::Spawned {
-        gid: gid.clone(),
-        result: Ok(fleet_core::Readiness::OnPrompt(
-            fleet_core::agent_screen::StartRules::ClaudeCode,
-        )
-        .into()),
-    });
+    g.launched_claude(&gid);
     g.input(Input::MemberConnected {
         target: gid.clone(),
     });
@@ -1205,12 +1205,8 @@ fn an_agent_that_never_starts_fails_saying_how() {
         start_timeout_ms: 1_000,
         ..claude_profile()
     });
-    let rules = fleet_core::Readiness::OnPrompt(fleet_core::agent_screen::StartRules::ClaudeCode);
     let (ended, gid) = g.spawn_here();
-    g.input(Input::Spawned {
-        gid: gid.clone(),
-        result: Ok(rules.into()),
-    });
+    g.launched_claude(&gid);
     g.input(Input::StartLooked {
         gid: gid.clone(),
         look: Ok(Sampled::Ended {
@@ -1226,10 +1222,7 @@ fn an_agent_that_never_starts_fails_saying_how() {
     );
     // The event watcher may read the exit first: the gate words it the same.
     let (watched, gid) = g.spawn_here();
-    g.input(Input::Spawned {
-        gid: gid.clone(),
-        result: Ok(rules.into()),
-    });
+    g.launched_claude(&gid);
     g.input(Input::Spawned {
         gid: gid.clone(),
         result: Err(fleet_core::SpawnError::Ended(
@@ -1248,10 +1241,7 @@ fn an_agent_that_never_starts_fails_saying_how() {
         .iter()
         .any(|o| matches!(o, Output::ClosePane { gid: x } if *x == gid)));
     let (slow, gid) = g.spawn_here();
-    g.input(Input::Spawned {
-        gid: gid.clone(),
-        result: Ok(rules.into()),
-    });
+    g.launched_claude(&gid);
     for _ in 0..4 {
         g.start_screen(&gid, CLAUDE_BANNER);
         assert_eq!(g.response(slow), None);
