@@ -62,7 +62,9 @@ fn config(socket: &std::path::Path, runtime: &std::path::Path) -> HerdrConfig {
     let mut launch = LaunchConfig::new(runtime, "http://127.0.0.1:7700/mcp", MEMBER_KEY);
     launch.base_url_allow = vec!["https://llm.internal.example/v1".into()];
     let mut cfg = HerdrConfig::new(socket, launch);
-    cfg.timeout = Duration::from_millis(500);
+    // Not the 5 s default, so a wedged herdr fails a test quickly; not much less than 2 s,
+    // since a real herdr on a loaded two-core CI machine has taken over 500 ms to list.
+    cfg.timeout = Duration::from_secs(2);
     cfg.profiles.insert("echo".into(), Profile::command(ECHO));
     cfg.parent_env = [("PATH", "/usr/bin"), ("AWS_SECRET_ACCESS_KEY", "x")]
         .into_iter()
@@ -1039,7 +1041,7 @@ async fn a_member_that_never_gets_ready_is_reaped_at_the_gate(backend: Backend) 
         CoreConfig {
             profiles: vec!["echo".into()],
             start_timeout_ms: 2_000,
-            start_poll_ms: 20,
+            start_poll_ms: 100,
             ..CoreConfig::default()
         },
         9,
