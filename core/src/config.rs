@@ -121,6 +121,12 @@ pub struct CoreConfig {
     /// and each profile's `weight`, `max_load`, `credential`).
     #[serde(skip)]
     pub placement: crate::placement::PlacementConfig,
+    /// Notification rules (`[[notify]]`, each with its sink in the daemon's config): which
+    /// needs are worth telling a person about, and when (`notify`).
+    #[serde(skip)]
+    pub notify: Vec<crate::notify::NotifyRule>,
+    /// How often the needs are scanned for the notification rules (only with rules).
+    pub notify_scan_ms: u64,
     /// Leads with a heartbeat (`[leads.heartbeat]`), by gid.
     #[serde(skip)]
     pub heartbeats: std::collections::BTreeMap<crate::ids::SessionId, HeartbeatConfig>,
@@ -205,6 +211,8 @@ impl Default for CoreConfig {
             member_idle_ttl_ms: 3_600_000,
             health: crate::health::HealthConfig::default(),
             placement: crate::placement::PlacementConfig::default(),
+            notify: Vec::new(),
+            notify_scan_ms: 500,
             heartbeats: std::collections::BTreeMap::new(),
             #[cfg(feature = "planted-bugs")]
             planted: None,
@@ -231,6 +239,8 @@ pub enum ConfigError {
     HeldBelowBody { held: usize, body: usize },
     #[error("remote_cwd_roots[{index}] = {root:?} must be an absolute directory other than /, with no `..`")]
     BadCwdRoot { index: usize, root: String },
+    #[error("notify rule {rule:?}: {problem}")]
+    BadNotifyRule { rule: String, problem: String },
     #[error("{key} ({ttl}) exceeds max_expiry_ms ({max}): a peer with this config would refuse what this gateway stamps")]
     TtlAboveMaxExpiry {
         key: &'static str,
@@ -276,6 +286,7 @@ impl CoreConfig {
         self.nonzero()?;
         self.bounds()?;
         self.cwd_roots()?;
+        self.notify_rules()?;
         Ok(Compiled {
             usage_limit: compile("usage_limit_patterns", &self.usage_limit_patterns)?,
             chrome: compile("chrome_patterns", &self.chrome_patterns)?,
@@ -283,6 +294,25 @@ impl CoreConfig {
             refine_idle: compile("refine_idle_patterns", &self.refine_idle_patterns)?,
             fatal: crate::health::FatalPatterns::compile(&self.health)?,
         })
+    }
+
+    /// Each notification rule makes sense, and names itself once.
+    fn notify_rules(&self) -> Result<(), ConfigError> {
+        for (i, r) in self.notify.iter().enumerate() {
+            let problem = r.problem().or_else(|| {
+                self.notify[..i]
+                    .iter()
+                    .any(|o| o.name == r.name)
+                    .then(|| "named twice".to_string())
+            });
+            if let Some(problem) = problem {
+                return Err(ConfigError::BadNotifyRule {
+                    rule: r.name.clone(),
+                    problem,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Every count, interval and bound is above zero.
@@ -329,6 +359,7 @@ impl CoreConfig {
             ("health.stall_suspect_ms", self.health.stall_suspect_ms),
             ("health.tombstone_ms", self.health.tombstone_ms),
             ("placement.cooldown_ms", self.placement.cooldown_ms),
+            ("notify_scan_ms", self.notify_scan_ms),
         ] {
             if v == 0 {
                 return Err(ConfigError::Zero { key });

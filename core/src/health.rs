@@ -705,6 +705,24 @@ impl Monitor {
         self.tombstones.get(gid)
     }
 
+    /// Each member's state now and since when, the tombstones' included, in gid order (a
+    /// member both watched and gone reads as watched).
+    pub fn states(&self) -> Vec<(&SessionId, Health, Option<Instant>, &str)> {
+        let live = self.watches.iter().filter_map(|(g, w)| {
+            w.verdict
+                .as_ref()
+                .map(|v| (g, v.state, v.since, v.reason()))
+        });
+        let gone = self
+            .tombstones
+            .iter()
+            .filter(|(g, _)| !self.watches.contains_key(*g))
+            .map(|(g, t)| (g, t.state, Some(t.at), t.reason.as_str()));
+        let mut all: Vec<_> = live.chain(gone).collect();
+        all.sort_by(|a, b| a.0.cmp(b.0));
+        all
+    }
+
     /// The members watched, in gid order (the gateway checks each is one it serves).
     pub fn watched(&self) -> impl Iterator<Item = &SessionId> {
         self.watches.keys()

@@ -25,6 +25,8 @@ pub mod ids;
 pub mod inbox;
 pub mod injector;
 pub mod io;
+pub mod needs;
+pub mod notify;
 pub mod outcome;
 pub mod pane_text;
 pub mod placement;

@@ -137,6 +137,14 @@ impl Quarantine {
         self.until.get(credential).copied().filter(|u| *u > now)
     }
 
+    /// Each credential cooling down at `now`, until when, in name order.
+    pub fn cooling(&self, now: u64) -> impl Iterator<Item = (&str, u64)> {
+        self.until
+            .iter()
+            .filter(move |(_, u)| **u > now)
+            .map(|(c, u)| (c.as_str(), *u))
+    }
+
     /// Forgets cooldowns that are over.
     pub fn expire(&mut self, now: u64) {
         self.until.retain(|_, u| *u > now);

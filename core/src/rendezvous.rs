@@ -233,6 +233,11 @@ impl Rendezvous {
         AskOpen::Fresh(turn)
     }
 
+    /// Every open ask, in turn order.
+    pub fn asks(&self) -> impl Iterator<Item = (&TurnId, &Ask)> {
+        self.asks.iter()
+    }
+
     pub fn ask(&self, turn: TurnId) -> Option<&Ask> {
         self.asks.get(&turn)
     }

@@ -2017,3 +2017,114 @@ fn whoami_names_a_member_spawned_architect_as_one() {
         Some(Response::Whoami { principal }) if principal.role == fleet_core::Role::Primary
     ));
 }
+
+/// A rule that tells about questions after 2 s, with a 10-minute quiet period.
+fn notifying() -> CoreConfig {
+    CoreConfig {
+        notify: vec![fleet_core::notify::NotifyRule {
+            name: "phone".into(),
+            on: vec![fleet_core::needs::NeedKind::Question],
+            grace_ms: 2_000,
+            ..fleet_core::notify::NotifyRule::default()
+        }],
+        ..CoreConfig::default()
+    }
+}
+
+impl Gw {
+    fn notices(&self) -> Vec<&fleet_core::notify::Notice> {
+        self.out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Notify(n) => Some(n),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Ticks every 500 ms for `ms`.
+    fn wait(&mut self, ms: u64) {
+        for _ in 0..ms / 500 {
+            self.advance(Duration::from_millis(500));
+        }
+    }
+
+    fn answer(&mut self, turn_id: TurnId, content: &str) -> CallId {
+        self.call(
+            lead(),
+            Request::Answer {
+                turn_id,
+                content: content.into(),
+                wait: true,
+                timeout_ms: None,
+                asked_by: Some(w1()),
+            },
+        )
+    }
+}
+
+#[test]
+fn a_question_left_past_the_grace_tells_its_lead_once_and_resolves_when_answered() {
+    use fleet_core::notify::NoticePhase;
+    let mut g = Gw::with(notifying());
+    g.send("w1", "migrate", false);
+    g.deliver(&w1(), "❯ ");
+    g.ask(&w1(), "which db?");
+    let needs = g.gw.needs();
+    assert_eq!(needs.len(), 1, "{needs:?}");
+    let q = &needs[0];
+    assert_eq!(q.waits_on, Some(SessionId::new("lead-pane")));
+    assert_eq!(q.member, Some(w1()));
+    assert!(!q.summary.contains("which db"), "a summary has no words");
+    let turn_id = q.turn_id.expect("a question names its turn");
+    g.wait(1_500);
+    assert!(g.notices().is_empty(), "within its grace");
+    g.wait(10_000);
+    let sent: Vec<(NoticePhase, &str, Option<&str>)> = g
+        .notices()
+        .iter()
+        .map(|n| (n.phase, n.need.id.as_str(), n.need.text.as_deref()))
+        .collect();
+    let id = format!("question:{turn_id}");
+    assert_eq!(sent, [(NoticePhase::Raised, id.as_str(), None)]);
+    g.answer(turn_id, "postgres");
+    g.wait(1_000);
+    let phases: Vec<NoticePhase> = g.notices().iter().map(|n| n.phase).collect();
+    assert_eq!(phases, [NoticePhase::Raised, NoticePhase::Resolved]);
+    assert!(g.gw.needs().is_empty());
+}
+
+#[test]
+fn a_question_answered_within_the_grace_tells_no_one() {
+    let mut g = Gw::with(notifying());
+    g.send("w1", "migrate", false);
+    g.deliver(&w1(), "❯ ");
+    g.ask(&w1(), "which db?");
+    g.wait(1_000);
+    let turn_id = g.gw.needs()[0].turn_id.expect("its turn");
+    g.answer(turn_id, "postgres");
+    g.wait(60_000);
+    assert!(g.notices().is_empty(), "{:?}", g.notices());
+}
+
+#[test]
+fn a_held_result_nobody_collects_is_a_need_of_its_lead() {
+    let mut g = Gw::new();
+    let t = g.send("w1", "migrate", false);
+    let _ = g.ticket(t);
+    let msg = g.deliver(&w1(), "❯ ");
+    g.complete(&w1(), msg, "❯ migrate\ndone\n❯ ");
+    g.reply(&w1(), "a late word");
+    let kinds: Vec<(fleet_core::needs::NeedKind, Option<SessionId>)> =
+        g.gw.needs()
+            .into_iter()
+            .map(|n| (n.kind, n.waits_on))
+            .collect();
+    assert_eq!(
+        kinds,
+        [(
+            fleet_core::needs::NeedKind::ResultStranded,
+            Some(SessionId::new("lead-pane"))
+        )]
+    );
+}

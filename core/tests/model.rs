@@ -274,6 +274,7 @@ impl Harness {
                 | Output::Audit(_)
                 | Output::ProbeHealth { .. }
                 | Output::MemberReady { .. }
+                | Output::Notify(_)
                 | Output::Remember(_) => {}
                 Output::Broker(_)
                 | Output::SpawnPane { .. }

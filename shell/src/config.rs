@@ -44,6 +44,10 @@ pub struct Config {
     /// usage limit is skipped.
     #[serde(default)]
     pub placement: fleet_core::placement::PlacementConfig,
+    /// Notification rules, each with its sink: who is told, away from the terminal, when
+    /// something waits on a person (`docs/operations.md`).
+    #[serde(default)]
+    pub notify: Vec<crate::notify::NotifySection>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -419,6 +423,18 @@ impl Config {
             .filter_map(|l| Some((fleet_core::SessionId::new(l.gid()), l.heartbeat.clone()?)))
             .collect();
         c.placement = self.placement.clone();
+        c.notify = self
+            .notify
+            .iter()
+            .map(|n| {
+                n.rule(|name| {
+                    self.leads
+                        .iter()
+                        .find(|l| l.name == name)
+                        .map(LeadSection::gid)
+                })
+            })
+            .collect();
         c.placement.profiles = self
             .profiles
             .iter()

@@ -56,6 +56,8 @@ pub enum DaemonError {
     Core(String),
     #[error("broker: {0}")]
     Broker(String),
+    #[error("notify: {0}")]
+    Notify(String),
     #[error("herdr: {0}")]
     Herdr(String),
     #[error("listening on {addr}: {reason}")]

@@ -103,6 +103,8 @@ pub struct Driver<H, B, C, O = Quiet> {
     wall: (fleet_core::Instant, u64),
     /// Where `Output::Remember` is kept (memory only unless `with_record` says otherwise).
     record: Box<dyn ReplayRecord>,
+    /// Where `Output::Notify` goes (nowhere unless `with_notices` says otherwise).
+    notices: Box<dyn crate::ports::NoticePort>,
 }
 
 /// What woke the loop.
@@ -128,12 +130,19 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             next_call: 0,
             wall,
             record: Box::new(InMemory),
+            notices: Box::new(crate::ports::NoNotices),
         }
     }
 
     /// Keeps the replay record in `record` (the daemon: a file under `state_dir`).
     pub fn with_record(mut self, record: impl ReplayRecord + 'static) -> Self {
         self.record = Box::new(record);
+        self
+    }
+
+    /// Carries notices out through `sinks` (the daemon's `[[notify]]`).
+    pub fn with_notices(mut self, sinks: impl crate::ports::NoticePort + 'static) -> Self {
+        self.notices = Box::new(sinks);
         self
     }
 
@@ -312,6 +321,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                         tracing::error!(%why, "the replay record could not be kept: a restart may forget these msgIds");
                     }
                 }
+                Output::Notify(n) => self.notices.notify(n, self.clock.unix_ms()),
                 Output::Audit(_) | Output::Event(_) => {}
             }
         }

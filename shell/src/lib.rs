@@ -34,6 +34,8 @@ pub mod mcp;
 #[cfg(feature = "daemon")]
 pub mod metrics;
 #[cfg(feature = "daemon")]
+pub mod notify;
+#[cfg(feature = "daemon")]
 pub mod observe;
 pub mod origin;
 pub mod ports;
@@ -54,6 +56,7 @@ pub use amqp::{AmqpBroker, AmqpConfig};
 pub use clock::TokioClock;
 pub use driver::{Call, Driver, Gone, Handle, Observer, Quiet, ToLoop};
 pub use ports::{
-    BrokerPort, Clock, HerdrError, HerdrPort, InjectFailure, NoBroker, PortFuture, Sample, Samples,
+    BrokerPort, Clock, HerdrError, HerdrPort, InjectFailure, NoBroker, NoNotices, NoticePort,
+    PortFuture, Sample, Samples,
 };
 pub use replay_record::{InMemory, RecordFile, ReplayRecord};

@@ -51,10 +51,14 @@ pub enum Counter {
     LeadHeartbeatNudges,
     /// `fleet_mute_turns_total`: member turns ended by the completion fallback instead of a fleet_reply.
     MuteTurns,
+    /// `fleet_notices_total`: notices of the `[[notify]]` rules, by rule and result: sent, failed (after its retries) or dropped (its sink's queue was full).
+    Notices,
+    /// `fleet_notices_limited_total`: notices that waited for their rule's budget (max_per_window).
+    NoticesLimited,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 16] = [
+    pub const ALL: [Counter; 18] = [
         Counter::Sends,
         Counter::SendOutcomes,
         Counter::Replies,
@@ -71,6 +75,8 @@ impl Counter {
         Counter::LeadsLaunched,
         Counter::LeadHeartbeatNudges,
         Counter::MuteTurns,
+        Counter::Notices,
+        Counter::NoticesLimited,
     ];
 
     pub fn name(self) -> &'static str {
@@ -91,6 +97,8 @@ impl Counter {
             Counter::LeadsLaunched => "fleet_leads_launched_total",
             Counter::LeadHeartbeatNudges => "fleet_lead_heartbeat_nudges_total",
             Counter::MuteTurns => "fleet_mute_turns_total",
+            Counter::Notices => "fleet_notices_total",
+            Counter::NoticesLimited => "fleet_notices_limited_total",
         }
     }
 
@@ -112,6 +120,8 @@ impl Counter {
             Counter::LeadsLaunched => "configured leads started because no pane carried their label, by lead",
             Counter::LeadHeartbeatNudges => "heartbeat reminders typed into quiet leads' panes (CB-551)",
             Counter::MuteTurns => "member turns ended by the completion fallback instead of a fleet_reply",
+            Counter::Notices => "notices of the [[notify]] rules, by rule and result: sent, failed (after its retries) or dropped (its sink's queue was full)",
+            Counter::NoticesLimited => "notices that waited for their rule's budget (max_per_window)",
         }
     }
 }
@@ -396,8 +406,9 @@ impl Metrics {
 }
 
 /// Series that have no labels show 0 before their first sample.
-const LABEL_FREE_COUNTERS: [Counter; 6] = [
+const LABEL_FREE_COUNTERS: [Counter; 7] = [
     Counter::ConnectionsRefused,
+    Counter::NoticesLimited,
     Counter::Replies,
     Counter::PushNudges,
     Counter::BrokerMalformed,

@@ -213,6 +213,13 @@ impl Observer for DaemonObserver {
                     "publish"
                 );
             }
+            Output::Notify(n) => tracing::info!(
+                rule = %n.rule,
+                phase = ?n.phase,
+                need = %n.need.id,
+                seq = n.seq,
+                "notice"
+            ),
             Output::Broker(_)
             | Output::Respond { .. }
             | Output::Remember(_)
@@ -272,6 +279,11 @@ impl Observer for DaemonObserver {
         m.set(Gauge::HeldDeliveries, &[], gw.held_deliveries() as f64);
         m.set(Gauge::OpenDelegations, &[], gw.open_delegations() as f64);
         m.set_total(Counter::MuteTurns, &[], gw.mute_turns_total() as f64);
+        m.set_total(
+            Counter::NoticesLimited,
+            &[],
+            gw.notify_stats().limited as f64,
+        );
         let health: Vec<([(&'static str, &str); 1], f64)> = gw
             .health_counts()
             .into_iter()

@@ -137,6 +137,19 @@ impl BrokerPort for NoBroker {
 }
 
 /// Where time enters: monotonic time for the core, wall time for stamps, and sleeping.
+/// Where `Output::Notify` goes: the daemon's `[[notify]]` sinks. Taking a notice must not
+/// block the loop: a sink queues it and carries it out on its own task.
+pub trait NoticePort {
+    fn notify(&mut self, notice: fleet_core::notify::Notice, unix_ms: u64);
+}
+
+/// No sinks (the simulation, and a daemon with no `[[notify]]`): a notice is only observed.
+pub struct NoNotices;
+
+impl NoticePort for NoNotices {
+    fn notify(&mut self, _notice: fleet_core::notify::Notice, _unix_ms: u64) {}
+}
+
 pub trait Clock {
     fn now(&self) -> Instant;
     fn unix_ms(&self) -> u64;

@@ -337,6 +337,7 @@ impl World {
             | Output::ClosePane { .. }
             | Output::LookAtStart { .. }
             | Output::MemberReady { .. }
+            | Output::Notify(_)
             | Output::Remember(_) => {}
         }
     }

@@ -12,6 +12,7 @@ pub mod panes;
 pub mod rogue;
 pub mod schema;
 pub mod webdriver;
+pub mod webhook;
 
 use regex::Regex;
 use std::collections::BTreeMap;

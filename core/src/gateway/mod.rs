@@ -30,6 +30,7 @@ mod heartbeat;
 #[cfg(any(debug_assertions, feature = "invariants"))]
 mod invariants;
 mod members;
+mod needs;
 mod overview;
 mod placement;
 mod rebuild;
@@ -166,6 +167,8 @@ pub struct Gateway {
     placement: crate::placement::Placement,
     /// Each lead with a heartbeat: when it last called, reminders since.
     beats: heartbeat::Heartbeats,
+    /// The notification rules and what each has sent (`needs`).
+    notifier: crate::notify::Notifier,
     /// Calls asked and not yet answered, while invariants are checked: a call answered twice
     /// or answered without being asked is caught at the step it happens.
     #[cfg(any(debug_assertions, feature = "invariants"))]
@@ -203,6 +206,7 @@ impl Gateway {
         let health = crate::health::Monitor::new(&cfg.health, compiled.fatal.clone());
         let placement = crate::placement::Placement::new(cfg.placement.clone());
         let samples = SampleOrder::new(cfg.planted(crate::planted::PlantedBug::SamplesOutOfOrder));
+        let notifier = crate::notify::Notifier::new(cfg.notify.clone());
         let mut gw = Gateway {
             inbox: ReplyInbox::new(cfg.inbox_cap_per_target, cfg.held_bytes_per_target),
             push: Push::new(
@@ -237,6 +241,7 @@ impl Gateway {
             health,
             placement,
             beats: heartbeat::Heartbeats::default(),
+            notifier,
             #[cfg(any(debug_assertions, feature = "invariants"))]
             open_calls: invariants::OpenCalls::default(),
             #[cfg(any(debug_assertions, feature = "invariants"))]
@@ -276,6 +281,11 @@ impl Gateway {
 
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// The notification rules' counters.
+    pub fn notify_stats(&self) -> crate::notify::NotifyStats {
+        self.notifier.stats()
     }
 
     /// The ed25519 work this gateway has done (none without federation).
@@ -440,6 +450,7 @@ impl Gateway {
                 .set(Once::StatusPoll, now + self.cfg.poll_interval());
         }
         self.arm_health(now);
+        self.arm_notify(now);
     }
 
     fn respond(&mut self, call: CallId, response: Response) {

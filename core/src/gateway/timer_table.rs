@@ -18,15 +18,18 @@ pub(crate) enum Once {
     Reap,
     /// The health round.
     Health,
+    /// The notification rules' round.
+    Notify,
 }
 
 impl Once {
-    const ALL: [Once; 5] = [
+    const ALL: [Once; 6] = [
         Once::StatusPoll,
         Once::Presence,
         Once::HeldSweep,
         Once::Reap,
         Once::Health,
+        Once::Notify,
     ];
 
     fn index(self) -> usize {
@@ -40,6 +43,7 @@ impl Once {
             Once::HeldSweep => TimerKind::HeldSweep,
             Once::Reap => TimerKind::Reap,
             Once::Health => TimerKind::Health,
+            Once::Notify => TimerKind::Notify,
         }
     }
 }

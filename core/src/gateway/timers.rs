@@ -44,6 +44,8 @@ pub enum TimerKind {
     Health,
     /// A lead's heartbeat (CB-551) is due.
     Heartbeat(SessionId),
+    /// The notification rules' round.
+    Notify,
 }
 
 impl Gateway {
@@ -82,6 +84,7 @@ impl Gateway {
                 TimerKind::Adoption(gid) => self.on_adoption_due(now, gid),
                 TimerKind::Health => self.on_health_tick(now),
                 TimerKind::Heartbeat(lead) => self.on_heartbeat(now, lead),
+                TimerKind::Notify => self.on_notify_scan(now),
                 TimerKind::StatusPoll | TimerKind::Injector => {}
             }
         }

@@ -317,6 +317,9 @@ pub enum Output {
     /// read the end of each one's screen (bounded); answer with `Input::HealthProbed`.
     /// Nothing here is judged by the injector: it keeps its own samples.
     ProbeHealth { targets: Vec<SessionId> },
+    /// Tell a person through a notification rule's sink (`[[notify]]`): carried out at most
+    /// once, never retried by the core (the sink retries within its own bounds).
+    Notify(crate::notify::Notice),
 }
 
 impl fmt::Display for Output {
@@ -335,6 +338,11 @@ impl fmt::Display for Output {
             Output::Event(e) => write!(f, "event {e}"),
             Output::Broker(op) => write!(f, "broker {op}"),
             Output::Remember(entries) => write!(f, "remember {} msgId(s)", entries.len()),
+            Output::Notify(n) => write!(
+                f,
+                "notify {} {:?} {} #{}",
+                n.rule, n.phase, n.need.id, n.seq
+            ),
             Output::SpawnPane { gid, spec } => {
                 write!(
                     f,

@@ -26,7 +26,26 @@ impl Config {
         }
         self.check_herdr(&mut errs);
         self.check_profiles(&mut errs);
+        self.check_notify(&mut errs);
         errs
+    }
+
+    /// `[[notify]]`: each sink's settings and the leads a rule names (the rule itself is the
+    /// core's to judge, under `core`).
+    fn check_notify(&self, errs: &mut Vec<ConfigError>) {
+        for (i, n) in self.notify.iter().enumerate() {
+            for (key, why) in n.problems() {
+                errs.push(invalid(format!("notify[{i}].{key}"), why));
+            }
+            for l in &n.leads {
+                if !self.leads.iter().any(|x| &x.name == l) {
+                    errs.push(invalid(
+                        format!("notify[{i}].leads"),
+                        format!("no [[leads]] entry is named {l:?}"),
+                    ));
+                }
+            }
+        }
     }
 
     /// `[gateway]` and `[log]`.

@@ -165,3 +165,41 @@ fn keys_round_trip_through_hex() {
     assert_eq!(decode_key(&encode_key(&k)), Some(k));
     assert_eq!(decode_key("zz"), None);
 }
+
+#[test]
+fn notify_rules_reach_the_core_and_every_problem_is_named() {
+    let secret = std::env::temp_dir().join(format!("fleetd-cfg-notify-{}", std::process::id()));
+    std::fs::write(&secret, "k\n").expect("a temp file");
+    let text = format!(
+        "[[leads]]\nname = \"alice\"\ngid = \"alice-pane\"\ntoken = \"0123456789abcdef0123\"\n\n\
+         [[notify]]\nname = \"ops\"\nsink = \"webhook\"\nurl = \"https://hooks.example.com/f\"\n\
+         secret_file = \"{}\"\non = [\"question\", \"broker_down\"]\nleads = [\"alice\"]\n\
+         grace_ms = 5000\n",
+        secret.display()
+    );
+    let c = Config::parse(&text, "t.toml").expect("valid");
+    let rules = c.core_config().notify;
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0].leads, [fleet_core::SessionId::new("alice-pane")]);
+    assert_eq!(rules[0].grace_ms, 5000);
+
+    let e = errors(
+        "[[notify]]\nname = \"a\"\nsink = \"webhook\"\nurl = \"ftp://x\"\nleads = [\"bob\"]\n\
+         quiet_ms = 0\n\n[[notify]]\nname = \"a\"\nsink = \"command\"\n",
+    );
+    for want in [
+        "notify[0].url",
+        "notify[0].secret_file",
+        "notify[0].leads",
+        "notify[1].argv",
+        "quiet_ms",
+    ] {
+        assert!(e.iter().any(|e| e.contains(want)), "{want}: {e:?}");
+    }
+    let e =
+        errors("[[notify]]\nname = \"a\"\nsink = \"command\"\nargv = [\"x\"]\non = [\"coffee\"]\n");
+    assert!(
+        e.iter().any(|e| e.contains("coffee")),
+        "an unknown kind is named: {e:?}"
+    );
+}

@@ -40,6 +40,8 @@ pub async fn run(
         None => AuditSink::Log,
     };
     let observer = DaemonObserver::new(metrics.clone(), audit.clone());
+    let sinks =
+        crate::notify::Sinks::start(&cfg.notify, metrics.clone()).map_err(DaemonError::Notify)?;
     let (handle, calls) = Driver::<HerdrClient, NoBroker, TokioClock, DaemonObserver>::channel();
     let (stop_loop, loop_stopped) = oneshot::channel();
     let (broker_status, done) = match amqp_config(&cfg)? {
@@ -47,12 +49,14 @@ pub async fn run(
             let record = replay_record(&state, &clock, &mut gw)?;
             let broker = AmqpBroker::start(a).map_err(|e| DaemonError::Broker(e.to_string()))?;
             let status = broker.status();
-            let driver =
-                Driver::new(gw, client.clone(), broker, clock, observer).with_record(record);
+            let driver = Driver::new(gw, client.clone(), broker, clock, observer)
+                .with_record(record)
+                .with_notices(sinks);
             (Some(status), spawn_loop(driver, calls, loop_stopped))
         }
         None => {
-            let driver = Driver::new(gw, client.clone(), NoBroker, clock, observer);
+            let driver =
+                Driver::new(gw, client.clone(), NoBroker, clock, observer).with_notices(sinks);
             (None, spawn_loop(driver, calls, loop_stopped))
         }
     };

@@ -82,6 +82,7 @@ impl Gateway {
             return;
         };
         f.broker_up = true;
+        f.link_since = now;
         f.generation = generation;
         f.roster.heard_again(now);
         let gids: Vec<(SessionId, crate::roster::EntityKind)> = self
@@ -107,6 +108,9 @@ impl Gateway {
         let Link::Fleet(f) = &mut self.link else {
             return;
         };
+        if f.broker_up {
+            f.link_since = now;
+        }
         f.broker_up = false;
         f.parking.disconnected();
         f.held.disconnected();

@@ -75,6 +75,8 @@ pub(crate) struct Fed {
     pub(crate) cfg: Federation,
     pub(crate) names: Names,
     pub(crate) broker_up: bool,
+    /// When the link last went up or down (it starts down).
+    pub(crate) link_since: Instant,
     pub(crate) generation: u32,
     /// When this gateway started (Unix ms), announced as its presence's `since`.
     started_unix: u64,
@@ -173,6 +175,7 @@ impl Gateway {
             names: Names::new(&federation.namespace),
             cfg: federation,
             broker_up: false,
+            link_since: now,
             generation: 0,
             started_unix: unix_ms,
             seen: SeenSet::new(c.seen_capacity),

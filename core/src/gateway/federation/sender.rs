@@ -405,6 +405,7 @@ impl Gateway {
             self.publish(Exchange::Msg, nw);
             return;
         };
+        let question = String::from_utf8_lossy(&env.body).into_owned();
         if let Link::Fleet(f) = &mut self.link {
             let until = now + Duration::from_millis(self.cfg.ask_timeout_ms);
             let lead = self.delegations.get(&ticket).and_then(|d| d.lead.clone());
@@ -414,13 +415,14 @@ impl Gateway {
                     worker: env.from.clone(),
                     until,
                     lead,
+                    question: question.clone(),
+                    at: now,
                 },
             );
         }
         if let Some(d) = self.delegations.get(&ticket) {
             self.forget_remote_waiter(d.msg);
         }
-        let question = String::from_utf8_lossy(&env.body).into_owned();
         self.question(now, ticket, question, turn);
     }
 

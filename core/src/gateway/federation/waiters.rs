@@ -15,6 +15,8 @@ pub(crate) struct RemoteAsk {
     pub(crate) until: Instant,
     /// The lead the question was put to: only it may answer.
     pub(crate) lead: Option<SessionId>,
+    pub(crate) question: String,
+    pub(crate) at: Instant,
 }
 
 #[derive(Debug, Default)]
@@ -48,6 +50,11 @@ impl Waiters {
         self.asks.insert(turn, ask);
     }
 
+    /// Every question remote workers asked through our waiters, in turn order.
+    pub(crate) fn asks(&self) -> impl Iterator<Item = (&TurnId, &RemoteAsk)> {
+        self.asks.iter()
+    }
+
     pub(crate) fn ask(&self, turn: TurnId) -> Option<&RemoteAsk> {
         self.asks.get(&turn)
     }
@@ -73,6 +80,8 @@ mod tests {
             worker: SessionId::new("w"),
             until: Instant::from_millis(until),
             lead: Some(SessionId::new("lead")),
+            question: "q".into(),
+            at: Instant::ZERO,
         }
     }
 

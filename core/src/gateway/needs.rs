@@ -1,0 +1,179 @@
+//! The hub lists what waits on a person (`crate::needs`) from the state its sub-machines
+//! keep, and runs the notification rules over that list on their own round.
+
+use super::{Gateway, Link, Once};
+use crate::ids::{SessionId, TurnId};
+use crate::io::Output;
+use crate::needs::{Need, NeedKind};
+use crate::time::{Duration, Instant};
+
+impl Gateway {
+    /// Everything that waits on a person here now, oldest first (then by id).
+    pub fn needs(&self) -> Vec<Need> {
+        let mut out = Vec::new();
+        self.question_needs(&mut out);
+        self.result_needs(&mut out);
+        self.member_needs(&mut out);
+        self.host_needs(&mut out);
+        out.sort_by(|a, b| (a.since, &a.id).cmp(&(b.since, &b.id)));
+        out
+    }
+
+    fn need(&self, id: String, kind: NeedKind, since: Instant, summary: String) -> Need {
+        Need {
+            id,
+            kind,
+            host: self.host.clone(),
+            waits_on: None,
+            member: None,
+            turn_id: None,
+            since,
+            summary,
+            text: None,
+        }
+    }
+
+    fn question_need(
+        &self,
+        turn: TurnId,
+        member: &SessionId,
+        lead: Option<&SessionId>,
+        since: Instant,
+        text: &str,
+    ) -> Need {
+        let to = lead.map_or("any lead".to_string(), |l| format!("lead {l}"));
+        Need {
+            waits_on: lead.cloned(),
+            member: Some(member.clone()),
+            turn_id: Some(turn),
+            text: Some(text.to_string()),
+            ..self.need(
+                format!("question:{turn}"),
+                NeedKind::Question,
+                since,
+                format!("member {member} asks {to} a question (turn {turn})"),
+            )
+        }
+    }
+
+    /// Members' open questions for a lead here: a member served here asking (unless its
+    /// delegation came from another host, whose gateway tells its lead), and a remote member
+    /// asking through one of our waiters.
+    fn question_needs(&self, out: &mut Vec<Need>) {
+        for (turn, ask) in self.rendezvous.asks() {
+            let remote_lead = self
+                .delegations
+                .paused_on(*turn)
+                .and_then(|t| self.delegations.get(&t))
+                .is_some_and(|d| d.side.is_worker());
+            if !remote_lead {
+                let q = self.question_need(
+                    *turn,
+                    &ask.session,
+                    ask.owner.as_ref(),
+                    self.now,
+                    &ask.question,
+                );
+                out.push(q);
+            }
+        }
+        if let Some(f) = self.link.fleet() {
+            for (turn, ask) in f.waiters().asks() {
+                let q = self.question_need(
+                    *turn,
+                    &ask.worker,
+                    ask.lead.as_ref(),
+                    ask.at,
+                    &ask.question,
+                );
+                out.push(q);
+            }
+        }
+    }
+
+    /// Results held for a lead that has not collected them.
+    fn result_needs(&self, out: &mut Vec<Need>) {
+        for (member, held) in self.inbox.iter() {
+            for r in held {
+                let to = r
+                    .lead
+                    .as_ref()
+                    .map_or("no lead".to_string(), |l| format!("lead {l}"));
+                out.push(Need {
+                    waits_on: r.lead.clone(),
+                    member: Some(member.clone()),
+                    text: Some(r.content.clone()),
+                    ..self.need(
+                        format!("result_stranded:{}", r.id),
+                        NeedKind::ResultStranded,
+                        r.at,
+                        format!("a result of member {member} waits for {to} to collect it"),
+                    )
+                });
+            }
+        }
+    }
+
+    /// Members whose health says a person must see to them; they wait on the lead that
+    /// spawned them, if it is known.
+    fn member_needs(&self, out: &mut Vec<Need>) {
+        for (gid, state, since, reason) in self.health.states() {
+            let Some(kind) = NeedKind::of_health(state) else {
+                continue;
+            };
+            let owner = self.cards.get(gid).and_then(|c| c.owner.clone());
+            out.push(Need {
+                waits_on: owner,
+                member: Some(gid.clone()),
+                ..self.need(
+                    format!("{kind}:{gid}"),
+                    kind,
+                    since.unwrap_or(self.now),
+                    format!("member {gid} is {state}: {reason}"),
+                )
+            });
+        }
+    }
+
+    /// Credentials cooling down and the broker link: whoever runs this host.
+    fn host_needs(&self, out: &mut Vec<Need>) {
+        let unix = self.unix_now();
+        for (credential, until) in self.placement.quarantine.cooling(unix) {
+            out.push(self.need(
+                format!("credential_cooling:{credential}"),
+                NeedKind::CredentialCooling,
+                self.now,
+                format!("credential {credential} is cooling down after a usage limit, until Unix ms {until}"),
+            ));
+        }
+        if let Link::Fleet(f) = &self.link {
+            if !f.broker_up {
+                out.push(self.need(
+                    format!("broker_down:{}", self.host),
+                    NeedKind::BrokerDown,
+                    f.link_since,
+                    format!(
+                        "host {}'s broker link is down: nothing reaches other hosts",
+                        self.host
+                    ),
+                ));
+            }
+        }
+    }
+
+    /// Keeps the notification rules' round going while there are rules.
+    pub(super) fn arm_notify(&mut self, now: Instant) {
+        if self.notifier.has_rules() && !self.fx.is_set(Once::Notify) {
+            let at = now + Duration::from_millis(self.cfg.notify_scan_ms);
+            self.fx.set(Once::Notify, at);
+        }
+    }
+
+    /// The rules' round: every notice due goes out for its sink.
+    pub(super) fn on_notify_scan(&mut self, now: Instant) {
+        let needs = self.needs();
+        for notice in self.notifier.scan(now, &needs) {
+            self.fx.emit(Output::Notify(notice));
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! Notification rules (`[[notify]]`): which needs (`needs`) are worth telling a person about
+//! away from the terminal, and when. Pure: each scan takes the needs that hold now and says
+//! which notices are due; the shell's sinks carry them out.
+//!
+//! Per rule and need: a raise once the need has held for the rule's grace (one answered
+//! sooner is never sent), a reminder every quiet period while it still holds, and one resolve
+//! when it clears. A need that clears and comes back within the quiet period after a notice
+//! is not raised again before that period ends. Raises and reminders count against the rule's
+//! budget per target (the lead a need waits on, or the host); a resolve always goes, so no one
+//! is left believing a cleared need still waits. No words of a brief, reply or question leave
+//! unless the rule says `include_text`.
+
+use crate::ids::SessionId;
+use crate::needs::{Need, NeedKind};
+use crate::time::{Duration, Instant};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// One `[[notify]]` rule as the core judges it (its sink's settings stay in the shell).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NotifyRule {
+    /// Names the rule in notices, metrics and logs; unique.
+    pub name: String,
+    /// The kinds of need it tells about; empty: every kind.
+    pub on: Vec<NeedKind>,
+    /// Only needs waiting on these leads; empty: every need, host-wide ones included.
+    pub leads: Vec<SessionId>,
+    /// A need must hold this long before it is sent: one that clears sooner never is.
+    pub grace_ms: u64,
+    /// At most one raise or reminder per need in this long.
+    pub quiet_ms: u64,
+    /// At most this many raises and reminders per target in `window_ms`; the rest wait for
+    /// the budget (counted as limited).
+    pub max_per_window: u32,
+    pub window_ms: u64,
+    /// Carry the question's or result's words; off, a notice says only who and what.
+    pub include_text: bool,
+}
+
+impl Default for NotifyRule {
+    fn default() -> Self {
+        NotifyRule {
+            name: String::new(),
+            on: Vec::new(),
+            leads: Vec::new(),
+            grace_ms: 30_000,
+            quiet_ms: 15 * 60_000,
+            max_per_window: 30,
+            window_ms: 60 * 60_000,
+            include_text: false,
+        }
+    }
+}
+
+impl NotifyRule {
+    fn matches(&self, need: &Need) -> bool {
+        let kind = self.on.is_empty() || self.on.contains(&need.kind);
+        let lead = self.leads.is_empty()
+            || need
+                .waits_on
+                .as_ref()
+                .is_some_and(|l| self.leads.contains(l));
+        kind && lead
+    }
+
+    /// What is wrong with it, if anything (the daemon's `check-config` says it).
+    pub fn problem(&self) -> Option<String> {
+        if self.name.trim().is_empty() {
+            return Some("a rule needs a name".into());
+        }
+        if self.quiet_ms == 0 {
+            return Some("quiet_ms must be above 0: a need would be sent on every scan".into());
+        }
+        if self.max_per_window == 0 || self.window_ms == 0 {
+            return Some("max_per_window and window_ms must be above 0".into());
+        }
+        None
+    }
+}
+
+/// Where a notice stands in its need's life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoticePhase {
+    /// The need has held for the rule's grace.
+    Raised,
+    /// It still holds a quiet period after the last notice.
+    Reminder,
+    /// It cleared after a raise.
+    Resolved,
+}
+
+/// One notification to carry out through rule `rule`'s sink.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notice {
+    pub rule: String,
+    pub phase: NoticePhase,
+    /// The need, without its words unless the rule allows them.
+    pub need: Need,
+    /// The n-th notice of this need under this rule (from 1): with the rule and the need's
+    /// id, a receiver's dedup key.
+    pub seq: u32,
+}
+
+/// One need as one rule tracks it.
+#[derive(Clone, Debug)]
+struct Tracked {
+    need: Need,
+    /// Held since (the latest stretch).
+    since: Instant,
+    /// Seen in the latest scan.
+    holds: bool,
+    /// A raise went out and no resolve yet.
+    raised: bool,
+    last_sent: Option<Instant>,
+    seq: u32,
+    /// Its notice is waiting for the budget (counted once per wait).
+    limited: bool,
+}
+
+/// Counters for `/metrics`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NotifyStats {
+    /// Notices due that waited for their rule's budget.
+    pub limited: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Notifier {
+    rules: Vec<NotifyRule>,
+    /// By rule index and need id.
+    tracked: BTreeMap<(usize, String), Tracked>,
+    /// Raises and reminders sent, by rule index and target (none: the host), oldest first.
+    sent: BTreeMap<(usize, Option<SessionId>), VecDeque<Instant>>,
+    stats: NotifyStats,
+}
+
+impl Notifier {
+    pub fn new(rules: Vec<NotifyRule>) -> Notifier {
+        Notifier {
+            rules,
+            ..Notifier::default()
+        }
+    }
+
+    pub fn has_rules(&self) -> bool {
+        !self.rules.is_empty()
+    }
+
+    pub fn stats(&self) -> NotifyStats {
+        self.stats
+    }
+
+    /// Needs tracked by some rule (held, or remembered for their quiet period).
+    pub fn tracked(&self) -> usize {
+        self.tracked.len()
+    }
+
+    /// The notices due at `now`, given every need that holds now.
+    pub fn scan(&mut self, now: Instant, needs: &[Need]) -> Vec<Notice> {
+        let mut seen = BTreeSet::new();
+        for need in needs {
+            for (r, rule) in self.rules.iter().enumerate() {
+                if !rule.matches(need) {
+                    continue;
+                }
+                let key = (r, need.id.clone());
+                let t = self.tracked.entry(key.clone()).or_insert_with(|| Tracked {
+                    need: need.clone(),
+                    since: now,
+                    holds: false,
+                    raised: false,
+                    last_sent: None,
+                    seq: 0,
+                    limited: false,
+                });
+                if !t.holds {
+                    // New, or back after it cleared: a new stretch.
+                    t.since = need.since.min(now);
+                }
+                t.holds = true;
+                t.need = need.clone();
+                seen.insert(key);
+            }
+        }
+        for (key, t) in self.tracked.iter_mut() {
+            if !seen.contains(key) {
+                t.holds = false;
+            }
+        }
+        let mut out = Vec::new();
+        let keys: Vec<(usize, String)> = self.tracked.keys().cloned().collect();
+        for key in keys {
+            if let Some(n) = self.step(now, &key) {
+                out.push(n);
+            }
+        }
+        let rules = &self.rules;
+        self.tracked.retain(|(r, _), t| {
+            let quiet = Duration::from_millis(rules[*r].quiet_ms);
+            t.holds || t.raised || t.last_sent.is_some_and(|at| now < at + quiet)
+        });
+        self.sent.retain(|(r, _), sent| {
+            let window = Duration::from_millis(rules[*r].window_ms);
+            sent.back().is_some_and(|at| now < *at + window)
+        });
+        out
+    }
+
+    /// The notice one tracked need is due, if any.
+    fn step(&mut self, now: Instant, key: &(usize, String)) -> Option<Notice> {
+        let rule = &self.rules[key.0];
+        let grace = Duration::from_millis(rule.grace_ms);
+        let quiet = Duration::from_millis(rule.quiet_ms);
+        let t = self.tracked.get(key)?;
+        let quiet_over = t.last_sent.is_none_or(|at| now >= at + quiet);
+        let phase = match (t.holds, t.raised) {
+            (false, true) => NoticePhase::Resolved,
+            (false, false) => return None,
+            (true, false) if now >= t.since + grace && quiet_over => NoticePhase::Raised,
+            (true, true) if quiet_over => NoticePhase::Reminder,
+            (true, _) => return None,
+        };
+        let target = t.need.waits_on.clone();
+        if phase != NoticePhase::Resolved && !self.budget(now, key.0, &target) {
+            if let Some(t) = self.tracked.get_mut(key) {
+                if !t.limited {
+                    t.limited = true;
+                    self.stats.limited += 1;
+                }
+            }
+            return None;
+        }
+        let include_text = self.rules[key.0].include_text;
+        let rule_name = self.rules[key.0].name.clone();
+        let t = self.tracked.get_mut(key)?;
+        t.limited = false;
+        t.seq += 1;
+        match phase {
+            NoticePhase::Resolved => t.raised = false,
+            _ => {
+                t.raised = true;
+                t.last_sent = Some(now);
+            }
+        }
+        let mut need = t.need.clone();
+        if !include_text {
+            need.text = None;
+        }
+        Some(Notice {
+            rule: rule_name,
+            phase,
+            need,
+            seq: t.seq,
+        })
+    }
+
+    /// Whether rule `r` may send one more raise or reminder to `target` at `now` (and, if
+    /// so, counts it).
+    fn budget(&mut self, now: Instant, r: usize, target: &Option<SessionId>) -> bool {
+        let rule = &self.rules[r];
+        let window = Duration::from_millis(rule.window_ms);
+        let sent = self.sent.entry((r, target.clone())).or_default();
+        while sent.front().is_some_and(|at| *at + window <= now) {
+            sent.pop_front();
+        }
+        if sent.len() >= rule.max_per_window as usize {
+            return false;
+        }
+        sent.push_back(now);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests;
