@@ -104,6 +104,31 @@ pub struct Need {
     pub text: Option<String>,
 }
 
+/// A need as the "needs you" view shows it: with how long it has waited.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waiting {
+    #[serde(flatten)]
+    pub need: Need,
+    pub waiting_ms: u64,
+}
+
+/// Needs waiting on the caller at another host, as that host's presence counts them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Elsewhere {
+    pub host: HostId,
+    pub waiting: u64,
+}
+
+/// `GET /attention`, `fleet_attention`: what waits on the caller, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attention {
+    pub host: HostId,
+    pub needs: Vec<Waiting>,
+    /// Other hosts where needs wait on the caller (a lead's members' health there, results
+    /// held there): counts only, from their presence, at most a presence round old.
+    pub elsewhere: Vec<Elsewhere>,
+}
+
 impl Need {
     /// Whether `caller` is the one it waits on: its own lead, or anyone for a host-wide need.
     pub fn waits_on(&self, caller: Option<&SessionId>) -> bool {

@@ -134,6 +134,15 @@ pub struct Notifier {
     /// Raises and reminders sent, by rule index and target (none: the host), oldest first.
     sent: BTreeMap<(usize, Option<SessionId>), VecDeque<Instant>>,
     stats: NotifyStats,
+    /// Planted bugs (`fleet_core::planted`), for proving the simulation's oracle.
+    planted: Planted,
+}
+
+/// What the planted notification bugs turn off (never set outside the simulation's `prove`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Planted {
+    pub quiet_ignored: bool,
+    pub text_leaks: bool,
 }
 
 impl Notifier {
@@ -142,6 +151,12 @@ impl Notifier {
             rules,
             ..Notifier::default()
         }
+    }
+
+    /// With planted bugs switched on (`CoreConfig::planted`).
+    pub fn planted(mut self, planted: Planted) -> Notifier {
+        self.planted = planted;
+        self
     }
 
     pub fn has_rules(&self) -> bool {
@@ -214,7 +229,8 @@ impl Notifier {
         let grace = Duration::from_millis(rule.grace_ms);
         let quiet = Duration::from_millis(rule.quiet_ms);
         let t = self.tracked.get(key)?;
-        let quiet_over = t.last_sent.is_none_or(|at| now >= at + quiet);
+        let quiet_over =
+            self.planted.quiet_ignored || t.last_sent.is_none_or(|at| now >= at + quiet);
         let phase = match (t.holds, t.raised) {
             (false, true) => NoticePhase::Resolved,
             (false, false) => return None,
@@ -232,7 +248,7 @@ impl Notifier {
             }
             return None;
         }
-        let include_text = self.rules[key.0].include_text;
+        let include_text = self.rules[key.0].include_text || self.planted.text_leaks;
         let rule_name = self.rules[key.0].name.clone();
         let t = self.tracked.get_mut(key)?;
         t.limited = false;

@@ -87,10 +87,16 @@ pub enum PlantedBug {
     /// An agent whose gate is its prompt on screen is taken as ready when it connects: one
     /// that connects before it draws its prompt is typed into, and the brief is lost (I15).
     PromptGateSkipped,
+    /// A notification rule's quiet period is not kept: a need that holds is told again on
+    /// every scan (I16).
+    NoticeEveryScan,
+    /// A notice carries the question's or result's words though its rule does not allow
+    /// them (I16).
+    NoticeCarriesText,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 22] = [
+    pub const ALL: [PlantedBug; 24] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -113,6 +119,8 @@ impl PlantedBug {
         PlantedBug::ReadyAtLaunch,
         PlantedBug::StartingAdoptedBySample,
         PlantedBug::PromptGateSkipped,
+        PlantedBug::NoticeEveryScan,
+        PlantedBug::NoticeCarriesText,
     ];
 
     pub fn name(self) -> &'static str {
@@ -139,6 +147,8 @@ impl PlantedBug {
             PlantedBug::ReadyAtLaunch => "ready-at-launch",
             PlantedBug::StartingAdoptedBySample => "starting-adopted-by-sample",
             PlantedBug::PromptGateSkipped => "prompt-gate-skipped",
+            PlantedBug::NoticeEveryScan => "notice-every-scan",
+            PlantedBug::NoticeCarriesText => "notice-carries-text",
         }
     }
 
@@ -169,6 +179,7 @@ impl PlantedBug {
             PlantedBug::ReadyAtLaunch
             | PlantedBug::StartingAdoptedBySample
             | PlantedBug::PromptGateSkipped => "I15",
+            PlantedBug::NoticeEveryScan | PlantedBug::NoticeCarriesText => "I16",
         }
     }
 }

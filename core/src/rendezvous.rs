@@ -68,6 +68,8 @@ pub struct Ask {
     pub baseline: Option<String>,
     pub question: String,
     pub calls: Vec<CallId>,
+    /// When it was asked.
+    pub at: Instant,
     pub deadline: Instant,
     /// The lead the question was put to (the lead of the delegation it paused): only it may
     /// answer. `None` until then, or when that delegation had no lead of its own.
@@ -204,7 +206,7 @@ impl Rendezvous {
         msg: MsgId,
         question: &str,
         call: CallId,
-        deadline: Instant,
+        (at, deadline): (Instant, Instant),
     ) -> AskOpen {
         if let Some(turn) = self.ask_by_session.get(session) {
             if let Some(ask) = self.asks.get_mut(turn) {
@@ -225,6 +227,7 @@ impl Rendezvous {
                 baseline,
                 question: question.to_string(),
                 calls: vec![call],
+                at,
                 deadline,
                 owner: None,
             },
@@ -331,8 +334,22 @@ mod tests {
         let mut rv = Rendezvous::new();
         let s = SessionId::new("w1");
         let msg = m.msg();
-        let first = rv.open_ask(&mut m, &s, msg, "which db?", CallId(1), Instant::ZERO);
-        let second = rv.open_ask(&mut m, &s, msg, "which db??", CallId(2), Instant::ZERO);
+        let first = rv.open_ask(
+            &mut m,
+            &s,
+            msg,
+            "which db?",
+            CallId(1),
+            (Instant::ZERO, Instant::ZERO),
+        );
+        let second = rv.open_ask(
+            &mut m,
+            &s,
+            msg,
+            "which db??",
+            CallId(2),
+            (Instant::ZERO, Instant::ZERO),
+        );
         let AskOpen::Fresh(turn) = first else {
             panic!("first ask must be fresh")
         };
@@ -341,7 +358,7 @@ mod tests {
         assert_eq!(ask.calls, vec![CallId(1), CallId(2)]);
         assert_eq!(rv.ask_of(&s), None);
         assert!(matches!(
-            rv.open_ask(&mut m, &s, msg, "again", CallId(3), Instant::ZERO),
+            rv.open_ask(&mut m, &s, msg, "again", CallId(3), (Instant::ZERO, Instant::ZERO)),
             AskOpen::Fresh(t) if t != turn
         ));
     }

@@ -604,7 +604,7 @@ impl Roster {
         }
         if let Some(h) = self.hosts.get_mut(host) {
             h.seen_at = now;
-            h.ops = listing.ops;
+            h.ops = listing.ops.clone();
         }
         for gid in self.by_host.get(host).into_iter().flatten() {
             if let Some(e) = self.entities.get_mut(gid) {
@@ -718,7 +718,7 @@ impl Roster {
         self.hosts
             .iter()
             .filter(|(host, h)| *host != own && self.fresh(now, h.seen_at))
-            .map(|(host, h)| (host.clone(), now.saturating_since(h.seen_at), h.ops))
+            .map(|(host, h)| (host.clone(), now.saturating_since(h.seen_at), h.ops.clone()))
             .collect()
     }
 

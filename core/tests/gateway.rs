@@ -1819,7 +1819,7 @@ fn the_overview_follows_a_delegation_queued_typed_asking_done_and_a_held_reply()
     let o = g.overview(lead());
     assert_eq!(o.hosts.len(), 1);
     assert_eq!(o.hosts[0].link, Link::None);
-    assert_eq!(o.hosts[0].ops.map(|ops| ops.delegations), Some(1));
+    assert_eq!(o.hosts[0].ops.as_ref().map(|ops| ops.delegations), Some(1));
     assert_eq!(
         o.may,
         [Action::Spawn, Action::Stop, Action::Send, Action::Drain]
@@ -1907,7 +1907,10 @@ fn the_overview_follows_a_delegation_queued_typed_asking_done_and_a_held_reply()
     assert_eq!(h.lead, Some(SessionId::new("lead-pane")));
     assert_eq!(h.oldest_ms, 2_000);
     assert_eq!(
-        o.hosts[0].ops.map(|ops| (ops.delegations, ops.held)),
+        o.hosts[0]
+            .ops
+            .as_ref()
+            .map(|ops| (ops.delegations, ops.held)),
         Some((0, 1))
     );
 }
@@ -2127,4 +2130,38 @@ fn a_held_result_nobody_collects_is_a_need_of_its_lead() {
             Some(SessionId::new("lead-pane"))
         )]
     );
+}
+
+#[test]
+fn the_attention_view_shows_a_lead_its_own_needs_and_a_member_only_its_own_without_words() {
+    let mut g = Gw::new();
+    g.send("w1", "migrate", false);
+    g.deliver(&w1(), "❯ ");
+    g.ask(&w1(), "which db?");
+    g.advance(Duration::from_millis(3_000));
+    let view = |g: &mut Gw, who: Principal| {
+        let c = g.call(who, Request::Attention);
+        match g.response(c) {
+            Some(Response::Attention(a)) => (**a).clone(),
+            other => panic!("expected the attention view, got {other:?}"),
+        }
+    };
+    let mine = view(&mut g, lead());
+    assert_eq!(mine.needs.len(), 1, "{mine:?}");
+    let q = &mine.needs[0];
+    assert_eq!(q.need.kind, fleet_core::needs::NeedKind::Question);
+    assert_eq!(
+        q.need.text.as_deref(),
+        Some("which db?"),
+        "its lead reads the words"
+    );
+    assert!(q.waiting_ms >= 2_000, "{}", q.waiting_ms);
+    let stranger = Principal::primary("bob", Some(SessionId::new("bob-pane")));
+    assert!(
+        view(&mut g, stranger).needs.is_empty(),
+        "not another lead's"
+    );
+    let member = view(&mut g, Principal::worker(w1()));
+    assert_eq!(member.needs.len(), 1);
+    assert_eq!(member.needs[0].need.text, None, "a member gets no words");
 }

@@ -123,6 +123,9 @@ enum CtlCommand {
     Profiles,
     /// Hosts with their links and counts, delegations in flight, held results.
     Overview,
+    /// What waits on you (the token's lead), oldest first: questions, uncollected results,
+    /// members that need a person, this host's troubles; and counts at other hosts.
+    Attention,
     /// Follow the delegations in flight: one line per change. With --flow, only that flow
     /// (a traceId, msgId or ticket), ending when it does.
     Tail {
@@ -333,6 +336,11 @@ async fn run(ctl: Ctl) -> Result<Exit, CtlError> {
         CtlCommand::Overview => {
             let v = c.get("/overview").await?;
             show.it(&v, &overview_text);
+            Ok(Exit::Ok)
+        }
+        CtlCommand::Attention => {
+            let v = c.get("/attention").await?;
+            show.it(&v, &attention_text);
             Ok(Exit::Ok)
         }
         CtlCommand::Stop { gid } => {

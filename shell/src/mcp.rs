@@ -1,4 +1,5 @@
-//! The MCP face (ch. 9 `mcp/FleetMcp`): exactly the eleven `fleet_*` tools, over Streamable
+//! The MCP face (ch. 9 `mcp/FleetMcp`): exactly the twelve `fleet_*` tools (ch. 9's eleven and
+//! `fleet_attention`), over Streamable
 //! HTTP at `/mcp` (rmcp). Each request is served statelessly and its caller is resolved from
 //! that request's own credentials (rmcp does not bind a session to a principal, so nothing is
 //! carried from one request to the next); a tool argument never names the caller.
@@ -24,7 +25,8 @@ fleet_spawn starts a member, fleet_send delegates a task and (by default) blocks
 outcome — REPLIED with the member's answer, QUESTION with a turnId you answer by fleet_send \
 {turnId}, or a failure — fleet_poll collects replies that arrived when nobody was waiting. As a \
 member: when you finish a task call fleet_reply with your result; if you are blocked on a \
-decision, fleet_ask the lead. fleet_whoami tells you which you are.";
+decision, fleet_ask the lead. fleet_attention lists what waits on you. fleet_whoami tells you which you \
+are.";
 
 #[derive(Clone)]
 pub struct Fleet {
@@ -317,6 +319,21 @@ broker_unavailable or stop_unconfirmed otherwise. Leads are not stopped."
             Ok(v) => Ok(json_result(true, &v)),
             Err(_) => Ok(json_result(false, &faces::gone_body())),
         }
+    }
+
+    #[tool(
+        description = "What waits on you, oldest first: your members' questions (answer one \
+with fleet_send {turnId}), results you have not collected (fleet_poll), your members that \
+cannot go on by themselves (BLOCKED, NEVER_READY, STALL_SUSPECTED, ERROR_ON_SCREEN), and this \
+host's own troubles (a credential cooling down, the broker link down). Each says how long it has \
+waited; `elsewhere` counts what waits on you at other hosts."
+    )]
+    async fn fleet_attention(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(_): Parameters<NoArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.run(&parts, Ok(Request::Attention)).await
     }
 
     #[tool(

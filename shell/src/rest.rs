@@ -101,6 +101,7 @@ pub fn router() -> (axum::Router<App>, utoipa::openapi::OpenApi) {
         .routes(routes!(status))
         .routes(routes!(task))
         .routes(routes!(overview))
+        .routes(routes!(attention))
         .routes(routes!(openapi))
         .routes(routes!(crate::ui::index))
         .routes(routes!(crate::ui::asset))
@@ -486,6 +487,16 @@ async fn overview(State(app): State<App>, Extension(caller): Extension<Caller>) 
     call(&app, &caller, Ok(Request::Overview)).await
 }
 
+/// What waits on the caller, oldest first: its members' questions (answer one with
+/// `POST /sessions/{asker}/message {turnId}`), results it has not collected, its members that
+/// cannot go on by themselves, and this host's own troubles (a credential cooling down, the
+/// broker link down); `elsewhere` counts what waits on it at other hosts.
+#[utoipa::path(get, path = "/attention", tag = "ops",
+    responses((status = 200, description = "what waits on the caller"), (status = 401, description = "unauthenticated: no or a bad token", body = ErrorBody)))]
+async fn attention(State(app): State<App>, Extension(caller): Extension<Caller>) -> Reply {
+    call(&app, &caller, Ok(Request::Attention)).await
+}
+
 /// This document: every route above, from the same table that serves them.
 #[utoipa::path(get, path = "/openapi.json", tag = "ops", responses((status = 200, description = "OpenAPI 3.1")))]
 async fn openapi(State(app): State<App>) -> Json<Value> {
@@ -499,7 +510,7 @@ pub fn document(mut doc: utoipa::openapi::OpenApi, limits: faces::Limits) -> Val
     v["paths"]["/mcp"] = json!({
         "post": {
             "tags": ["mcp"],
-            "summary": "MCP over Streamable HTTP (JSON-RPC 2.0): the eleven fleet_* tools",
+            "summary": "MCP over Streamable HTTP (JSON-RPC 2.0): the twelve fleet_* tools",
             "description": "Served statelessly with JSON answers; the caller is resolved from \
                             each request's Authorization header. The client must accept both \
                             application/json and text/event-stream.",

@@ -136,6 +136,8 @@ pub struct PaneLog {
     pub ended_unreplied: Vec<(SessionId, String, u64)>,
     /// (pane, text, sim ms) for every text typed into an agent not taking input yet (I15).
     pub lost: Vec<(SessionId, String, u64)>,
+    /// (notice, sim ms) for every notification the gateway gave its sinks (I16).
+    pub notices: Vec<(fleet_core::notify::Notice, u64)>,
 }
 
 const HERDR_LATENCY: Duration = Duration::from_millis(3);
@@ -265,6 +267,11 @@ impl SimHerdr {
             .borrow_mut()
             .health
             .push((target.clone(), to, alive, at));
+    }
+
+    pub(crate) fn record_notice(&self, notice: &fleet_core::notify::Notice) {
+        let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
+        self.log.borrow_mut().notices.push((notice.clone(), at));
     }
 
     /// The whole host went down: every pane and its agent died with it.

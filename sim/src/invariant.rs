@@ -36,12 +36,15 @@ pub enum Invariant {
     I14,
     /// Nothing is typed into an agent before it takes input.
     I15,
+    /// Notifications tell the truth: a need is told once it has waited its grace, at most
+    /// once per quiet period, with no words a rule does not allow.
+    I16,
     /// The core's own invariant check panicked (`Gateway::check_invariants`).
     Internal,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 16] = [
+    pub const ALL: [Invariant; 17] = [
         Invariant::I1,
         Invariant::I2,
         Invariant::I3,
@@ -57,10 +60,11 @@ impl Invariant {
         Invariant::I13,
         Invariant::I14,
         Invariant::I15,
+        Invariant::I16,
         Invariant::Internal,
     ];
 
-    /// Its name in reports and in `docs/invariants.md`: `I1` … `I15`, `internal`.
+    /// Its name in reports and in `docs/invariants.md`: `I1` … `I16`, `internal`.
     pub fn name(self) -> &'static str {
         match self {
             Invariant::I1 => "I1",
@@ -78,6 +82,7 @@ impl Invariant {
             Invariant::I13 => "I13",
             Invariant::I14 => "I14",
             Invariant::I15 => "I15",
+            Invariant::I16 => "I16",
             Invariant::Internal => fleet_core::planted::INTERNAL,
         }
     }

@@ -44,6 +44,14 @@ const REPLY_SLACK_MS: u64 = 2_000;
 /// run 1.5 s late, and the result crosses the broker.
 const TURN_END_BOUND_MS: u64 = 8_000;
 
+/// The world's notification rule (`multi::core_config`): a need is told after this…
+pub const NOTICE_GRACE_MS: u64 = 2_000;
+/// …and at most once in this long.
+pub const NOTICE_QUIET_MS: u64 = 20_000;
+/// A question left open past its grace is raised within this of it: the rules' round runs
+/// every 500 ms, and a lead hears a question in the step its gateway learns it.
+const NOTICE_LATE_MS: u64 = 1_000;
+
 /// Judges one run against every invariant, in a fixed order (the first violation found is the
 /// one a failing seed reports).
 pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
@@ -63,6 +71,7 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
     one_pane_per_spawn(f, &mut out);
     members_stop_only_when_asked(f, &mut out);
     rosters_converge_truthfully(f, &mut out);
+    notices_tell_the_truth(f, &mut out);
     out.found
 }
 
@@ -91,6 +100,83 @@ fn health_is_truthful(f: &Facts<'_>, out: &mut Verdicts) {
                 out.violate(
                     Invariant::I13,
                     format!("{pane} was reported GONE at {at} ms while its pane lived"),
+                );
+            }
+        }
+    }
+}
+
+/// I16: notifications tell the truth. Every notice: no words (the world's rule allows none);
+/// a raise or reminder of one need at least a quiet period after the last (on a gateway that
+/// kept its state); a question's raise only once it waited its grace, and not after its lead
+/// answered it. In a world with no faults, a question left open past its grace is raised.
+fn notices_tell_the_truth(f: &Facts<'_>, out: &mut Verdicts) {
+    use fleet_core::notify::NoticePhase;
+    let questions = &f.ledger.questions;
+    for (h, log) in f.logs.iter().enumerate() {
+        let kept_state = !f.restarted.contains(&h);
+        let mut last: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+        for (n, at) in &log.notices {
+            let (rule, id) = (n.rule.as_str(), n.need.id.as_str());
+            if n.need.text.is_some() {
+                out.violate(
+                    Invariant::I16,
+                    format!("host {h}: rule {rule} told {id} at {at} ms with its words"),
+                );
+            }
+            if n.phase == NoticePhase::Resolved {
+                continue;
+            }
+            if let Some(prev) = last.insert((rule, id), *at) {
+                if kept_state && *at < prev + NOTICE_QUIET_MS {
+                    out.violate(
+                        Invariant::I16,
+                        format!(
+                            "host {h}: rule {rule} told {id} at {prev} ms and again at {at} ms, \
+                             within its quiet period"
+                        ),
+                    );
+                }
+            }
+            let asked = questions
+                .iter()
+                .find(|q| q.host == h && format!("question:{}", q.turn) == id);
+            if let (NoticePhase::Raised, Some(q)) = (n.phase, asked) {
+                if *at + 100 < q.asked_ms + NOTICE_GRACE_MS {
+                    out.violate(
+                        Invariant::I16,
+                        format!(
+                            "host {h}: {id}, asked at {} ms, raised at {at} ms: before its grace",
+                            q.asked_ms
+                        ),
+                    );
+                }
+                if q.answered_ms.is_some_and(|a| a + 50 < *at) {
+                    out.violate(
+                        Invariant::I16,
+                        format!("host {h}: {id} raised at {at} ms, after its lead answered"),
+                    );
+                }
+            }
+        }
+        if !f.quiet {
+            continue;
+        }
+        for q in questions.iter().filter(|q| q.host == h) {
+            let due = q.asked_ms + NOTICE_GRACE_MS + NOTICE_LATE_MS;
+            let open_past_due = q.answered_ms.unwrap_or(u64::MAX) > due && due < f.at.as_millis();
+            let id = format!("question:{}", q.turn);
+            let raised = log
+                .notices
+                .iter()
+                .any(|(n, at)| n.need.id == id && n.phase == NoticePhase::Raised && *at <= due);
+            if open_past_due && !raised {
+                out.violate(
+                    Invariant::I16,
+                    format!(
+                        "host {h}: {id}, asked at {} ms and open past {due} ms, was never raised",
+                        q.asked_ms
+                    ),
                 );
             }
         }

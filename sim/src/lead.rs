@@ -86,6 +86,18 @@ pub struct Ledger {
     pub broadcasts: Vec<String>,
     /// Leads that never collect during the workload (their hosts).
     pub negligent: BTreeSet<usize>,
+    /// Every question a blocking send brought back, and when its lead answered it.
+    pub questions: Vec<QuestionRecord>,
+}
+
+/// A question a lead heard from a blocking send (its gateway learned of it in the same step).
+#[derive(Clone, Debug)]
+pub struct QuestionRecord {
+    pub host: usize,
+    pub turn: TurnId,
+    pub asked_ms: u64,
+    /// When the lead's answer went to its gateway; none: never (its gateway went first).
+    pub answered_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -281,7 +293,15 @@ async fn send(
         };
         let took = ms(sim_now().saturating_sub(at));
         let question = match heard(plan, ledger, index, r, took) {
-            Heard::Question(turn) => turn,
+            Heard::Question(turn) => {
+                ledger.borrow_mut().questions.push(QuestionRecord {
+                    host: plan.host,
+                    turn,
+                    asked_ms: ms(sim_now()),
+                    answered_ms: None,
+                });
+                turn
+            }
             Heard::Ticket => return Some(index),
             Heard::Ended => return None,
         };
@@ -384,6 +404,15 @@ async fn answer(
         }
     }
     tokio::time::sleep(Duration::from_millis(think)).await;
+    if let Some(q) = ledger
+        .borrow_mut()
+        .questions
+        .iter_mut()
+        .rev()
+        .find(|q| q.turn == turn)
+    {
+        q.answered_ms = Some(ms(sim_now()));
+    }
     Request::Answer {
         turn_id: turn,
         content: format!("answer for {brief}"),

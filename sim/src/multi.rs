@@ -340,6 +340,14 @@ fn core_config(cfg: &MultiConfig) -> CoreConfig {
             stall_suspect_ms: 15_000,
             ..fleet_core::health::HealthConfig::default()
         },
+        // One rule for every need, judged by I16; a budget no run exhausts.
+        notify: vec![fleet_core::notify::NotifyRule {
+            name: "pager".into(),
+            grace_ms: crate::judge::NOTICE_GRACE_MS,
+            quiet_ms: crate::judge::NOTICE_QUIET_MS,
+            max_per_window: 1_000_000,
+            ..fleet_core::notify::NotifyRule::default()
+        }],
         ..CoreConfig::default()
     };
     #[cfg(feature = "planted-bugs")]

@@ -59,6 +59,9 @@ impl Observer for HostTrace {
         {
             self.herdr.record_health(target, *to);
         }
+        if let fleet_core::Output::Notify(n) = output {
+            self.herdr.record_notice(n);
+        }
         if matches!(
             output,
             fleet_core::Output::PollStatus { .. }

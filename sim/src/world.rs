@@ -781,6 +781,7 @@ fn describe(r: &Request) -> String {
         Request::List => "list".into(),
         Request::Profiles => "profiles".into(),
         Request::Overview => "overview".into(),
+        Request::Attention => "attention".into(),
         Request::Whoami => "whoami".into(),
         Request::Peek { target } => format!("peek {target}"),
         Request::Ack { target, ids } => format!("ack {target} {} id(s)", ids.len()),

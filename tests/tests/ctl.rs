@@ -189,6 +189,14 @@ async fn ctl_drives_a_gateway_with_exit_codes_a_script_can_use() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(held, 1);
+    // The held result waits on the lead: `attention` lists it.
+    let needs = ctl(&url, lead, &["attention"]).await;
+    assert_eq!(needs.code, 0, "{}", needs.stderr);
+    assert!(
+        needs.stdout.starts_with("WAITING") && needs.stdout.contains("result_stranded"),
+        "{}",
+        needs.stdout
+    );
     let drained = ctl(&url, lead, &["--json", "poll", "--replies", &gid]).await;
     assert_eq!(drained.code, 0, "{}", drained.stderr);
     assert_eq!(

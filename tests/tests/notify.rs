@@ -265,6 +265,21 @@ quiet_ms = 600000
             "no question text without include_text: {v}"
         );
 
+        // The lead's "needs you" view lists it, with its words and how long it has waited.
+        let (ok, view) = lead.call("fleet_attention", json!({})).await;
+        assert!(ok, "{view}");
+        let needs = view["needs"].as_array().cloned().unwrap_or_default();
+        let q = needs
+            .iter()
+            .find(|n| n["turn_id"] == turn.as_str())
+            .unwrap_or_else(|| panic!("the question is not listed: {view}"));
+        assert_eq!(q["kind"], "question", "{view}");
+        assert_eq!(q["text"], "which colour?", "{view}");
+        assert!(
+            q["waiting_ms"].as_u64().is_some_and(|ms| ms >= 1_000),
+            "{view}"
+        );
+
         // Answered: one resolve, and nothing more.
         let (_, a) = lead
             .call("fleet_send", json!({"turnId": turn, "message": "blue"}))

@@ -118,6 +118,10 @@ impl Gateway {
                 let view = self.overview(now, &caller);
                 self.respond(call, Response::Overview(Box::new(view)));
             }
+            Request::Attention => {
+                let view = self.attention(now, &caller);
+                self.respond(call, Response::Attention(Box::new(view)));
+            }
             Request::Whoami => self.respond(
                 call,
                 Response::Whoami {
@@ -231,6 +235,7 @@ impl Gateway {
             | Request::List
             | Request::Profiles
             | Request::Overview
+            | Request::Attention
             | Request::Whoami => None,
         }
     }

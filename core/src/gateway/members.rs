@@ -123,7 +123,7 @@ impl Gateway {
             let msg = self.rendezvous.ask(turn_id).map(|a| a.msg);
             if let Some(msg) = msg {
                 self.rendezvous
-                    .open_ask(&mut self.ids, &session, msg, &question, call, now);
+                    .open_ask(&mut self.ids, &session, msg, &question, call, (now, now));
                 self.event(Event::Asked {
                     target: session,
                     turn_id,

@@ -206,7 +206,11 @@ impl Gateway {
         let health = crate::health::Monitor::new(&cfg.health, compiled.fatal.clone());
         let placement = crate::placement::Placement::new(cfg.placement.clone());
         let samples = SampleOrder::new(cfg.planted(crate::planted::PlantedBug::SamplesOutOfOrder));
-        let notifier = crate::notify::Notifier::new(cfg.notify.clone());
+        let notifier =
+            crate::notify::Notifier::new(cfg.notify.clone()).planted(crate::notify::Planted {
+                quiet_ignored: cfg.planted(crate::planted::PlantedBug::NoticeEveryScan),
+                text_leaks: cfg.planted(crate::planted::PlantedBug::NoticeCarriesText),
+            });
         let mut gw = Gateway {
             inbox: ReplyInbox::new(cfg.inbox_cap_per_target, cfg.held_bytes_per_target),
             push: Push::new(

@@ -2,9 +2,10 @@
 //! keep, and runs the notification rules over that list on their own round.
 
 use super::{Gateway, Link, Once};
+use crate::authz::{Principal, Role};
 use crate::ids::{SessionId, TurnId};
 use crate::io::Output;
-use crate::needs::{Need, NeedKind};
+use crate::needs::{Attention, Elsewhere, Need, NeedKind, Waiting};
 use crate::time::{Duration, Instant};
 
 impl Gateway {
@@ -71,14 +72,15 @@ impl Gateway {
                     *turn,
                     &ask.session,
                     ask.owner.as_ref(),
-                    self.now,
+                    ask.at,
                     &ask.question,
                 );
                 out.push(q);
             }
         }
         if let Some(f) = self.link.fleet() {
-            for (turn, ask) in f.waiters().asks() {
+            // One past its member's wait is gone, though the presence round forgets it later.
+            for (turn, ask) in f.waiters().asks().filter(|(_, a)| a.until > self.now) {
                 let q = self.question_need(
                     *turn,
                     &ask.worker,
@@ -158,6 +160,59 @@ impl Gateway {
                     ),
                 ));
             }
+        }
+    }
+
+    /// How many needs wait on each lead here (what this host's presence counts).
+    pub(super) fn waiting_by_lead(&self) -> std::collections::BTreeMap<SessionId, u64> {
+        let mut by = std::collections::BTreeMap::new();
+        for n in self.needs() {
+            if let Some(l) = n.waits_on {
+                *by.entry(l).or_default() += 1;
+            }
+        }
+        by
+    }
+
+    /// `Request::Attention`: what waits on `caller` here, oldest first, and the counts other
+    /// hosts announce for it. A lead sees what waits on it and the host-wide needs; a member
+    /// only what is about itself, without words.
+    pub(super) fn attention(&self, now: Instant, caller: &Principal) -> Attention {
+        let me = caller.session.as_ref();
+        let member = caller.role == Role::Worker;
+        let needs = self
+            .needs()
+            .into_iter()
+            .filter(|n| match member {
+                true => n.member.as_ref() == me,
+                false => n.waits_on(me),
+            })
+            .map(|mut need| {
+                if member {
+                    need.text = None;
+                }
+                Waiting {
+                    waiting_ms: now.saturating_since(need.since).as_millis() as u64,
+                    need,
+                }
+            })
+            .collect();
+        let elsewhere = match (me, self.link.fleet()) {
+            (Some(me), Some(f)) if !member => f
+                .roster
+                .hosts_heard(now, &self.host)
+                .into_iter()
+                .filter_map(|(host, _, ops)| {
+                    let waiting = *ops?.waiting.get(me)?;
+                    (waiting > 0).then_some(Elsewhere { host, waiting })
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        Attention {
+            host: self.host.clone(),
+            needs,
+            elsewhere,
         }
     }
 

@@ -21,6 +21,7 @@ impl Gateway {
             held: self.inbox.total() as u64,
             dead_letters: self.stats.dead_letters_total,
             broker_drops: self.stats.broker_drops_total,
+            waiting: self.waiting_by_lead(),
         }
     }
 

@@ -137,9 +137,14 @@ impl Gateway {
         deadline: Instant,
     ) -> TurnId {
         use crate::rendezvous::AskOpen;
-        let (AskOpen::Fresh(turn_id) | AskOpen::Coalesced(turn_id)) =
-            self.rendezvous
-                .open_ask(&mut self.ids, session, msg, question, call, deadline);
+        let (AskOpen::Fresh(turn_id) | AskOpen::Coalesced(turn_id)) = self.rendezvous.open_ask(
+            &mut self.ids,
+            session,
+            msg,
+            question,
+            call,
+            (self.now, deadline),
+        );
         self.fx.wake(deadline, TimerKind::AskDeadline(turn_id));
         turn_id
     }

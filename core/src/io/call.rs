@@ -67,6 +67,9 @@ pub enum Request {
     /// `GET /overview`: each host's link and counts, the delegations open here, the results
     /// held here (the dashboard's and `fleetd ctl`'s view beside the roster).
     Overview,
+    /// `GET /attention`, `fleet_attention`: what waits on the caller, oldest first, here and
+    /// (as counts) on other hosts.
+    Attention,
     /// `fleet_whoami`: the caller as the core authorises it — a member spawned ARCHITECT is
     /// one here, though the shell knows it only by its member token.
     Whoami,
@@ -106,6 +109,7 @@ impl Request {
             | Request::List
             | Request::Profiles
             | Request::Overview
+            | Request::Attention
             | Request::Whoami => Action::Read,
             Request::Spawn { .. } => Action::Spawn,
             Request::Stop { .. } => Action::Stop,
@@ -165,6 +169,8 @@ pub enum Response {
     },
     /// What this gateway has in flight.
     Overview(Box<super::overview::Overview>),
+    /// What waits on the caller.
+    Attention(Box<crate::needs::Attention>),
     /// Who the caller is, as the core authorises it.
     Whoami {
         principal: crate::authz::Principal,
@@ -470,6 +476,12 @@ impl fmt::Display for Response {
                 o.hosts.len(),
                 o.delegations.len(),
                 o.held.len()
+            ),
+            Response::Attention(a) => write!(
+                f,
+                "attention {} need(s) here, {} host(s) elsewhere",
+                a.needs.len(),
+                a.elsewhere.len()
             ),
             Response::Whoami { principal } => {
                 write!(f, "whoami {} {}", principal.role.as_str(), principal.name)

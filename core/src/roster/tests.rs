@@ -672,6 +672,7 @@ fn a_snapshot_carries_its_hosts_counts_and_odd_counts_read_as_none() {
         held: 1,
         dead_letters: 2,
         broker_drops: 0,
+        waiting: [(SessionId::new("lead-a"), n)].into_iter().collect(),
     };
     let body = |seq: u64, n: u64| {
         let listed = vec![Listed::new(SessionId::new("m1"), member(AgentStatus::Idle))];
@@ -698,6 +699,16 @@ fn a_snapshot_carries_its_hosts_counts_and_odd_counts_read_as_none() {
     assert!(!apply_body(&mut r, ms(6_000), &b, &odd));
     assert_eq!(gids(&r, ms(6_000)), ["m2"]);
     assert_eq!(r.hosts_heard(ms(6_000), &HostId::new("a"))[0].2, None);
+    // A host that counts more leads than anyone serves is kept to the bound.
+    let mut many: serde_json::Value = serde_json::from_slice(&body(4, 5)).expect("json");
+    let waiting: serde_json::Map<String, serde_json::Value> = (0..MAX_WAITING_LEADS + 10)
+        .map(|i| (format!("lead-{i:05}"), serde_json::json!(1)))
+        .collect();
+    many["ops"]["waiting"] = serde_json::Value::Object(waiting);
+    let many = serde_json::to_vec(&many).expect("json");
+    apply_body(&mut r, ms(7_000), &b, &many);
+    let kept = r.hosts_heard(ms(7_000), &HostId::new("a"))[0].2.clone();
+    assert_eq!(kept.map(|o| o.waiting.len()), Some(MAX_WAITING_LEADS));
 }
 
 /// A peer's card is shown in dashboards, tables and terminals: a field with a control

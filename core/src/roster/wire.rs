@@ -7,7 +7,7 @@ use crate::spawn_spec::MemberRole;
 use crate::status::AgentStatus;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The gid a gateway speaks as when it speaks for itself (its host entry, its DLQ reports).
 pub const GATEWAY_GID: &str = "_gateway";
@@ -91,7 +91,7 @@ pub struct Presence {
 
 /// A host's counts as its snapshot says them: what an operator watches, nothing any gateway
 /// acts on (a host may say anything here; it can only mislead a dashboard about itself).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostOps {
     /// Delegations it holds a half of.
     #[serde(default)]
@@ -105,13 +105,28 @@ pub struct HostOps {
     /// Messages of its queues the broker dead-lettered itself since it started.
     #[serde(default)]
     pub broker_drops: u64,
+    /// Needs waiting on each lead there (`needs`): what another host's "needs you" view
+    /// counts for its own lead.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub waiting: BTreeMap<SessionId, u64>,
 }
+
+/// The most leads a host's `waiting` counts are kept for: a lying host cannot make this
+/// gateway keep more.
+pub const MAX_WAITING_LEADS: usize = 1_024;
 
 impl HostOps {
     /// Counts that do not read (a newer or odd peer) are none, never the whole presence lost.
     fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<HostOps>, D::Error> {
         let raw = Option::<serde_json::Value>::deserialize(d)?;
-        Ok(raw.and_then(|v| serde_json::from_value(v).ok()))
+        let mut ops: Option<HostOps> = raw.and_then(|v| serde_json::from_value(v).ok());
+        if let Some(o) = ops.as_mut().filter(|o| o.waiting.len() > MAX_WAITING_LEADS) {
+            o.waiting = std::mem::take(&mut o.waiting)
+                .into_iter()
+                .take(MAX_WAITING_LEADS)
+                .collect();
+        }
+        Ok(ops)
     }
 }
 
@@ -443,7 +458,7 @@ impl Announcement {
 /// the same way, so the next snapshot that says the same is recognised by its bytes and only
 /// refreshes what the roster holds (`Roster::refresh_unchanged`): with every host snapshotting
 /// every round, reading each list again was most of what a fleet's presence cost a receiver.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listing<'a> {
     pub at: Order,
     pub(super) profiles: &'a str,

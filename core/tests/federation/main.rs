@@ -1710,7 +1710,7 @@ fn both_halves_of_a_delegation_show_one_flow_and_each_host_sees_the_others_count
     let peer = &a.hosts[1];
     assert_eq!((&peer.host, peer.link), (&host_name(1), Link::Up));
     assert!(peer.heard_ms_ago.is_some_and(|ms| ms < 10_000));
-    assert_eq!(peer.ops.map(|o| o.delegations), Some(1));
+    assert_eq!(peer.ops.as_ref().map(|o| o.delegations), Some(1));
     // The member asks: its question is the sender's lead's. The worker's host shows it asking
     // without the question or the turn, and a lead there cannot answer it (STALE_TURN, the
     // question still open for its own lead).

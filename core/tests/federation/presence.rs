@@ -294,3 +294,43 @@ fn a_spawn_on_any_host_lands_where_the_roster_shows_the_fewest_members() {
         f.response(0, c)
     );
 }
+
+/// "Needs you" across hosts: a member on b spawned by a's lead, BLOCKED on a prompt nobody
+/// made, waits on that lead — b's presence counts it, and a's view says one waits at b, to
+/// that lead only.
+#[test]
+fn what_waits_on_a_lead_at_another_host_is_counted_in_its_view() {
+    let mut f = Fleet::new(2);
+    let lead = f.lead(0, LEAD);
+    let other = f.lead(0, "lead-other");
+    f.advance(Duration::from_millis(10));
+    let spec = Request::Spawn {
+        host: Some(host_name(1)),
+        spec: fleet_core::SpawnSpec::of("claude"),
+    };
+    let c = f.call(0, lead.clone(), spec);
+    f.settle();
+    let (gid, _) = spawned(f.response(0, c)).expect("spawned");
+    f.set_status(1, &gid, AgentStatus::Blocked);
+    f.advance(Duration::from_secs(21));
+    let view = |f: &mut Fleet, who: Principal| {
+        let c = f.call(0, who, Request::Attention);
+        match f.response(0, c) {
+            Some(Response::Attention(a)) => (**a).clone(),
+            other => panic!("expected the attention view, got {other:?}"),
+        }
+    };
+    let mine = view(&mut f, lead);
+    assert!(mine.needs.is_empty(), "nothing here: {:?}", mine.needs);
+    assert_eq!(
+        mine.elsewhere,
+        [fleet_core::needs::Elsewhere {
+            host: host_name(1),
+            waiting: 1
+        }]
+    );
+    assert!(
+        view(&mut f, other).elsewhere.is_empty(),
+        "not another lead's"
+    );
+}

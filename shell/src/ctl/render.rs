@@ -152,6 +152,29 @@ pub(super) fn overview_text(v: &Value) -> String {
     out
 }
 
+pub(super) fn attention_text(v: &Value) -> String {
+    let mut t = Table::new(["WAITING", "KIND", "MEMBER", "FOR", "TURN", "SUMMARY"]);
+    for n in v["needs"].as_array().into_iter().flatten() {
+        t.row([
+            n["waiting_ms"].as_u64().map(ago).unwrap_or_default(),
+            text(&n["kind"]),
+            text(&n["member"]),
+            text(&n["waits_on"]),
+            text(&n["turn_id"]),
+            text(&n["summary"]),
+        ]);
+    }
+    let mut out = t.render();
+    for e in v["elsewhere"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "{} more waiting at {}\n",
+            text(&e["waiting"]),
+            text(&e["host"])
+        ));
+    }
+    out
+}
+
 pub(super) fn flow_of(d: &Value) -> String {
     [&d["trace"], &d["msg"], &d["ticket"]]
         .into_iter()

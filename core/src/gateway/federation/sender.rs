@@ -406,8 +406,15 @@ impl Gateway {
             return;
         };
         let question = String::from_utf8_lossy(&env.body).into_owned();
+        // Remembered while its member waits (the ASK's expiry, allowing for skewed clocks),
+        // at most `ask_timeout_ms`.
+        let left = env
+            .expires_at
+            .saturating_sub(self.unix_now())
+            .saturating_add(self.cfg.clock_skew_ms)
+            .min(self.cfg.ask_timeout_ms);
         if let Link::Fleet(f) = &mut self.link {
-            let until = now + Duration::from_millis(self.cfg.ask_timeout_ms);
+            let until = now + Duration::from_millis(left);
             let lead = self.delegations.get(&ticket).and_then(|d| d.lead.clone());
             f.waiters.asked(
                 turn,

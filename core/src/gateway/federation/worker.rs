@@ -273,7 +273,15 @@ impl Gateway {
         turn: TurnId,
         question: String,
     ) {
-        let ttl = self.cfg.ask_timeout_ms;
+        // The question lives as long as its member waits for the answer (its own timeout, at
+        // most `ask_timeout_ms`): the lead's gateway tells a person about it no longer.
+        let waits = self
+            .rendezvous
+            .ask(turn)
+            .map_or(self.cfg.ask_timeout_ms, |a| {
+                a.deadline.saturating_since(self.now).as_millis() as u64
+            });
+        let ttl = waits.clamp(1, self.cfg.ask_timeout_ms);
         let ask = Payload::Ask { re, turn };
         let draft = Draft::new(ask, worker, Address::Entity(reply_to.clone()), ttl)
             .body(question.into_bytes());
