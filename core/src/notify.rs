@@ -98,9 +98,12 @@ pub struct Notice {
     pub phase: NoticePhase,
     /// The need, without its words unless the rule allows them.
     pub need: Need,
-    /// The n-th notice of this need under this rule (from 1): with the rule and the need's
-    /// id, a receiver's dedup key.
+    /// The n-th notice of this stretch of the need under this rule (from 1).
     pub seq: u32,
+    /// When this stretch of the need began (Unix ms): a need that clears and comes back, or
+    /// outlives a restart, starts a new stretch — with the rule, the need's id and `seq`, a
+    /// receiver's dedup key.
+    pub opened_unix_ms: u64,
 }
 
 /// One need as one rule tracks it.
@@ -143,6 +146,8 @@ pub struct Notifier {
 pub struct Planted {
     pub quiet_ignored: bool,
     pub text_leaks: bool,
+    pub grace_ignored: bool,
+    pub resolve_kept_open: bool,
 }
 
 impl Notifier {
@@ -172,8 +177,19 @@ impl Notifier {
         self.tracked.len()
     }
 
-    /// The notices due at `now`, given every need that holds now.
-    pub fn scan(&mut self, now: Instant, needs: &[Need]) -> Vec<Notice> {
+    /// Whether some rule may carry a need's words (only then need the needs carry them).
+    pub fn wants_words(&self) -> bool {
+        self.planted.text_leaks || self.rules.iter().any(|r| r.include_text)
+    }
+
+    /// The notices due at `now`, given every need that holds now; `unix_of` dates an instant
+    /// on the wall clock.
+    pub fn scan(
+        &mut self,
+        now: Instant,
+        needs: &[Need],
+        unix_of: impl Fn(Instant) -> u64,
+    ) -> Vec<Notice> {
         let mut seen = BTreeSet::new();
         for need in needs {
             for (r, rule) in self.rules.iter().enumerate() {
@@ -193,9 +209,14 @@ impl Notifier {
                 if !t.holds {
                     // New, or back after it cleared: a new stretch.
                     t.since = need.since.min(now);
+                    t.seq = 0;
                 }
                 t.holds = true;
                 t.need = need.clone();
+                if !(rule.include_text || self.planted.text_leaks) {
+                    // Words no notice of this rule may carry are not kept either.
+                    t.need.text = None;
+                }
                 seen.insert(key);
             }
         }
@@ -204,10 +225,18 @@ impl Notifier {
                 t.holds = false;
             }
         }
+        // New raises before reminders, the oldest first: a spent budget delays the newest
+        // news last.
+        let mut keys: Vec<(bool, Instant, (usize, String))> = self
+            .tracked
+            .iter()
+            .map(|(k, t)| (t.raised, t.since, k.clone()))
+            .collect();
+        keys.sort();
         let mut out = Vec::new();
-        let keys: Vec<(usize, String)> = self.tracked.keys().cloned().collect();
-        for key in keys {
-            if let Some(n) = self.step(now, &key) {
+        for (_, _, key) in keys {
+            if let Some(mut n) = self.step(now, &key) {
+                n.opened_unix_ms = self.tracked.get(&key).map_or(0, |t| unix_of(t.since));
                 out.push(n);
             }
         }
@@ -226,7 +255,10 @@ impl Notifier {
     /// The notice one tracked need is due, if any.
     fn step(&mut self, now: Instant, key: &(usize, String)) -> Option<Notice> {
         let rule = &self.rules[key.0];
-        let grace = Duration::from_millis(rule.grace_ms);
+        let grace = match self.planted.grace_ignored {
+            true => Duration::ZERO,
+            false => Duration::from_millis(rule.grace_ms),
+        };
         let quiet = Duration::from_millis(rule.quiet_ms);
         let t = self.tracked.get(key)?;
         let quiet_over =
@@ -254,7 +286,7 @@ impl Notifier {
         t.limited = false;
         t.seq += 1;
         match phase {
-            NoticePhase::Resolved => t.raised = false,
+            NoticePhase::Resolved => t.raised = self.planted.resolve_kept_open,
             _ => {
                 t.raised = true;
                 t.last_sent = Some(now);
@@ -269,6 +301,7 @@ impl Notifier {
             phase,
             need,
             seq: t.seq,
+            opened_unix_ms: 0,
         })
     }
 

@@ -93,10 +93,16 @@ pub enum PlantedBug {
     /// A notice carries the question's or result's words though its rule does not allow
     /// them (I16).
     NoticeCarriesText,
+    /// A need is told as soon as a scan sees it: a question answered within the rule's grace
+    /// still pages someone (I16).
+    NoticeIgnoresGrace,
+    /// A resolve does not close its raise: every scan after a need cleared resolves it again
+    /// (I16).
+    NoticeResolvedTwice,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 24] = [
+    pub const ALL: [PlantedBug; 26] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -121,6 +127,8 @@ impl PlantedBug {
         PlantedBug::PromptGateSkipped,
         PlantedBug::NoticeEveryScan,
         PlantedBug::NoticeCarriesText,
+        PlantedBug::NoticeIgnoresGrace,
+        PlantedBug::NoticeResolvedTwice,
     ];
 
     pub fn name(self) -> &'static str {
@@ -149,6 +157,8 @@ impl PlantedBug {
             PlantedBug::PromptGateSkipped => "prompt-gate-skipped",
             PlantedBug::NoticeEveryScan => "notice-every-scan",
             PlantedBug::NoticeCarriesText => "notice-carries-text",
+            PlantedBug::NoticeIgnoresGrace => "notice-ignores-grace",
+            PlantedBug::NoticeResolvedTwice => "notice-resolved-twice",
         }
     }
 
@@ -179,7 +189,10 @@ impl PlantedBug {
             PlantedBug::ReadyAtLaunch
             | PlantedBug::StartingAdoptedBySample
             | PlantedBug::PromptGateSkipped => "I15",
-            PlantedBug::NoticeEveryScan | PlantedBug::NoticeCarriesText => "I16",
+            PlantedBug::NoticeEveryScan
+            | PlantedBug::NoticeCarriesText
+            | PlantedBug::NoticeIgnoresGrace
+            | PlantedBug::NoticeResolvedTwice => "I16",
         }
     }
 }

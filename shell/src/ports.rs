@@ -136,7 +136,6 @@ impl BrokerPort for NoBroker {
     }
 }
 
-/// Where time enters: monotonic time for the core, wall time for stamps, and sleeping.
 /// Where `Output::Notify` goes: the daemon's `[[notify]]` sinks. Taking a notice must not
 /// block the loop: a sink queues it and carries it out on its own task.
 pub trait NoticePort {
@@ -150,6 +149,7 @@ impl NoticePort for NoNotices {
     fn notify(&mut self, _notice: fleet_core::notify::Notice, _unix_ms: u64) {}
 }
 
+/// Where time enters: monotonic time for the core, wall time for stamps, and sleeping.
 pub trait Clock {
     fn now(&self) -> Instant;
     fn unix_ms(&self) -> u64;

@@ -144,8 +144,9 @@ async function refresh() {
     return;
   }
   try {
-    const [members, overview] = await Promise.all([get("/members"), get("/overview")]);
-    data = { rows: members.rows || [], overview };
+    const [members, overview, attention] =
+      await Promise.all([get("/members"), get("/overview"), get("/attention")]);
+    data = { rows: members.rows || [], overview, attention };
     lastOk = Date.now();
     delay = POLL_MS;
     $("login").hidden = true;
@@ -260,6 +261,8 @@ function draw() {
     hostsEl.append(box);
   }
 
+  drawNeeds(acting && may.has("SEND"));
+
   const dBody = $("delegations").tBodies[0];
   dBody.replaceChildren();
   for (const d of delegations) {
@@ -274,18 +277,7 @@ function draw() {
     tr.append(el("td", d.question || (d.phase === "ASKING" ? "(a question you may not answer)" : "")));
     tr.append(el("td", d.ends_in_ms !== undefined ? ago(d.ends_in_ms) : ""));
     const cell = el("td");
-    if (acting && may.has("SEND") && d.phase === "ASKING" && d.turn_id && d.question) {
-      const input = el("input", null, { placeholder: "answer", "data-action": "answer-text", "data-turn": d.turn_id });
-      input.value = drafts.get(d.turn_id) || "";
-      input.oninput = () => drafts.set(d.turn_id, input.value);
-      const b = el("button", "answer", { class: "act", "data-action": "answer" });
-      b.onclick = () => {
-        if (!input.value.trim()) return;
-        drafts.delete(d.turn_id);
-        act("POST", "/sessions/" + encodeURIComponent(d.target) + "/message", { message: input.value, turnId: d.turn_id, wait: false });
-      };
-      cell.append(input, b);
-    }
+    if (d.phase === "ASKING" && d.turn_id && d.question) cell.append(el("span", "answer it above", { class: "empty" }));
     tr.append(cell);
     dBody.append(tr);
   }
@@ -303,6 +295,41 @@ function draw() {
     hBody.append(tr);
   }
   $("held-empty").hidden = held.length > 0;
+}
+
+// What waits on this caller, oldest first: a question it may answer has its answer field.
+function drawNeeds(answering) {
+  const a = data.attention || { needs: [], elsewhere: [] };
+  const body = $("needs").tBodies[0];
+  body.replaceChildren();
+  for (const n of a.needs || []) {
+    const tr = el("tr", null, { "data-kind": n.kind, "data-need": n.id, "data-member": n.member || "" });
+    tr.append(el("td", ago(n.waiting_ms)));
+    tr.append(el("td", n.kind));
+    tr.append(el("td", n.member || "", { class: "id" }));
+    const what = el("td", n.summary);
+    if (n.text) what.append(el("div", n.text, { class: "need-text" }));
+    tr.append(what);
+    const cell = el("td");
+    if (answering && n.kind === "question" && n.turn_id && n.member) {
+      const input = el("input", null, { placeholder: "answer", "data-action": "answer-text", "data-turn": n.turn_id });
+      input.value = drafts.get(n.turn_id) || "";
+      input.oninput = () => drafts.set(n.turn_id, input.value);
+      const b = el("button", "answer", { class: "act", "data-action": "answer" });
+      b.onclick = () => {
+        if (!input.value.trim()) return;
+        drafts.delete(n.turn_id);
+        act("POST", "/sessions/" + encodeURIComponent(n.member) + "/message", { message: input.value, turnId: n.turn_id, wait: false });
+      };
+      cell.append(input, b);
+    }
+    tr.append(cell);
+    body.append(tr);
+  }
+  $("needs-empty").hidden = (a.needs || []).length > 0;
+  const elsewhere = (a.elsewhere || []).map((e) => e.waiting + " at " + e.host);
+  $("needs-elsewhere").hidden = elsewhere.length === 0;
+  $("needs-elsewhere").textContent = "and waiting on you elsewhere: " + elsewhere.join(", ");
 }
 
 $("login").addEventListener("submit", (ev) => {

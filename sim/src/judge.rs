@@ -107,15 +107,18 @@ fn health_is_truthful(f: &Facts<'_>, out: &mut Verdicts) {
 }
 
 /// I16: notifications tell the truth. Every notice: no words (the world's rule allows none);
-/// a raise or reminder of one need at least a quiet period after the last (on a gateway that
-/// kept its state); a question's raise only once it waited its grace, and not after its lead
-/// answered it. In a world with no faults, a question left open past its grace is raised.
+/// a raise or reminder of one need at least a quiet period after the last, and one resolve
+/// per raise, after it (on a gateway that kept its state); a question's raise only once it
+/// waited its grace, and not after its lead answered it. In a world with no faults, a
+/// question left open past its grace is raised.
 fn notices_tell_the_truth(f: &Facts<'_>, out: &mut Verdicts) {
     use fleet_core::notify::NoticePhase;
     let questions = &f.ledger.questions;
     for (h, log) in f.logs.iter().enumerate() {
         let kept_state = !f.restarted.contains(&h);
         let mut last: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+        // Whether each need has a raise out that no resolve has answered yet.
+        let mut open: BTreeMap<(&str, &str), bool> = BTreeMap::new();
         for (n, at) in &log.notices {
             let (rule, id) = (n.rule.as_str(), n.need.id.as_str());
             if n.need.text.is_some() {
@@ -124,7 +127,14 @@ fn notices_tell_the_truth(f: &Facts<'_>, out: &mut Verdicts) {
                     format!("host {h}: rule {rule} told {id} at {at} ms with its words"),
                 );
             }
+            let was_open = open.insert((rule, id), n.phase != NoticePhase::Resolved);
             if n.phase == NoticePhase::Resolved {
+                if kept_state && was_open != Some(true) {
+                    out.violate(
+                        Invariant::I16,
+                        format!("host {h}: rule {rule} resolved {id} at {at} ms, but no raise of it was out"),
+                    );
+                }
                 continue;
             }
             if let Some(prev) = last.insert((rule, id), *at) {

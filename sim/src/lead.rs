@@ -288,9 +288,17 @@ async fn send(
             l.sends[index].last_call_ms = ms(at);
             l.sends[index].last_timeout_ms = timeout.unwrap_or(u64::MAX);
         }
+        let answering = match &request {
+            Request::Answer { turn_id, .. } => Some(*turn_id),
+            _ => None,
+        };
         let Ok(r) = gateway.call(me.clone(), request).await else {
             return None; // the gateway is gone; `host_down` marks the send lost
         };
+        if let (Some(turn), false) = (answering, matches!(r, Response::Error(_))) {
+            // Its gateway took the answer when the call reached it: the question ended then.
+            answered(ledger, turn, ms(at));
+        }
         let took = ms(sim_now().saturating_sub(at));
         let question = match heard(plan, ledger, index, r, took) {
             Heard::Question(turn) => {
@@ -388,6 +396,14 @@ fn heard(
     }
 }
 
+/// The lead's answer to `turn` was taken at `at_ms`.
+fn answered(ledger: &Rc<RefCell<Ledger>>, turn: TurnId, at_ms: u64) {
+    let mut l = ledger.borrow_mut();
+    if let Some(q) = l.questions.iter_mut().rev().find(|q| q.turn == turn) {
+        q.answered_ms = Some(at_ms);
+    }
+}
+
 /// The lead thinks about a question — sometimes for longer than the worker waits.
 async fn answer(
     ledger: &Rc<RefCell<Ledger>>,
@@ -404,15 +420,6 @@ async fn answer(
         }
     }
     tokio::time::sleep(Duration::from_millis(think)).await;
-    if let Some(q) = ledger
-        .borrow_mut()
-        .questions
-        .iter_mut()
-        .rev()
-        .find(|q| q.turn == turn)
-    {
-        q.answered_ms = Some(ms(sim_now()));
-    }
     Request::Answer {
         turn_id: turn,
         content: format!("answer for {brief}"),

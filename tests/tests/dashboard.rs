@@ -293,7 +293,8 @@ async fn the_dashboard_shows_hosts_members_a_delegation_in_flight_and_a_held_res
 }
 
 /// Actions, clicked in a real browser: the page starts read-only; a lead who turns actions on
-/// answers a member's open question (the answer being typed survives the page's refreshes) and
+/// answers a member's open question from "Needs you", on top (the answer being typed survives
+/// the page's refreshes) and
 /// stops a member (after a confirmation); an architect, who may answer but not stop, is
 /// offered no stop button.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -340,6 +341,16 @@ async fn a_lead_answers_and_stops_from_the_dashboard_and_an_architect_is_offered
         )
         .await;
     browser.find("tr[data-phase=\"ASKING\"]", 20).await;
+    // The question waits on this lead: it is on top, under "Needs you", with its words.
+    browser
+        .find(
+            &format!(
+                "main > section:first-child tr[data-kind=\"question\"][data-member=\"{asker}\"]"
+            ),
+            10,
+        )
+        .await;
+    assert_eq!(browser.count("#needs .need-text").await, 1);
     assert_eq!(
         browser.count("button[data-action]").await,
         0,

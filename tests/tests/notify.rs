@@ -33,6 +33,7 @@ fn notice(rule: &str) -> Notice {
             text: None,
         },
         seq: 1,
+        opened_unix_ms: 7,
     }
 }
 
@@ -70,13 +71,19 @@ async fn a_webhook_that_answers_500_then_200_gets_exactly_one_signed_delivery() 
     let answered: Vec<u16> = got_later.iter().map(|g| g.answered).collect();
     assert_eq!(answered, [500, 200]);
     let ok = &got_later[1];
-    assert_eq!(ok.delivery.as_deref(), Some("hook/question:t1/1"));
+    assert_eq!(ok.delivery.as_deref(), Some("hook/question:t1/7/1"));
     assert_eq!(
         got_later[0].delivery, ok.delivery,
         "the same delivery id on a retry"
     );
-    assert_eq!(ok.timestamp.as_deref(), Some("1700000000000"));
-    let want = send::sign(b"s3cret", 1_700_000_000_000, &ok.body);
+    // Each attempt signs the time it is sent at; the body keeps when the notice was decided.
+    let ts: u64 = ok
+        .timestamp
+        .as_deref()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no timestamp: {ok:?}"));
+    assert!(ts > 1_700_000_000_000, "{ts}");
+    let want = send::sign(b"s3cret", ts, &ok.body);
     assert_eq!(
         ok.signature.as_deref(),
         Some(want.as_str()),
@@ -85,6 +92,7 @@ async fn a_webhook_that_answers_500_then_200_gets_exactly_one_signed_delivery() 
     let v: serde_json::Value = serde_json::from_slice(&ok.body).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(v["kind"], "question");
     assert_eq!(v["phase"], "raised");
+    assert_eq!(v["at_unix_ms"], 1_700_000_000_000_u64);
     assert_eq!(v["waits_on"], "lead-alpha");
     assert!(
         v.get("text").is_none(),
@@ -152,7 +160,7 @@ async fn a_command_sink_runs_its_argv_without_a_shell() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(
-        text.starts_with('{') && text.contains(r#""delivery":"desk/question:t1/1""#),
+        text.starts_with('{') && text.contains(r#""delivery":"desk/question:t1/7/1""#),
         "{text}"
     );
     assert!(

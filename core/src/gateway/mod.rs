@@ -210,6 +210,8 @@ impl Gateway {
             crate::notify::Notifier::new(cfg.notify.clone()).planted(crate::notify::Planted {
                 quiet_ignored: cfg.planted(crate::planted::PlantedBug::NoticeEveryScan),
                 text_leaks: cfg.planted(crate::planted::PlantedBug::NoticeCarriesText),
+                grace_ignored: cfg.planted(crate::planted::PlantedBug::NoticeIgnoresGrace),
+                resolve_kept_open: cfg.planted(crate::planted::PlantedBug::NoticeResolvedTwice),
             });
         let mut gw = Gateway {
             inbox: ReplyInbox::new(cfg.inbox_cap_per_target, cfg.held_bytes_per_target),

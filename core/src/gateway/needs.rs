@@ -9,13 +9,24 @@ use crate::needs::{Attention, Elsewhere, Need, NeedKind, Waiting};
 use crate::time::{Duration, Instant};
 
 impl Gateway {
-    /// Everything that waits on a person here now, oldest first (then by id).
+    /// Everything that waits on a person here now, oldest first (then by id), with its words.
     pub fn needs(&self) -> Vec<Need> {
+        self.needs_with(Words::With)
+    }
+
+    /// The needs, with their words (a question's, a result's, a member's screen line) only
+    /// when something will read them: a held result can be megabytes, and a count needs none.
+    fn needs_with(&self, words: Words) -> Vec<Need> {
         let mut out = Vec::new();
         self.question_needs(&mut out);
-        self.result_needs(&mut out);
+        self.result_needs(&mut out, words);
         self.member_needs(&mut out);
         self.host_needs(&mut out);
+        if words == Words::Without {
+            for n in &mut out {
+                n.text = None;
+            }
+        }
         out.sort_by(|a, b| (a.since, &a.id).cmp(&(b.since, &b.id)));
         out
     }
@@ -94,7 +105,7 @@ impl Gateway {
     }
 
     /// Results held for a lead that has not collected them.
-    fn result_needs(&self, out: &mut Vec<Need>) {
+    fn result_needs(&self, out: &mut Vec<Need>, words: Words) {
         for (member, held) in self.inbox.iter() {
             for r in held {
                 let to = r
@@ -104,7 +115,7 @@ impl Gateway {
                 out.push(Need {
                     waits_on: r.lead.clone(),
                     member: Some(member.clone()),
-                    text: Some(r.content.clone()),
+                    text: (words == Words::With).then(|| r.content.clone()),
                     ..self.need(
                         format!("result_stranded:{}", r.id),
                         NeedKind::ResultStranded,
@@ -124,14 +135,16 @@ impl Gateway {
                 continue;
             };
             let owner = self.cards.get(gid).and_then(|c| c.owner.clone());
+            // The reason may quote the member's screen: words, never in the summary.
             out.push(Need {
                 waits_on: owner,
                 member: Some(gid.clone()),
+                text: (!reason.is_empty()).then(|| reason.to_string()),
                 ..self.need(
                     format!("{kind}:{gid}"),
                     kind,
                     since.unwrap_or(self.now),
-                    format!("member {gid} is {state}: {reason}"),
+                    format!("member {gid} is {state}"),
                 )
             });
         }
@@ -166,7 +179,7 @@ impl Gateway {
     /// How many needs wait on each lead here (what this host's presence counts).
     pub(super) fn waiting_by_lead(&self) -> std::collections::BTreeMap<SessionId, u64> {
         let mut by = std::collections::BTreeMap::new();
-        for n in self.needs() {
+        for n in self.needs_with(Words::Without) {
             if let Some(l) = n.waits_on {
                 *by.entry(l).or_default() += 1;
             }
@@ -188,7 +201,8 @@ impl Gateway {
                 false => n.waits_on(me),
             })
             .map(|mut need| {
-                if member {
+                // The words go only to the one they wait on.
+                if member || need.waits_on.as_ref() != me {
                     need.text = None;
                 }
                 Waiting {
@@ -226,9 +240,26 @@ impl Gateway {
 
     /// The rules' round: every notice due goes out for its sink.
     pub(super) fn on_notify_scan(&mut self, now: Instant) {
-        let needs = self.needs();
-        for notice in self.notifier.scan(now, &needs) {
+        let words = match self.notifier.wants_words() {
+            true => Words::With,
+            false => Words::Without,
+        };
+        let needs = self.needs_with(words);
+        let (at, unix) = (self.now, self.unix_now());
+        let unix_of = |i: Instant| {
+            unix.saturating_sub(
+                u64::try_from(at.saturating_since(i).as_millis()).unwrap_or(u64::MAX),
+            )
+        };
+        for notice in self.notifier.scan(now, &needs, unix_of) {
             self.fx.emit(Output::Notify(notice));
         }
     }
+}
+
+/// Whether a list of needs carries their words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Words {
+    With,
+    Without,
 }

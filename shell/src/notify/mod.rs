@@ -253,10 +253,13 @@ impl Sinks {
             let queue = Arc::new(Queue::new(s.queue));
             let (q, client, retry) = (queue.clone(), client.clone(), s.retry());
             let (rule, m) = (s.name.clone(), metrics.clone());
+            let clock = crate::clock::TokioClock::new();
             tokio::spawn(async move {
+                let unix_ms = || crate::ports::Clock::unix_ms(&clock);
                 loop {
                     let body = q.pop().await;
-                    let result = match send::deliver(&client, &target, &body, retry).await {
+                    let result = match send::deliver(&client, &target, &body, retry, unix_ms).await
+                    {
                         Ok(attempts) => {
                             tracing::info!(%rule, delivery = %body.delivery, attempts, "notice sent");
                             "sent"
@@ -279,7 +282,10 @@ impl crate::ports::NoticePort for Sinks {
     fn notify(&mut self, notice: Notice, unix_ms: u64) {
         match self.by_rule.get(&notice.rule) {
             Some(q) => {
-                if q.push(Body::of(notice.clone(), unix_ms)) {
+                // Full: a raise or reminder goes before a resolve, so no one is left believing a
+                // cleared need still waits.
+                let expendable = |b: &Body| b.phase != fleet_core::notify::NoticePhase::Resolved;
+                if q.push(Body::of(notice.clone(), unix_ms), expendable) {
                     tracing::warn!(rule = %notice.rule, "a notice sink's queue is full: its oldest notice was dropped");
                     let labels = [("rule", notice.rule.as_str()), ("result", "dropped")];
                     self.metrics.inc(Counter::Notices, &labels);

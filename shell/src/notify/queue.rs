@@ -22,13 +22,17 @@ impl<T> Queue<T> {
         }
     }
 
-    /// Queues `item`; past the bound the oldest queued one is dropped: whether one was.
-    pub fn push(&self, item: T) -> bool {
+    /// Queues `item`; past the bound the oldest queued item `expendable` picks is dropped
+    /// (the oldest of all if it picks none): whether one was.
+    pub fn push(&self, item: T, expendable: impl Fn(&T) -> bool) -> bool {
         let dropped = {
             let mut q = self.items.lock().unwrap_or_else(|p| p.into_inner());
             let full = q.len() >= self.cap;
             if full {
-                q.pop_front();
+                match q.iter().position(&expendable) {
+                    Some(i) => drop(q.remove(i)),
+                    None => drop(q.pop_front()),
+                }
             }
             q.push_back(item);
             full
@@ -66,13 +70,18 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_full_queue_drops_its_oldest_and_says_so() {
-        let q = Queue::new(2);
-        assert!(!q.push(1));
-        assert!(!q.push(2));
-        assert!(q.push(3));
-        assert_eq!(q.pop().await, 2);
-        assert_eq!(q.pop().await, 3);
+    async fn a_full_queue_drops_its_oldest_expendable_item_and_says_so() {
+        let q = Queue::new(3);
+        let odd = |n: &i32| n % 2 == 1;
+        for n in [2, 1, 3] {
+            assert!(!q.push(n, odd));
+        }
+        assert!(q.push(4, odd), "full: 1 goes, the oldest odd one");
+        assert!(q.push(6, odd), "full: 3 goes");
+        assert!(q.push(8, odd), "full, none odd: the oldest, 2, goes");
+        for want in [4, 6, 8] {
+            assert_eq!(q.pop().await, want);
+        }
         assert!(q.is_empty());
     }
 }

@@ -13,12 +13,13 @@ use std::time::Duration;
 /// The JSON a webhook receives (and a command reads on its stdin).
 #[derive(Clone, Debug, Serialize)]
 pub struct Body {
-    /// `<rule>/<need id>/<seq>`: the same on every retry, so a receiver can drop a repeat.
+    /// `<rule>/<need id>/<opened_unix_ms>/<seq>`: the same on every retry, so a receiver can
+    /// drop a repeat; a need that comes back (or outlives a restart) opens a new stretch.
     pub delivery: String,
     pub rule: String,
     pub phase: NoticePhase,
     pub seq: u32,
-    /// When the gateway decided the notice (Unix ms); also the signed timestamp.
+    /// When the gateway decided the notice (Unix ms). The signed timestamp is each attempt's.
     pub at_unix_ms: u64,
     #[serde(flatten)]
     pub need: Need,
@@ -27,7 +28,10 @@ pub struct Body {
 impl Body {
     pub fn of(notice: Notice, at_unix_ms: u64) -> Body {
         Body {
-            delivery: format!("{}/{}/{}", notice.rule, notice.need.id, notice.seq),
+            delivery: format!(
+                "{}/{}/{}/{}",
+                notice.rule, notice.need.id, notice.opened_unix_ms, notice.seq
+            ),
             rule: notice.rule,
             phase: notice.phase,
             seq: notice.seq,
@@ -103,18 +107,21 @@ pub fn sign(secret: &[u8], timestamp: u64, body: &[u8]) -> String {
     format!("sha256={hex}")
 }
 
-/// Tries `body` through `target` until it passes, fails for good, or runs out of attempts.
-/// `Ok` with the attempts it took; `Err` with the last failure.
+/// Tries `body` through `target` until it passes, fails for good, or runs out of attempts;
+/// `unix_ms` reads the wall clock each attempt signs. `Ok` with the attempts it took; `Err`
+/// with the last failure.
 pub async fn deliver(
     client: &Client,
     target: &Target,
     body: &Body,
     retry: Retry,
+    unix_ms: impl Fn() -> u64,
 ) -> Result<u32, String> {
     let mut backoff = retry.first_backoff;
     let mut attempt = 1;
     loop {
-        let result = match tokio::time::timeout(retry.timeout, once(client, target, body)).await {
+        let sending = once(client, target, body, unix_ms());
+        let result = match tokio::time::timeout(retry.timeout, sending).await {
             Ok(r) => r,
             Err(_) => Err(Failure {
                 why: format!("no answer within {} ms", retry.timeout.as_millis()),
@@ -136,7 +143,7 @@ pub async fn deliver(
     }
 }
 
-async fn once(client: &Client, target: &Target, body: &Body) -> Result<(), Failure> {
+async fn once(client: &Client, target: &Target, body: &Body, now: u64) -> Result<(), Failure> {
     match target {
         Target::Webhook { url, secret } => {
             let json = serde_json::to_vec(body).map_err(|e| Failure {
@@ -146,8 +153,8 @@ async fn once(client: &Client, target: &Target, body: &Body) -> Result<(), Failu
             let headers = [
                 ("content-type", "application/json".to_string()),
                 (DELIVERY_HEADER, header_safe(&body.delivery)),
-                (TIMESTAMP_HEADER, body.at_unix_ms.to_string()),
-                (SIGNATURE_HEADER, sign(secret, body.at_unix_ms, &json)),
+                (TIMESTAMP_HEADER, now.to_string()),
+                (SIGNATURE_HEADER, sign(secret, now, &json)),
             ];
             answer(client.post(url, &headers, json).await)
         }
@@ -194,22 +201,40 @@ fn header_safe(s: &str) -> String {
         .collect()
 }
 
-/// `argv` with the notice's fields filled in.
+/// `argv` with the notice's fields filled in, each argument in one pass (a question that
+/// says `{host}` stays as it is) and without NULs (no argument can carry one).
 pub fn fill(argv: &[String], body: &Body) -> Vec<String> {
-    let kind = body.need.kind.to_string();
     let phase = match body.phase {
         NoticePhase::Raised => "raised",
         NoticePhase::Reminder => "reminder",
         NoticePhase::Resolved => "resolved",
     };
+    let fields = [
+        ("{title}", body.title()),
+        ("{message}", body.message()),
+        ("{phase}", phase.to_string()),
+        ("{kind}", body.need.kind.to_string()),
+        ("{host}", body.need.host.to_string()),
+        ("{delivery}", body.delivery.clone()),
+    ];
     argv.iter()
         .map(|a| {
-            a.replace("{title}", &body.title())
-                .replace("{message}", &body.message())
-                .replace("{phase}", phase)
-                .replace("{kind}", &kind)
-                .replace("{host}", body.need.host.as_str())
-                .replace("{delivery}", &body.delivery)
+            let mut out = String::with_capacity(a.len());
+            let mut rest = a.as_str();
+            while !rest.is_empty() {
+                match fields.iter().find(|(k, _)| rest.starts_with(k)) {
+                    Some((k, v)) => {
+                        out.push_str(v);
+                        rest = &rest[k.len()..];
+                    }
+                    None => {
+                        let c = rest.chars().next().unwrap_or_default();
+                        out.push(c);
+                        rest = &rest[c.len_utf8()..];
+                    }
+                }
+            }
+            out.replace('\0', "\u{fffd}")
         })
         .collect()
 }
@@ -265,6 +290,34 @@ mod tests {
         assert_ne!(a, sign(b"k", 1, b"{ }"), "another body");
         assert_ne!(a, sign(b"j", 1, b"{}"), "another key");
         assert_eq!(a, sign(b"k", 1, b"{}"));
+    }
+
+    #[test]
+    fn a_command_argument_is_filled_once_and_carries_no_nul() {
+        let need = fleet_core::needs::Need {
+            id: "question:t".into(),
+            kind: fleet_core::needs::NeedKind::Question,
+            host: fleet_core::HostId::new("h1"),
+            waits_on: None,
+            member: None,
+            turn_id: None,
+            since: fleet_core::Instant::ZERO,
+            summary: "asks {host}\0".into(),
+            text: None,
+        };
+        let notice = Notice {
+            rule: "r".into(),
+            phase: NoticePhase::Raised,
+            need,
+            seq: 1,
+            opened_unix_ms: 5,
+        };
+        let body = Body::of(notice, 9);
+        let argv = ["{message} on {host}".to_string(), "{delivery}".to_string()];
+        assert_eq!(
+            fill(&argv, &body),
+            ["asks {host}\u{fffd} on h1", "r/question:t/5/1"]
+        );
     }
 
     #[test]
