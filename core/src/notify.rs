@@ -280,7 +280,6 @@ impl Notifier {
             }
             return None;
         }
-        let include_text = self.rules[key.0].include_text || self.planted.text_leaks;
         let rule_name = self.rules[key.0].name.clone();
         let t = self.tracked.get_mut(key)?;
         t.limited = false;
@@ -292,14 +291,11 @@ impl Notifier {
                 t.last_sent = Some(now);
             }
         }
-        let mut need = t.need.clone();
-        if !include_text {
-            need.text = None;
-        }
+        // Words this rule may not send were never kept (`scan`).
         Some(Notice {
             rule: rule_name,
             phase,
-            need,
+            need: t.need.clone(),
             seq: t.seq,
             opened_unix_ms: 0,
         })
