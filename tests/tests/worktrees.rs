@@ -483,6 +483,10 @@ fn git_never_recurses_into_a_nested_repository_a_member_made() {
         git(&cut.dir, &["add", "sub"]);
         git(&cut.dir, &["commit", "--quiet", "-m", "a gitlink"]);
         plant_filter(&sub, &sub, &marker(&dir));
+        // A tracked file changed in place, same size: git must run the clean filter to compare
+        // it, whether or not its stat looks racy (a slow machine crosses a second between the
+        // inner commit and here, and then only a changed file makes git look at content).
+        std::fs::write(sub.join("f.txt"), "HeLLO\n").unwrap_or_else(|e| panic!("{e}"));
         // The plant is live: a plain `git status` in the member's worktree recurses into the
         // gitlink and runs it.
         git(&cut.dir, &["status", "--porcelain"]);
