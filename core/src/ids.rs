@@ -202,6 +202,16 @@ uuid_id!(
 #[serde(transparent)]
 pub struct CallId(pub u64);
 
+impl CallId {
+    /// Calls the gateway makes itself (a task's delegation) are numbered from here up; the
+    /// driver numbers its callers' from 0 and never comes near.
+    pub const OWN: u64 = 1 << 63;
+
+    pub fn is_own(self) -> bool {
+        self.0 >= Self::OWN
+    }
+}
+
 impl fmt::Display for CallId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "call#{}", self.0)

@@ -41,6 +41,7 @@ pub mod signing;
 pub mod spawn_spec;
 pub(crate) mod start_gate;
 pub mod status;
+pub mod tasks;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod time;

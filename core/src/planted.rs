@@ -99,10 +99,13 @@ pub enum PlantedBug {
     /// A resolve does not close its raise: every scan after a need cleared resolves it again
     /// (I16).
     NoticeResolvedTwice,
+    /// A task is ready as soon as it is added: its delegation starts before the tasks it
+    /// depends on are done (I17).
+    TaskDepsIgnored,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 26] = [
+    pub const ALL: [PlantedBug; 27] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -129,6 +132,7 @@ impl PlantedBug {
         PlantedBug::NoticeCarriesText,
         PlantedBug::NoticeIgnoresGrace,
         PlantedBug::NoticeResolvedTwice,
+        PlantedBug::TaskDepsIgnored,
     ];
 
     pub fn name(self) -> &'static str {
@@ -159,6 +163,7 @@ impl PlantedBug {
             PlantedBug::NoticeCarriesText => "notice-carries-text",
             PlantedBug::NoticeIgnoresGrace => "notice-ignores-grace",
             PlantedBug::NoticeResolvedTwice => "notice-resolved-twice",
+            PlantedBug::TaskDepsIgnored => "task-deps-ignored",
         }
     }
 
@@ -193,6 +198,7 @@ impl PlantedBug {
             | PlantedBug::NoticeCarriesText
             | PlantedBug::NoticeIgnoresGrace
             | PlantedBug::NoticeResolvedTwice => "I16",
+            PlantedBug::TaskDepsIgnored => "I17",
         }
     }
 }

@@ -275,6 +275,7 @@ impl Harness {
                 | Output::ProbeHealth { .. }
                 | Output::MemberReady { .. }
                 | Output::Notify(_)
+                | Output::KeepTasks(_)
                 | Output::Remember(_) => {}
                 Output::Broker(_)
                 | Output::SpawnPane { .. }

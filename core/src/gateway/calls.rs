@@ -142,6 +142,40 @@ impl Gateway {
             Request::Broadcast { group, content } => {
                 self.on_broadcast(call, &caller, group, content)
             }
+            request @ (Request::TaskAdd { .. }
+            | Request::Tasks { .. }
+            | Request::TaskReview { .. }) => self.on_task_call(now, call, &caller, request),
+        }
+    }
+
+    /// A task's start: its lead's own `wait:false` send, admitted and audited as the lead's.
+    pub(super) fn own_send(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        owner: Principal,
+        target: SessionId,
+        content: String,
+        timeout_ms: Option<u64>,
+    ) {
+        let caller = self.as_its_role(owner);
+        let request = Request::Send {
+            target: target.clone(),
+            content,
+            wait: false,
+            timeout_ms,
+        };
+        if !self.admitted(call, &caller, &request, Some(&target)) {
+            return;
+        }
+        if let Request::Send { content, .. } = request {
+            let send = Send {
+                target,
+                content,
+                wait: false,
+                timeout: Duration::ZERO,
+            };
+            self.on_send_request(now, call, &caller, send, timeout_ms);
         }
     }
 
@@ -230,6 +264,8 @@ impl Gateway {
                 self.rendezvous.ask(*turn_id).map(|a| a.session.clone())
             }
             Request::Poll { ticket } => self.tickets.get(ticket).map(|t| t.target.clone()),
+            Request::TaskAdd { task } => Some(task.assignee.clone()),
+            Request::Tasks { .. } | Request::TaskReview { .. } => None,
             Request::Spawn { .. }
             | Request::Broadcast { .. }
             | Request::List

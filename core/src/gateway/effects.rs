@@ -22,6 +22,17 @@ impl Effects {
         self.out.push_back(o);
     }
 
+    /// Where the next output will go: `emit_at` puts one there later in the step, before
+    /// what was emitted since (what must be kept before the outputs it leads to).
+    pub(crate) fn mark(&self) -> usize {
+        self.out.len()
+    }
+
+    pub(crate) fn emit_at(&mut self, mark: usize, o: Output) {
+        let at = mark.min(self.out.len());
+        self.out.insert(at, o);
+    }
+
     pub(crate) fn pop(&mut self) -> Option<Output> {
         self.out.pop_front()
     }

@@ -85,6 +85,15 @@ impl Gateway {
                 },
             ),
             Side::Local(Answer::Async) | Side::Sender { .. } => {
+                // A task's delegation: its result goes to its list, kept durably there.
+                let mut body = body;
+                if self.task_ended(d.msg, outcome, &mut body) {
+                    self.tickets.remove(&ticket);
+                    if let Some(lead) = &d.lead {
+                        self.uncollect(lead, &Attention::Ticket(ticket));
+                    }
+                    return;
+                }
                 let ttl = self.ticket_ttl();
                 let ended = Ended {
                     outcome,

@@ -62,6 +62,7 @@ impl Gateway {
         }
         self.check_served()?;
         self.check_turns()?;
+        self.check_tasks()?;
         self.check_fleet()?;
         // The reply path's records are walked again only once one of them has changed.
         let Link::Fleet(f) = &self.link else {

@@ -42,6 +42,7 @@ mod spawns;
 
 mod stop;
 mod stops;
+mod tasks;
 mod timer_table;
 mod timers;
 mod turns;
@@ -169,6 +170,9 @@ pub struct Gateway {
     beats: heartbeat::Heartbeats,
     /// The notification rules and what each has sent (`needs`).
     notifier: crate::notify::Notifier,
+    /// Each lead's task list (`tasks`), and the calls the gateway makes for it.
+    tasks: crate::tasks::Tasks,
+    own_calls: tasks::OwnCalls,
     /// Calls asked and not yet answered, while invariants are checked: a call answered twice
     /// or answered without being asked is caught at the step it happens.
     #[cfg(any(debug_assertions, feature = "invariants"))]
@@ -213,6 +217,8 @@ impl Gateway {
                 grace_ignored: cfg.planted(crate::planted::PlantedBug::NoticeIgnoresGrace),
                 resolve_kept_open: cfg.planted(crate::planted::PlantedBug::NoticeResolvedTwice),
             });
+        let tasks = crate::tasks::Tasks::default()
+            .planted(cfg.planted(crate::planted::PlantedBug::TaskDepsIgnored));
         let mut gw = Gateway {
             inbox: ReplyInbox::new(cfg.inbox_cap_per_target, cfg.held_bytes_per_target),
             push: Push::new(
@@ -248,6 +254,8 @@ impl Gateway {
             placement,
             beats: heartbeat::Heartbeats::default(),
             notifier,
+            tasks,
+            own_calls: tasks::OwnCalls::default(),
             #[cfg(any(debug_assertions, feature = "invariants"))]
             open_calls: invariants::OpenCalls::default(),
             #[cfg(any(debug_assertions, feature = "invariants"))]
@@ -328,6 +336,11 @@ impl Gateway {
         self.spawns.reserved()
     }
 
+    /// Every lead's task list here.
+    pub fn tasks(&self) -> &crate::tasks::Tasks {
+        &self.tasks
+    }
+
     /// Open delegations (sends not yet ended).
     pub fn open_delegations(&self) -> usize {
         self.delegations.len()
@@ -403,6 +416,7 @@ impl Gateway {
             Input::Shutdown => self.abandon_all(now),
             Input::Tick => self.on_tick(now),
             Input::ReplayRecord { entries } => self.restore_replay_record(&entries),
+            Input::TasksRestored { lists } => self.restore_tasks(lists),
             Input::HealthProbed { probes } => self.on_health_probed(now, probes),
         }
         self.settle(now);
@@ -447,6 +461,7 @@ impl Gateway {
 
     /// After every input: what the injector and the push rule decided, then the next poll.
     fn settle(&mut self, now: Instant) {
+        self.run_tasks(now);
         self.drain_injector(now);
         self.pump_nudges(now);
         self.drain_injector(now);
@@ -462,6 +477,9 @@ impl Gateway {
     fn respond(&mut self, call: CallId, response: Response) {
         #[cfg(any(debug_assertions, feature = "invariants"))]
         self.open_calls.answered(call);
+        if call.is_own() {
+            return self.own_calls.answered(call, response);
+        }
         self.fx.emit(Output::Respond { call, response });
     }
 

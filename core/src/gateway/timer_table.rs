@@ -20,16 +20,19 @@ pub(crate) enum Once {
     Health,
     /// The notification rules' round.
     Notify,
+    /// The task lists' next look: a start put off, or a restored task's deadline.
+    Tasks,
 }
 
 impl Once {
-    const ALL: [Once; 6] = [
+    const ALL: [Once; 7] = [
         Once::StatusPoll,
         Once::Presence,
         Once::HeldSweep,
         Once::Reap,
         Once::Health,
         Once::Notify,
+        Once::Tasks,
     ];
 
     fn index(self) -> usize {
@@ -44,6 +47,7 @@ impl Once {
             Once::Reap => TimerKind::Reap,
             Once::Health => TimerKind::Health,
             Once::Notify => TimerKind::Notify,
+            Once::Tasks => TimerKind::Tasks,
         }
     }
 }

@@ -46,6 +46,8 @@ pub enum TimerKind {
     Heartbeat(SessionId),
     /// The notification rules' round.
     Notify,
+    /// The task lists' next look.
+    Tasks,
 }
 
 impl Gateway {
@@ -85,6 +87,7 @@ impl Gateway {
                 TimerKind::Health => self.on_health_tick(now),
                 TimerKind::Heartbeat(lead) => self.on_heartbeat(now, lead),
                 TimerKind::Notify => self.on_notify_scan(now),
+                TimerKind::Tasks => self.on_tasks_timer(),
                 TimerKind::StatusPoll | TimerKind::Injector => {}
             }
         }

@@ -83,6 +83,15 @@ pub enum Request {
         group: Option<String>,
         content: String,
     },
+    /// `fleet_task_add`: a task on the caller's own list.
+    TaskAdd { task: crate::tasks::NewTask },
+    /// `fleet_task_list`: the caller's tasks, or one with its brief and result.
+    Tasks { id: Option<crate::tasks::TaskId> },
+    /// `fleet_task_review`: the caller's decision on one of its tasks.
+    TaskReview {
+        id: crate::tasks::TaskId,
+        decision: crate::tasks::Decision,
+    },
 }
 
 impl Request {
@@ -94,6 +103,7 @@ impl Request {
             | Request::Reply { content }
             | Request::Coordinate { content, .. }
             | Request::Broadcast { content, .. } => Some(content.len()),
+            Request::TaskAdd { task } => Some(task.brief.len()),
             Request::Ask { question, .. } => Some(question.len()),
             _ => None,
         }
@@ -110,7 +120,9 @@ impl Request {
             | Request::Profiles
             | Request::Overview
             | Request::Attention
+            | Request::Tasks { .. }
             | Request::Whoami => Action::Read,
+            Request::TaskAdd { .. } | Request::TaskReview { .. } => Action::Send,
             Request::Spawn { .. } => Action::Spawn,
             Request::Stop { .. } => Action::Stop,
             Request::Broadcast { .. } | Request::Coordinate { .. } => Action::Send,
@@ -171,6 +183,10 @@ pub enum Response {
     Overview(Box<super::overview::Overview>),
     /// What waits on the caller.
     Attention(Box<crate::needs::Attention>),
+    /// The caller's tasks (one, after an add or a review, or when asked by its id).
+    Tasks {
+        tasks: Vec<crate::tasks::TaskView>,
+    },
     /// Who the caller is, as the core authorises it.
     Whoami {
         principal: crate::authz::Principal,
@@ -347,6 +363,8 @@ pub enum CallError {
     },
     #[error("host {host} refused: {reason}")]
     NotAllowed { host: HostId, reason: String },
+    #[error("no task {task} in this lead's list")]
+    UnknownTask { task: crate::tasks::TaskId },
     #[error("{target} is no longer served here: its pane is gone (stopped or closed), and nothing it says now is delivered")]
     PaneGone { target: SessionId },
     #[error("host {host} did not confirm that {target} stopped within {waited_ms} ms: the STOP may still take effect; fleet_list shows whether it left")]
@@ -364,6 +382,7 @@ impl CallError {
             CallError::Denied { .. } => "denied",
             CallError::NoSession => "no_session",
             CallError::UnknownTicket => "unknown_ticket",
+            CallError::UnknownTask { .. } => "unknown_task",
             CallError::InboxFull { .. } => "inbox_full",
             CallError::InvalidArgument { .. } => "invalid_argument",
             CallError::BrokerUnavailable => "broker_unavailable",
@@ -483,6 +502,16 @@ impl fmt::Display for Response {
                 a.needs.len(),
                 a.elsewhere.len()
             ),
+            Response::Tasks { tasks } => {
+                write!(f, "tasks [")?;
+                for (i, t) in tasks.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{} {}", t.id, t.state.as_str())?;
+                }
+                f.write_str("]")
+            }
             Response::Whoami { principal } => {
                 write!(f, "whoami {} {}", principal.role.as_str(), principal.name)
             }

@@ -273,6 +273,12 @@ pub enum Event {
         gid: SessionId,
         verdict: crate::adoption::AdoptVerdict,
     },
+    /// A task of `lead`'s list moved to `state` (`running` carries the delegation's ticket).
+    Task {
+        lead: SessionId,
+        task: crate::tasks::TaskId,
+        state: crate::tasks::TaskState,
+    },
 }
 
 impl Event {
@@ -306,6 +312,7 @@ impl Event {
             Event::Session { .. } => "session",
             Event::Reaped { .. } => "reaped",
             Event::Rebuilt { .. } => "rebuilt",
+            Event::Task { .. } => "task",
         }
     }
 }
@@ -426,6 +433,9 @@ impl fmt::Display for Event {
             },
             Event::Reaped { gid, idle_ms } => write!(f, "reaped {gid} idle {idle_ms} ms"),
             Event::Rebuilt { gid, verdict } => write!(f, "rebuilt {gid} -> {verdict}"),
+            Event::Task { lead, task, state } => {
+                write!(f, "task {lead} {task} -> {}", state.as_str())
+            }
         }
     }
 }

@@ -99,6 +99,9 @@ pub enum Input {
     /// once, before the broker comes up, so no brief admitted before a restart is admitted
     /// again within its expiry.
     ReplayRecord { entries: Vec<Remembered> },
+    /// The task lists kept before this process started (`Output::KeepTasks`): fed once,
+    /// before the broker comes up, so a result that arrives for a task finds it.
+    TasksRestored { lists: Vec<crate::tasks::TaskList> },
 }
 
 impl Input {
@@ -126,6 +129,7 @@ impl Input {
             Input::Shutdown => "shutdown",
             Input::Tick => "tick",
             Input::ReplayRecord { .. } => "replay_record",
+            Input::TasksRestored { .. } => "tasks_restored",
             Input::HealthProbed { .. } => "health_probed",
         }
     }
@@ -320,6 +324,10 @@ pub enum Output {
     /// Tell a person through a notification rule's sink (`[[notify]]`): carried out at most
     /// once, never retried by the core (the sink retries within its own bounds).
     Notify(crate::notify::Notice),
+    /// Keep this lead's whole task list durably, replacing what was kept, before carrying out
+    /// any later output of this step (the brief a start publishes, the ack of a result), and
+    /// give it back after a restart (`Input::TasksRestored`).
+    KeepTasks(crate::tasks::TaskList),
 }
 
 impl fmt::Display for Output {
@@ -338,6 +346,16 @@ impl fmt::Display for Output {
             Output::Event(e) => write!(f, "event {e}"),
             Output::Broker(op) => write!(f, "broker {op}"),
             Output::Remember(entries) => write!(f, "remember {} msgId(s)", entries.len()),
+            Output::KeepTasks(list) => {
+                write!(f, "keep_tasks {} [", list.lead)?;
+                for (i, t) in list.tasks.values().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{} {}", t.id, t.stage.state().as_str())?;
+                }
+                f.write_str("]")
+            }
             Output::Notify(n) => write!(
                 f,
                 "notify {} {:?} {} #{}",

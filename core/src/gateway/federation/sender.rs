@@ -171,6 +171,7 @@ impl Gateway {
             {
                 d.msg = msg;
             }
+            self.task_msg_moved(ticket, msg);
             if let Some(view) = self.ticket_view(ticket) {
                 self.respond(call, Response::Ticket(view));
             }
@@ -231,10 +232,15 @@ impl Gateway {
             _ => Outcome::Replied,
         };
         if let Some(ticket) = ticket.filter(|t| self.delegations.contains(t)) {
+            // A blocking call's result is handed over at once; a task's is kept in its list
+            // (durably, before this ack).
             let blocking = self
                 .delegations
                 .get(&ticket)
-                .is_some_and(|d| matches!(d.side.answer(), Some(Answer::Blocking(_))));
+                .is_some_and(|d| matches!(d.side.answer(), Some(Answer::Blocking(_))))
+                || env
+                    .re()
+                    .is_some_and(|re| self.tasks.running_on(re).is_some());
             self.finish(now, ticket, outcome, Some(content), None);
             let unix = self.unix_now();
             let Link::Fleet(f) = &mut self.link else {
@@ -245,6 +251,17 @@ impl Gateway {
                 return self.ack(delivery);
             }
             return self.keep(delivery, held_queue, lead, &env, HeldFor::Ticket(ticket));
+        }
+        // No waiter, but a task restored running on it: the result goes to its list.
+        if let Some(re) = env.re().filter(|re| self.tasks.running_on(*re).is_some()) {
+            let mut body = Some(content.clone());
+            if self.task_ended(re, outcome, &mut body) {
+                let unix = self.unix_now();
+                if let Link::Fleet(f) = &mut self.link {
+                    f.held.handed(env.msg_id, env.expires_at, unix);
+                }
+                return self.ack(delivery);
+            }
         }
         // No waiter: a stranded reply (U3), held for the lead to drain — under an id its
         // msgId gives, so a copy redelivered after a restart keeps the id the lead knew.
