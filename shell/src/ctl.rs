@@ -126,6 +126,30 @@ enum CtlCommand {
     /// What waits on you (the token's lead), oldest first: questions, uncollected results,
     /// members that need a person, this host's troubles; and counts at other hosts.
     Attention,
+    /// Your task list (the token's lead): each task's state, assignee, dependencies, and why
+    /// it waits or failed; with ID, one task with its brief and its result.
+    Tasks { id: Option<u32> },
+    /// Add a task to your list: it starts once every dependency (--dep N, repeatable) is done
+    /// and its assignee runs nothing else of your list.
+    TaskAdd {
+        #[arg(long)]
+        title: String,
+        /// The member that runs it (any host).
+        #[arg(long, value_name = "GID")]
+        assignee: String,
+        #[arg(long = "dep", value_name = "N")]
+        deps: Vec<u32>,
+        #[arg(long, value_name = "MS")]
+        timeout_ms: Option<u64>,
+        /// What is typed into the assignee's pane.
+        brief: String,
+    },
+    /// Decide on a task: done (accept its result), failed (give it up), retry.
+    Review {
+        id: u32,
+        #[arg(value_parser = ["done", "failed", "retry"])]
+        decision: String,
+    },
     /// Follow the delegations in flight: one line per change. With --flow, only that flow
     /// (a traceId, msgId or ticket), ending when it does.
     Tail {
@@ -341,6 +365,39 @@ async fn run(ctl: Ctl) -> Result<Exit, CtlError> {
         CtlCommand::Attention => {
             let v = c.get("/attention").await?;
             show.it(&v, &attention_text);
+            Ok(Exit::Ok)
+        }
+        CtlCommand::Tasks { id: None } => {
+            let v = c.get("/tasklist").await?;
+            show.it(&v, &tasks_table);
+            Ok(Exit::Ok)
+        }
+        CtlCommand::Tasks { id: Some(n) } => {
+            let v = c.get(&format!("/tasklist/{n}")).await?;
+            show.it(&v, &task_text);
+            Ok(Exit::Ok)
+        }
+        CtlCommand::TaskAdd {
+            title,
+            assignee,
+            deps,
+            timeout_ms,
+            brief,
+        } => {
+            let mut body =
+                json!({"title": title, "assignee": assignee, "deps": deps, "brief": brief});
+            if let Some(ms) = timeout_ms {
+                body["timeoutMs"] = json!(ms);
+            }
+            let v = c.ok(reqwest::Method::POST, "/tasklist", Some(body)).await?;
+            show.it(&v, &tasks_table);
+            Ok(Exit::Ok)
+        }
+        CtlCommand::Review { id, decision } => {
+            let path = format!("/tasklist/{id}/review");
+            let body = json!({ "decision": decision });
+            let v = c.ok(reqwest::Method::POST, &path, Some(body)).await?;
+            show.it(&v, &tasks_table);
             Ok(Exit::Ok)
         }
         CtlCommand::Stop { gid } => {

@@ -144,6 +144,31 @@ fn replay_record(
     Ok(opened.record)
 }
 
+/// Opens the task lists under `state` and gives the gateway what they hold, before the broker
+/// connects: a result that arrives for a task started before this process finds its task.
+fn task_lists(
+    state: &Path,
+    clock: &TokioClock,
+    gw: &mut Gateway,
+) -> Result<crate::task_store::TaskDir, DaemonError> {
+    let path = state.join("tasks");
+    let opened = crate::task_store::TaskDir::open(&path).map_err(|reason| DaemonError::State {
+        path: path.display().to_string(),
+        reason,
+    })?;
+    for (file, why) in &opened.set_aside {
+        tracing::warn!(file = %file.display(), %why, "a task list that does not parse was set aside");
+    }
+    tracing::info!(path = %path.display(), leads = opened.lists.len(), "task lists");
+    gw.handle(
+        clock.now(),
+        Input::TasksRestored {
+            lists: opened.lists,
+        },
+    );
+    Ok(opened.store)
+}
+
 fn spawn_loop<B: BrokerPort + 'static>(
     driver: Driver<HerdrClient, B, TokioClock, DaemonObserver>,
     calls: tokio::sync::mpsc::Receiver<crate::driver::ToLoop>,

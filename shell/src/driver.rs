@@ -105,6 +105,8 @@ pub struct Driver<H, B, C, O = Quiet> {
     record: Box<dyn ReplayRecord>,
     /// Where `Output::Notify` goes (nowhere unless `with_notices` says otherwise).
     notices: Box<dyn crate::ports::NoticePort>,
+    /// Where `Output::KeepTasks` is kept (memory only unless `with_tasks` says otherwise).
+    tasks: Box<dyn crate::task_store::TaskStore>,
 }
 
 /// What woke the loop.
@@ -131,12 +133,19 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             wall,
             record: Box::new(InMemory),
             notices: Box::new(crate::ports::NoNotices),
+            tasks: Box::new(crate::task_store::NoTaskStore),
         }
     }
 
     /// Keeps the replay record in `record` (the daemon: a file under `state_dir`).
     pub fn with_record(mut self, record: impl ReplayRecord + 'static) -> Self {
         self.record = Box::new(record);
+        self
+    }
+
+    /// Keeps task lists in `store` (the daemon: files under `state_dir/tasks`).
+    pub fn with_tasks(mut self, store: impl crate::task_store::TaskStore + 'static) -> Self {
+        self.tasks = Box::new(store);
         self
     }
 
@@ -322,6 +331,13 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                     }
                 }
                 Output::Notify(n) => self.notices.notify(n, self.clock.unix_ms()),
+                // Synchronously, before any later output of the step (the brief a start
+                // publishes, the ack of a result).
+                Output::KeepTasks(list) => {
+                    if let Err(why) = self.tasks.keep(&list) {
+                        tracing::error!(%why, lead = %list.lead, "a task list could not be kept: a restart may lose its latest change");
+                    }
+                }
                 Output::Audit(_) | Output::Event(_) => {}
             }
         }

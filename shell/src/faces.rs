@@ -439,6 +439,87 @@ pub struct SendArgs {
     pub timeout_ms: Option<u64>,
 }
 
+/// `fleet_task_add` / `POST /tasklist`: a task on the caller's own list.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, schemars::JsonSchema, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskAddArgs {
+    /// One line naming the task, for the list (at most 200 bytes).
+    #[schema(min_length = 1, max_length = 200, pattern = r"\S")]
+    #[schemars(length(min = 1, max = 200), regex(pattern = r"\S"))]
+    pub title: String,
+    /// What is typed into the assignee's pane when the task starts; not blank.
+    #[schema(min_length = 1, pattern = r"\S")]
+    #[schemars(length(min = 1), regex(pattern = r"\S"))]
+    pub brief: String,
+    /// The member that runs it, by its fleet-wide id (see fleet_list), on any host.
+    #[schema(
+        min_length = 1,
+        max_length = 256,
+        pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$"
+    )]
+    #[schemars(length(min = 1, max = 256))]
+    pub assignee: String,
+    /// Tasks of your list that must be done (reviewed done by you) before this one starts.
+    #[serde(default)]
+    #[schema(max_items = 32)]
+    #[schemars(length(max = 32))]
+    pub deps: Vec<u32>,
+    /// How long its delegation may run (default: the gateway's send timeout).
+    #[serde(default, deserialize_with = "whole_ms")]
+    #[schema(minimum = 1)]
+    #[schemars(range(min = 1))]
+    pub timeout_ms: Option<u64>,
+}
+
+impl TaskAddArgs {
+    pub fn request(self) -> Result<Request, CallError> {
+        Ok(Request::TaskAdd {
+            task: fleet_core::tasks::NewTask {
+                title: self.title,
+                brief: self.brief,
+                assignee: session(&self.assignee, "assignee")?,
+                deps: self
+                    .deps
+                    .into_iter()
+                    .map(fleet_core::tasks::TaskId)
+                    .collect(),
+                timeout_ms: self.timeout_ms,
+            },
+        })
+    }
+}
+
+/// `fleet_task_review` / `POST /tasklist/{id}/review`: the lead's decision on one task.
+#[derive(Clone, Debug, Deserialize, Serialize, schemars::JsonSchema, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReviewArgs {
+    pub decision: ReviewDecision,
+}
+
+/// done: accept a result in review (its dependents may start); failed: give a task up (not
+/// while it runs); retry: run a task in review, or a failed one, again.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, schemars::JsonSchema, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReviewDecision {
+    Done,
+    Failed,
+    Retry,
+}
+
+impl ReviewArgs {
+    pub fn request(self, id: u32) -> Request {
+        use fleet_core::tasks::Decision;
+        Request::TaskReview {
+            id: fleet_core::tasks::TaskId(id),
+            decision: match self.decision {
+                ReviewDecision::Done => Decision::Done,
+                ReviewDecision::Failed => Decision::Failed,
+                ReviewDecision::Retry => Decision::Retry,
+            },
+        }
+    }
+}
+
 fn bad(reason: impl Into<String>) -> CallError {
     CallError::InvalidArgument {
         reason: reason.into(),
@@ -684,6 +765,7 @@ pub fn error_status(e: &CallError) -> u16 {
         CallError::Denied { role, .. } if *role == Role::Anonymous => 401,
         CallError::Denied { .. } | CallError::NoSession | CallError::NotAllowed { .. } => 403,
         CallError::UnknownTicket
+        | CallError::UnknownTask { .. }
         | CallError::NotFound { .. }
         | CallError::NoSuchRecipient { .. }
         | CallError::NoSuchHost { .. } => 404,

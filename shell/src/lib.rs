@@ -48,6 +48,7 @@ pub mod rest;
 pub mod scope;
 #[cfg(feature = "daemon")]
 pub mod serve;
+pub mod task_store;
 #[cfg(feature = "daemon")]
 pub mod ui;
 

@@ -1,5 +1,5 @@
-//! The MCP face (ch. 9 `mcp/FleetMcp`): exactly the twelve `fleet_*` tools (ch. 9's eleven and
-//! `fleet_attention`), over Streamable
+//! The MCP face (ch. 9 `mcp/FleetMcp`): exactly the fifteen `fleet_*` tools (ch. 9's eleven,
+//! `fleet_attention` and the three `fleet_task_*`), over Streamable
 //! HTTP at `/mcp` (rmcp). Each request is served statelessly and its caller is resolved from
 //! that request's own credentials (rmcp does not bind a session to a principal, so nothing is
 //! carried from one request to the next); a tool argument never names the caller.
@@ -25,13 +25,31 @@ fleet_spawn starts a member, fleet_send delegates a task and (by default) blocks
 outcome — REPLIED with the member's answer, QUESTION with a turnId you answer by fleet_send \
 {turnId}, or a failure — fleet_poll collects replies that arrived when nobody was waiting. As a \
 member: when you finish a task call fleet_reply with your result; if you are blocked on a \
-decision, fleet_ask the lead. fleet_attention lists what waits on you. fleet_whoami tells you which you \
-are.";
+decision, fleet_ask the lead. fleet_attention lists what waits on you. fleet_task_add keeps a task list with dependencies \
+that starts each task when it may (fleet_task_list, fleet_task_review). fleet_whoami tells you \
+which you are.";
 
 #[derive(Clone)]
 pub struct Fleet {
     app: App,
     tool_router: ToolRouter<Fleet>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskListArgs {
+    /// One task by its number, with its brief and its result; all of them (without those
+    /// texts) when absent.
+    #[serde(default)]
+    pub id: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskReviewArgs {
+    /// The task's number in your list.
+    pub id: u32,
+    pub decision: faces::ReviewDecision,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -334,6 +352,50 @@ waited; `elsewhere` counts what waits on you at other hosts."
         Parameters(_): Parameters<NoArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         self.run(&parts, Ok(Request::Attention)).await
+    }
+
+    #[tool(
+        description = "Add a task to your own task list, kept by this gateway across restarts: \
+a title, the brief typed into its assignee's pane, the member that runs it (any host), and the \
+tasks of your list it depends on. It starts as your own wait:false send once every dependency \
+is done and its assignee runs nothing else of your list; its result then waits in review for \
+your fleet_task_review. States: pending, ready, running, review, done, failed."
+    )]
+    async fn fleet_task_add(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(args): Parameters<faces::TaskAddArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        self.run(&parts, args.request()).await
+    }
+
+    #[tool(
+        description = "Your task list: every task with its state, assignee, dependencies and \
+why it waits or failed; or one task (id) with its brief and its result."
+    )]
+    async fn fleet_task_list(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(args): Parameters<TaskListArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let id = args.id.map(fleet_core::tasks::TaskId);
+        self.run(&parts, Ok(Request::Tasks { id })).await
+    }
+
+    #[tool(
+        description = "Decide on one of your tasks: done accepts a result in review (tasks \
+that depend on it may start), failed gives a task up (any state but running and done), retry \
+runs a task in review or a failed one again."
+    )]
+    async fn fleet_task_review(
+        &self,
+        Extension(parts): Extension<Parts>,
+        Parameters(args): Parameters<TaskReviewArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let review = faces::ReviewArgs {
+            decision: args.decision,
+        };
+        self.run(&parts, Ok(review.request(args.id))).await
     }
 
     #[tool(

@@ -151,10 +151,12 @@ pub enum Gauge {
     BrokerGeneration,
     /// `fleet_broker_queues_other_type`: queues found with the other type than broker.queue_type and kept as they are.
     BrokerQueuesOtherType,
+    /// `fleet_tasks`: tasks of the task lists kept here, by state.
+    Tasks,
 }
 
 impl Gauge {
-    pub const ALL: [Gauge; 11] = [
+    pub const ALL: [Gauge; 12] = [
         Gauge::Sessions,
         Gauge::ProfileLoad,
         Gauge::CredentialCooling,
@@ -166,6 +168,7 @@ impl Gauge {
         Gauge::BrokerConnected,
         Gauge::BrokerGeneration,
         Gauge::BrokerQueuesOtherType,
+        Gauge::Tasks,
     ];
 
     pub fn name(self) -> &'static str {
@@ -181,6 +184,7 @@ impl Gauge {
             Gauge::BrokerConnected => "fleet_broker_connected",
             Gauge::BrokerGeneration => "fleet_broker_generation",
             Gauge::BrokerQueuesOtherType => "fleet_broker_queues_other_type",
+            Gauge::Tasks => "fleet_tasks",
         }
     }
 
@@ -197,6 +201,7 @@ impl Gauge {
             Gauge::BrokerConnected => "1 while the broker connection is up",
             Gauge::BrokerGeneration => "the broker connection's generation",
             Gauge::BrokerQueuesOtherType => "queues found with the other type than broker.queue_type and kept as they are",
+            Gauge::Tasks => "tasks of the task lists kept here, by state",
         }
     }
 }

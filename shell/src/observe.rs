@@ -223,6 +223,7 @@ impl Observer for DaemonObserver {
             Output::Broker(_)
             | Output::Respond { .. }
             | Output::Remember(_)
+            | Output::KeepTasks(_)
             | Output::MemberReady { .. } => {}
         }
     }
@@ -275,6 +276,15 @@ impl Observer for DaemonObserver {
         let rows: Vec<(&[(&'static str, &str)], f64)> =
             rows.iter().map(|(l, n)| (&l[..], *n)).collect();
         m.set_all(Gauge::Sessions, &rows);
+        let tasks: Vec<([(&'static str, &str); 1], f64)> = gw
+            .tasks()
+            .counts()
+            .into_iter()
+            .map(|(s, n)| ([("state", s.as_str())], n as f64))
+            .collect();
+        let tasks: Vec<(&[(&'static str, &str)], f64)> =
+            tasks.iter().map(|(l, n)| (&l[..], *n)).collect();
+        m.set_all(Gauge::Tasks, &tasks);
         m.set(Gauge::InboxDepth, &[], gw.inbox_depth() as f64);
         m.set(Gauge::HeldDeliveries, &[], gw.held_deliveries() as f64);
         m.set(Gauge::OpenDelegations, &[], gw.open_delegations() as f64);

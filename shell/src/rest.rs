@@ -25,7 +25,14 @@ use utoipa_axum::routes;
                        `Authorization: Bearer <token>` (a lead's token, or a member's own); \
                        errors are `{code, message}` with a stable `code`."
     ),
-    components(schemas(SendArgs, SpawnArgs, faces::WorktreeArgs, ErrorBody))
+    components(schemas(
+        SendArgs,
+        SpawnArgs,
+        faces::WorktreeArgs,
+        faces::TaskAddArgs,
+        faces::ReviewArgs,
+        ErrorBody
+    ))
 )]
 struct Doc;
 
@@ -102,6 +109,9 @@ pub fn router() -> (axum::Router<App>, utoipa::openapi::OpenApi) {
         .routes(routes!(task))
         .routes(routes!(overview))
         .routes(routes!(attention))
+        .routes(routes!(task_list, task_add))
+        .routes(routes!(task_one))
+        .routes(routes!(task_review))
         .routes(routes!(openapi))
         .routes(routes!(crate::ui::index))
         .routes(routes!(crate::ui::asset))
@@ -497,6 +507,75 @@ async fn attention(State(app): State<App>, Extension(caller): Extension<Caller>)
     call(&app, &caller, Ok(Request::Attention)).await
 }
 
+/// The caller's task list: every task with its state, assignee, dependencies and why it waits
+/// or failed (without the briefs and results: `GET /tasklist/{id}` gives one with them).
+#[utoipa::path(get, path = "/tasklist", tag = "tasks",
+    responses((status = 200, description = "the caller's tasks"), (status = 401, description = "unauthenticated: no or a bad token", body = ErrorBody),
+              (status = 403, description = "denied, or the caller has no session (no_session)", body = ErrorBody)))]
+async fn task_list(State(app): State<App>, Extension(caller): Extension<Caller>) -> Reply {
+    call(&app, &caller, Ok(Request::Tasks { id: None })).await
+}
+
+/// Adds a task to the caller's own list, kept across restarts. It starts as the caller's own
+/// `wait:false` send once every dependency is done and its assignee runs nothing else of the
+/// list; its result then waits in `review` for the caller's decision.
+#[utoipa::path(post, path = "/tasklist", tag = "tasks", request_body = faces::TaskAddArgs,
+    responses((status = 200, description = "the task as added (already running if it could start)"),
+              (status = 400, description = "invalid_argument", body = ErrorBody),
+              (status = 401, description = "unauthenticated: no or a bad token", body = ErrorBody),
+              (status = 403, description = "denied, or the caller has no session (no_session)", body = ErrorBody),
+              (status = 404, description = "unknown_task: a dependency not in the list", body = ErrorBody)))]
+async fn task_add(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    Body(b): Body<faces::TaskAddArgs>,
+) -> Reply {
+    call(&app, &caller, b.request()).await
+}
+
+/// A task's number as a path names it.
+fn task_id(id: &str) -> Result<u32, CallError> {
+    id.parse::<u32>().map_err(|_| CallError::InvalidArgument {
+        reason: format!("a task id is its number in the list (t-3 is 3), got {id:?}"),
+    })
+}
+
+/// One of the caller's tasks, with its brief and its result.
+#[utoipa::path(get, path = "/tasklist/{id}", tag = "tasks",
+    params(("id" = String, Path, description = "the task's number in the caller's list", pattern = r"^[0-9]{1,10}$")),
+    responses((status = 200, description = "the task"), (status = 400, description = "invalid_argument", body = ErrorBody),
+              (status = 401, description = "unauthenticated: no or a bad token", body = ErrorBody),
+              (status = 403, description = "denied, or the caller has no session (no_session)", body = ErrorBody),
+              (status = 404, description = "unknown_task", body = ErrorBody)))]
+async fn task_one(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Reply {
+    let req = task_id(&id).map(|id| Request::Tasks {
+        id: Some(fleet_core::tasks::TaskId(id)),
+    });
+    call(&app, &caller, req).await
+}
+
+/// The caller's decision on one of its tasks: `done` accepts a result in review, `failed`
+/// gives a task up (not while it runs), `retry` runs a task in review or a failed one again.
+#[utoipa::path(post, path = "/tasklist/{id}/review", tag = "tasks", request_body = faces::ReviewArgs,
+    params(("id" = String, Path, description = "the task's number in the caller's list", pattern = r"^[0-9]{1,10}$")),
+    responses((status = 200, description = "the task after the decision"),
+              (status = 400, description = "invalid_argument: a decision its state does not allow", body = ErrorBody),
+              (status = 401, description = "unauthenticated: no or a bad token", body = ErrorBody),
+              (status = 403, description = "denied, or the caller has no session (no_session)", body = ErrorBody),
+              (status = 404, description = "unknown_task", body = ErrorBody)))]
+async fn task_review(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Body(b): Body<faces::ReviewArgs>,
+) -> Reply {
+    call(&app, &caller, task_id(&id).map(|id| b.request(id))).await
+}
+
 /// This document: every route above, from the same table that serves them.
 #[utoipa::path(get, path = "/openapi.json", tag = "ops", responses((status = 200, description = "OpenAPI 3.1")))]
 async fn openapi(State(app): State<App>) -> Json<Value> {
@@ -510,7 +589,7 @@ pub fn document(mut doc: utoipa::openapi::OpenApi, limits: faces::Limits) -> Val
     v["paths"]["/mcp"] = json!({
         "post": {
             "tags": ["mcp"],
-            "summary": "MCP over Streamable HTTP (JSON-RPC 2.0): the twelve fleet_* tools",
+            "summary": "MCP over Streamable HTTP (JSON-RPC 2.0): the fifteen fleet_* tools",
             "description": "Served statelessly with JSON answers; the caller is resolved from \
                             each request's Authorization header. The client must accept both \
                             application/json and text/event-stream.",

@@ -144,9 +144,12 @@ async function refresh() {
     return;
   }
   try {
-    const [members, overview, attention] =
-      await Promise.all([get("/members"), get("/overview"), get("/attention")]);
-    data = { rows: members.rows || [], overview, attention };
+    // A caller with no session of its own has no task list: shown as empty, not as an error.
+    const [members, overview, attention, tasks] = await Promise.all([
+      get("/members"), get("/overview"), get("/attention"),
+      get("/tasklist").catch((e) => { if (e.status === 401) throw e; return { tasks: [] }; }),
+    ]);
+    data = { rows: members.rows || [], overview, attention, tasks: tasks.tasks || [] };
     lastOk = Date.now();
     delay = POLL_MS;
     $("login").hidden = true;
@@ -262,6 +265,7 @@ function draw() {
   }
 
   drawNeeds(acting && may.has("SEND"));
+  drawTasks(acting && may.has("SEND"));
 
   const dBody = $("delegations").tBodies[0];
   dBody.replaceChildren();
@@ -330,6 +334,33 @@ function drawNeeds(answering) {
   const elsewhere = (a.elsewhere || []).map((e) => e.waiting + " at " + e.host);
   $("needs-elsewhere").hidden = elsewhere.length === 0;
   $("needs-elsewhere").textContent = "and waiting on you elsewhere: " + elsewhere.join(", ");
+}
+
+// The caller's task list: a task in review (or failed) has its decisions when acting.
+function drawTasks(deciding) {
+  const body = $("tasks").tBodies[0];
+  body.replaceChildren();
+  const decisions = { review: ["done", "failed", "retry"], failed: ["retry"], pending: ["failed"], ready: ["failed"] };
+  for (const t of data.tasks || []) {
+    const tr = el("tr", null, { "data-task": t.id, "data-state": t.state });
+    tr.append(el("td", "t-" + t.id));
+    tr.append(el("td", t.state + (t.outcome ? " " + t.outcome : "")));
+    tr.append(el("td", t.assignee, { class: "id" }));
+    tr.append(el("td", (t.deps || []).map((d) => "t-" + d).join(", ")));
+    tr.append(el("td", t.title));
+    tr.append(el("td", t.why || ""));
+    const cell = el("td");
+    if (deciding) {
+      for (const d of decisions[t.state] || []) {
+        const b = el("button", d, { class: "act", "data-action": "review-" + d });
+        b.onclick = () => act("POST", "/tasklist/" + t.id + "/review", { decision: d });
+        cell.append(b);
+      }
+    }
+    tr.append(cell);
+    body.append(tr);
+  }
+  $("tasks-empty").hidden = (data.tasks || []).length > 0;
 }
 
 $("login").addEventListener("submit", (ev) => {

@@ -138,6 +138,13 @@ pub struct PaneLog {
     pub lost: Vec<(SessionId, String, u64)>,
     /// (notice, sim ms) for every notification the gateway gave its sinks (I16).
     pub notices: Vec<(fleet_core::notify::Notice, u64)>,
+    /// (lead, task, its new state, sim ms) for every move of a task on this host's lists (I17).
+    pub tasks: Vec<(
+        SessionId,
+        fleet_core::tasks::TaskId,
+        fleet_core::tasks::TaskState,
+        u64,
+    )>,
 }
 
 const HERDR_LATENCY: Duration = Duration::from_millis(3);
@@ -267,6 +274,19 @@ impl SimHerdr {
             .borrow_mut()
             .health
             .push((target.clone(), to, alive, at));
+    }
+
+    pub(crate) fn record_task(
+        &self,
+        lead: &SessionId,
+        task: fleet_core::tasks::TaskId,
+        state: fleet_core::tasks::TaskState,
+    ) {
+        let at = u64::try_from(sim_now().as_millis()).unwrap_or(u64::MAX);
+        self.log
+            .borrow_mut()
+            .tasks
+            .push((lead.clone(), task, state, at));
     }
 
     pub(crate) fn record_notice(&self, notice: &fleet_core::notify::Notice) {
@@ -670,11 +690,21 @@ pub struct GatewaySpec {
     pub disk: SimDisk,
 }
 
-/// The replay record on a simulated host's disk (written synchronously, like the daemon's
-/// synced file: what was kept is there after any crash).
+/// The replay record and the task lists on a simulated host's disk (written synchronously,
+/// like the daemon's synced files: what was kept is there after any crash).
 #[derive(Clone, Debug, Default)]
 pub struct SimDisk {
     record: Rc<RefCell<Vec<fleet_core::admission::Remembered>>>,
+    tasks: Rc<RefCell<std::collections::BTreeMap<SessionId, fleet_core::tasks::TaskList>>>,
+}
+
+impl fleetd::task_store::TaskStore for SimDisk {
+    fn keep(&mut self, list: &fleet_core::tasks::TaskList) -> Result<(), String> {
+        self.tasks
+            .borrow_mut()
+            .insert(list.lead.clone(), list.clone());
+        Ok(())
+    }
 }
 
 impl fleetd::ReplayRecord for SimDisk {
@@ -722,6 +752,10 @@ where
     )?;
     let entries = spec.disk.record.borrow().clone();
     gw.handle(clock.now(), Input::ReplayRecord { entries });
+    let lists: Vec<_> = spec.disk.tasks.borrow().values().cloned().collect();
+    if !lists.is_empty() {
+        gw.handle(clock.now(), Input::TasksRestored { lists });
+    }
     let herdr = spec.herdr.clone();
     if start == 1 {
         for (gid, b) in &spec.members {
@@ -734,8 +768,9 @@ where
         trace: spec.trace.clone(),
         herdr: herdr.clone(),
     };
-    let driver =
-        Driver::new(gw, herdr.clone(), broker, clock, observer).with_record(spec.disk.clone());
+    let driver = Driver::new(gw, herdr.clone(), broker, clock, observer)
+        .with_record(spec.disk.clone())
+        .with_tasks(spec.disk.clone());
     let (handle, calls) = Driver::<SimHerdr, SimBrokerClient, SimClock, HostTrace>::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     for lead in &spec.leads {

@@ -39,12 +39,14 @@ pub enum Invariant {
     /// Notifications tell the truth: a need is told once it has waited its grace, at most
     /// once per quiet period, with no words a rule does not allow.
     I16,
+    /// A task starts only after every task it depends on is done.
+    I17,
     /// The core's own invariant check panicked (`Gateway::check_invariants`).
     Internal,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 17] = [
+    pub const ALL: [Invariant; 18] = [
         Invariant::I1,
         Invariant::I2,
         Invariant::I3,
@@ -61,10 +63,11 @@ impl Invariant {
         Invariant::I14,
         Invariant::I15,
         Invariant::I16,
+        Invariant::I17,
         Invariant::Internal,
     ];
 
-    /// Its name in reports and in `docs/invariants.md`: `I1` … `I16`, `internal`.
+    /// Its name in reports and in `docs/invariants.md`: `I1` … `I17`, `internal`.
     pub fn name(self) -> &'static str {
         match self {
             Invariant::I1 => "I1",
@@ -83,6 +86,7 @@ impl Invariant {
             Invariant::I14 => "I14",
             Invariant::I15 => "I15",
             Invariant::I16 => "I16",
+            Invariant::I17 => "I17",
             Invariant::Internal => fleet_core::planted::INTERNAL,
         }
     }

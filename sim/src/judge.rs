@@ -72,6 +72,7 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
     members_stop_only_when_asked(f, &mut out);
     rosters_converge_truthfully(f, &mut out);
     notices_tell_the_truth(f, &mut out);
+    tasks_wait_for_their_dependencies(f, &mut out);
     out.found
 }
 
@@ -193,6 +194,43 @@ fn notices_tell_the_truth(f: &Facts<'_>, out: &mut Verdicts) {
     }
 }
 
+/// I17: a task starts (goes `running`) only once every task it depends on has gone `done` on
+/// its lead's list. Its list outlives a restart of its gateway, so this holds across one.
+fn tasks_wait_for_their_dependencies(f: &Facts<'_>, out: &mut Verdicts) {
+    use fleet_core::tasks::TaskState;
+    for (h, log) in f.logs.iter().enumerate() {
+        let mut done: BTreeSet<(&SessionId, fleet_core::tasks::TaskId)> = BTreeSet::new();
+        for (lead, task, state, at) in &log.tasks {
+            match state {
+                TaskState::Done => {
+                    done.insert((lead, *task));
+                }
+                TaskState::Running => {
+                    let Some(rec) = f
+                        .ledger
+                        .tasks
+                        .iter()
+                        .find(|r| r.host == h && &r.lead == lead && r.id == *task)
+                    else {
+                        continue;
+                    };
+                    for dep in &rec.deps {
+                        if !done.contains(&(lead, *dep)) {
+                            out.violate(
+                                Invariant::I17,
+                                format!(
+                                    "host {h}: {lead}'s {task} started at {at} ms before {dep}, which it depends on, was done"
+                                ),
+                            );
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
 /// I1, I5, I8 over what was typed.
 fn typed_once_and_only_as_sent(f: &Facts<'_>, out: &mut Verdicts) {
     let briefs: BTreeSet<&str> = f
@@ -201,6 +239,7 @@ fn typed_once_and_only_as_sent(f: &Facts<'_>, out: &mut Verdicts) {
         .iter()
         .map(|s| s.brief.as_str())
         .chain(f.ledger.broadcasts.iter().map(String::as_str))
+        .chain(f.ledger.tasks.iter().map(|t| t.brief.as_str()))
         .collect();
     let mut typed: BTreeMap<(&SessionId, &str), u32> = BTreeMap::new();
     for log in f.logs {

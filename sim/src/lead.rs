@@ -88,6 +88,8 @@ pub struct Ledger {
     pub negligent: BTreeSet<usize>,
     /// Every question a blocking send brought back, and when its lead answered it.
     pub questions: Vec<QuestionRecord>,
+    /// Every task a lead added to its list (I17).
+    pub tasks: Vec<crate::task_lead::TaskRecord>,
 }
 
 /// A question a lead heard from a blocking send (its gateway learned of it in the same step).
@@ -138,6 +140,7 @@ pub fn lead_gid(host: usize) -> SessionId {
 }
 
 /// The timeline of one lead incarnation.
+#[derive(Clone)]
 pub struct LeadPlan {
     pub host: usize,
     pub incarnation: u64,

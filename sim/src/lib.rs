@@ -24,6 +24,7 @@ pub mod pending;
 #[cfg(feature = "planted-bugs")]
 pub mod prove;
 pub mod run;
+pub mod task_lead;
 pub mod timeline;
 pub mod trace;
 pub mod world;

@@ -546,7 +546,13 @@ fn report(
         liar,
         quiet: profile == FaultProfile::None,
     });
-    let outcomes = judge::outcomes(&ledger);
+    let mut outcomes = judge::outcomes(&ledger);
+    // Every task move, by the state it went to.
+    for (_, _, state, _) in logs.iter().flat_map(|l| &l.tasks) {
+        *outcomes
+            .entry(format!("task {}", state.as_str()))
+            .or_default() += 1;
+    }
     let mut health: BTreeMap<String, u64> = BTreeMap::new();
     for (_, state, _, _) in logs.iter().flat_map(|l| &l.health) {
         *health.entry(state.to_string()).or_default() += 1;
@@ -624,6 +630,11 @@ fn add_host(
         };
         let ledger = ledger.clone();
         run_gateway(spec.clone(), move |gateway, _herdr| async move {
+            tokio::task::spawn_local(crate::task_lead::task_lead(
+                plan.clone(),
+                gateway.clone(),
+                ledger.clone(),
+            ));
             lead(plan, gateway, ledger).await;
         })
     });

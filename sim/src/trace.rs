@@ -62,6 +62,9 @@ impl Observer for HostTrace {
         if let fleet_core::Output::Notify(n) = output {
             self.herdr.record_notice(n);
         }
+        if let fleet_core::Output::Event(fleet_core::Event::Task { lead, task, state }) = output {
+            self.herdr.record_task(lead, *task, *state);
+        }
         if matches!(
             output,
             fleet_core::Output::PollStatus { .. }

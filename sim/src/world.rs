@@ -338,6 +338,7 @@ impl World {
             | Output::LookAtStart { .. }
             | Output::MemberReady { .. }
             | Output::Notify(_)
+            | Output::KeepTasks(_)
             | Output::Remember(_) => {}
         }
     }
@@ -798,5 +799,14 @@ fn describe(r: &Request) -> String {
             "broadcast to {} {content:?}",
             group.as_deref().unwrap_or("all")
         ),
+        Request::TaskAdd { task } => format!(
+            "task_add {:?} for {} after {:?}",
+            task.title, task.assignee, task.deps
+        ),
+        Request::Tasks { id } => match id {
+            Some(id) => format!("tasks {id}"),
+            None => "tasks".into(),
+        },
+        Request::TaskReview { id, decision } => format!("task_review {id} {decision:?}"),
     }
 }

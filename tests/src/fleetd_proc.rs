@@ -316,6 +316,26 @@ impl Rest {
         ))
     }
 
+    /// A GET that may fail to connect (a gateway that is down, or restarting).
+    pub async fn try_get(&self, path: &str) -> Result<(u16, Value), String> {
+        let rb = self.http.get(format!("{}{path}", self.base));
+        let rb = match &self.token {
+            Some(t) => rb.bearer_auth(t),
+            None => rb,
+        };
+        let r = rb
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap_or_default();
+        Ok((
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        ))
+    }
+
     pub async fn get(&self, path: &str) -> (u16, Value) {
         self.send(self.http.get(format!("{}{path}", self.base)))
             .await

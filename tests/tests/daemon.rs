@@ -25,7 +25,7 @@ fn member_key(dir: &Dir, seed: u8) -> [u8; 32] {
     fleetd::daemon::member_key(&secret)
 }
 
-/// One host, no broker: a lead connects over MCP, sees exactly the twelve tools, spawns a
+/// One host, no broker: a lead connects over MCP, sees exactly the fifteen tools, spawns a
 /// member, delegates to it and gets its reply; REST serves the same gateway with stable errors,
 /// metrics and an OpenAPI document that names every route; SIGTERM stops it cleanly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,6 +66,9 @@ async fn a_single_host_gateway_delegates_over_mcp_with_no_broker() {
             "fleet_spawn",
             "fleet_status",
             "fleet_stop",
+            "fleet_task_add",
+            "fleet_task_list",
+            "fleet_task_review",
             "fleet_whoami"
         ]
     );

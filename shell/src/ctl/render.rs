@@ -175,6 +175,44 @@ pub(super) fn attention_text(v: &Value) -> String {
     out
 }
 
+pub(super) fn tasks_table(v: &Value) -> String {
+    let mut t = Table::new(["ID", "STATE", "ASSIGNEE", "DEPS", "TRIES", "TITLE", "WHY"]);
+    for task in v["tasks"].as_array().into_iter().flatten() {
+        let deps: Vec<String> = task["deps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| format!("t-{}", text(d)))
+            .collect();
+        let mut state = text(&task["state"]);
+        if let Some(o) = task["outcome"].as_str() {
+            state = format!("{state} {o}");
+        }
+        t.row([
+            format!("t-{}", text(&task["id"])),
+            state,
+            text(&task["assignee"]),
+            deps.join(","),
+            text(&task["attempts"]),
+            text(&task["title"]),
+            text(&task["why"]),
+        ]);
+    }
+    t.render()
+}
+
+pub(super) fn task_text(v: &Value) -> String {
+    let mut out = tasks_table(v);
+    for task in v["tasks"].as_array().into_iter().flatten() {
+        for (what, key) in [("brief", "brief"), ("result", "result")] {
+            if let Some(s) = task[key].as_str() {
+                out.push_str(&format!("\n{what}:\n{s}\n"));
+            }
+        }
+    }
+    out
+}
+
 pub(super) fn flow_of(d: &Value) -> String {
     [&d["trace"], &d["msg"], &d["ticket"]]
         .into_iter()

@@ -44,6 +44,7 @@ pub async fn run(
         crate::notify::Sinks::start(&cfg.notify, metrics.clone()).map_err(DaemonError::Notify)?;
     let (handle, calls) = Driver::<HerdrClient, NoBroker, TokioClock, DaemonObserver>::channel();
     let (stop_loop, loop_stopped) = oneshot::channel();
+    let tasks = task_lists(&state, &clock, &mut gw)?;
     let (broker_status, done) = match amqp_config(&cfg)? {
         Some(a) => {
             let record = replay_record(&state, &clock, &mut gw)?;
@@ -51,12 +52,14 @@ pub async fn run(
             let status = broker.status();
             let driver = Driver::new(gw, client.clone(), broker, clock, observer)
                 .with_record(record)
+                .with_tasks(tasks)
                 .with_notices(sinks);
             (Some(status), spawn_loop(driver, calls, loop_stopped))
         }
         None => {
-            let driver =
-                Driver::new(gw, client.clone(), NoBroker, clock, observer).with_notices(sinks);
+            let driver = Driver::new(gw, client.clone(), NoBroker, clock, observer)
+                .with_tasks(tasks)
+                .with_notices(sinks);
             (None, spawn_loop(driver, calls, loop_stopped))
         }
     };

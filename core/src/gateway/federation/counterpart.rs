@@ -63,6 +63,26 @@ impl Gateway {
                         d.target
                     ));
                 }
+                // A task restored running after a restart has no delegation here: its result is
+                // believed from its assignee only.
+                if let Some(t) = self
+                    .tasks
+                    .running_on(re)
+                    .and_then(|(lead, id)| self.tasks.task(&lead, id))
+                {
+                    if env.from == t.assignee {
+                        return Ok(());
+                    }
+                    return Err(format!(
+                        "{} {} from {} on {} answers task {}, which went to {}",
+                        env.kind(),
+                        env.msg_id,
+                        env.from,
+                        env.signer,
+                        t.id,
+                        t.assignee
+                    ));
+                }
                 for (what, host) in [("spawn", self.spawn_host(re)), ("stop", self.stop_host(re))] {
                     let Some(host) = host.filter(|_| env.kind() == Kind::Failed) else {
                         continue;
