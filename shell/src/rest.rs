@@ -533,16 +533,19 @@ async fn task_add(
     call(&app, &caller, b.request()).await
 }
 
-/// A task's number as a path names it.
+/// A task's number as a path names it: an integer from 0 to 2^31 - 1, as the document says.
 fn task_id(id: &str) -> Result<u32, CallError> {
-    id.parse::<u32>().map_err(|_| CallError::InvalidArgument {
-        reason: format!("a task id is its number in the list (t-3 is 3), got {id:?}"),
-    })
+    id.parse::<u32>()
+        .ok()
+        .filter(|n| i32::try_from(*n).is_ok())
+        .ok_or_else(|| CallError::InvalidArgument {
+            reason: format!("a task id is its number in the list (t-3 is 3), got {id:?}"),
+        })
 }
 
 /// One of the caller's tasks, with its brief and its result.
 #[utoipa::path(get, path = "/tasklist/{id}", tag = "tasks",
-    params(("id" = String, Path, description = "the task's number in the caller's list", pattern = r"^[0-9]{1,10}$")),
+    params(("id" = u64, Path, description = "the task's number in the caller's list", minimum = 0, maximum = 2147483647)),
     responses((status = 200, description = "the task"), (status = 400, description = "invalid_argument", body = ErrorBody),
               (status = 401, description = "unauthenticated: no or a bad token", body = ErrorBody),
               (status = 403, description = "denied, or the caller has no session (no_session)", body = ErrorBody),
@@ -561,7 +564,7 @@ async fn task_one(
 /// The caller's decision on one of its tasks: `done` accepts a result in review, `failed`
 /// gives a task up (not while it runs), `retry` runs a task in review or a failed one again.
 #[utoipa::path(post, path = "/tasklist/{id}/review", tag = "tasks", request_body = faces::ReviewArgs,
-    params(("id" = String, Path, description = "the task's number in the caller's list", pattern = r"^[0-9]{1,10}$")),
+    params(("id" = u64, Path, description = "the task's number in the caller's list", minimum = 0, maximum = 2147483647)),
     responses((status = 200, description = "the task after the decision"),
               (status = 400, description = "invalid_argument: a decision its state does not allow", body = ErrorBody),
               (status = 401, description = "unauthenticated: no or a bad token", body = ErrorBody),

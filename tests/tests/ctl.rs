@@ -204,6 +204,70 @@ async fn ctl_drives_a_gateway_with_exit_codes_a_script_can_use() {
         "done: SLOW 2000: slow one"
     );
 
+    // The task list: two tasks, the second after the first; the first's result waits in
+    // review, `review 1 done` starts the second.
+    let added = ctl(
+        &url,
+        lead,
+        &["task-add", "--title", "first", "--assignee", &gid, "one"],
+    )
+    .await;
+    assert_eq!(added.code, 0, "{}", added.stderr);
+    assert!(added.stdout.contains("t-1"), "{}", added.stdout);
+    let second = ctl(
+        &url,
+        lead,
+        &[
+            "--json",
+            "task-add",
+            "--title",
+            "second",
+            "--assignee",
+            &gid,
+            "--dep",
+            "1",
+            "two",
+        ],
+    )
+    .await;
+    assert_eq!(
+        second.json()["tasks"][0]["state"],
+        "pending",
+        "{}",
+        second.stdout
+    );
+    let mut first = serde_json::Value::Null;
+    for _ in 0..60 {
+        first = ctl(&url, lead, &["--json", "tasks", "1"]).await.json();
+        if first["tasks"][0]["state"] == "review" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(first["tasks"][0]["result"], "done: one", "{first}");
+    let shown = ctl(&url, lead, &["tasks", "1"]).await;
+    assert!(
+        shown.stdout.contains("review REPLIED") && shown.stdout.contains("result:\ndone: one"),
+        "{}",
+        shown.stdout
+    );
+    let reviewed = ctl(&url, lead, &["review", "1", "done"]).await;
+    assert_eq!(reviewed.code, 0, "{}", reviewed.stderr);
+    let listed = ctl(&url, lead, &["--json", "tasks"]).await.json();
+    assert_eq!(listed["tasks"][0]["state"], "done", "{listed}");
+    assert_ne!(listed["tasks"][1]["state"], "pending", "{listed}");
+    // A decision its state does not allow: exit 1, saying why; an unknown task: 5.
+    let again = ctl(&url, lead, &["review", "1", "done"]).await;
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert_eq!(ctl(&url, lead, &["tasks", "9"]).await.code, 5);
+    for _ in 0..60 {
+        let t = ctl(&url, lead, &["--json", "tasks", "2"]).await.json();
+        if t["tasks"][0]["state"] == "review" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
     // profiles, and the architect may read but not stop; the lead stops: exit 0, then 5.
     let profiles = ctl(&url, lead, &["--json", "profiles"]).await.json();
     assert_eq!(profiles["hosts"]["solo"]["profiles"][0]["name"], "echo");

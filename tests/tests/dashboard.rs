@@ -294,7 +294,7 @@ async fn the_dashboard_shows_hosts_members_a_delegation_in_flight_and_a_held_res
 
 /// Actions, clicked in a real browser: the page starts read-only; a lead who turns actions on
 /// answers a member's open question from "Needs you", on top (the answer being typed survives
-/// the page's refreshes) and
+/// the page's refreshes), reviews a task of its list done from "Your tasks", and
 /// stops a member (after a confirmation); an architect, who may answer but not stop, is
 /// offered no stop button.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,6 +376,32 @@ async fn a_lead_answers_and_stops_from_the_dashboard_and_an_architect_is_offered
         },
     )
     .await;
+
+    // The lead's task list: a task whose result waits in review is shown with its decisions;
+    // "done" from the page is the lead's review.
+    let (code, v) = rest
+        .post(
+            "/tasklist",
+            json!({"title": "tidy", "brief": "tidy the branch", "assignee": other}),
+        )
+        .await;
+    assert_eq!(code, 200, "{v}");
+    browser
+        .find("#tasks tr[data-task=\"1\"][data-state=\"review\"]", 30)
+        .await;
+    browser
+        .click_on(
+            "#tasks tr[data-task=\"1\"] button[data-action=\"review-done\"]",
+            10,
+        )
+        .await;
+    eventually("the task is reviewed done", 20, || async {
+        rest.get("/tasklist/1").await.1["tasks"][0]["state"] == "done"
+    })
+    .await;
+    browser
+        .find("#tasks tr[data-task=\"1\"][data-state=\"done\"]", 10)
+        .await;
 
     browser
         .click_on(

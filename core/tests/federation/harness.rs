@@ -405,6 +405,17 @@ impl Fleet {
         leads: &[SessionId],
         kept: Vec<fleet_core::admission::Remembered>,
     ) {
+        self.restart_with(h, leads, kept, Vec::new());
+    }
+
+    /// `restart_keeping`, the new process also given back the task lists `lists`.
+    pub fn restart_with(
+        &mut self,
+        h: usize,
+        leads: &[SessionId],
+        kept: Vec<fleet_core::admission::Remembered>,
+        lists: Vec<fleet_core::tasks::TaskList>,
+    ) {
         self.cut(h);
         let unix = T0_UNIX + self.now.as_millis();
         self.hosts[h].gw = Gateway::federated(
@@ -422,6 +433,9 @@ impl Fleet {
         ));
         self.cut_off.remove(&h);
         self.input(h, Input::ReplayRecord { entries: kept });
+        if !lists.is_empty() {
+            self.input(h, Input::TasksRestored { lists });
+        }
         let generation = self.broker.connect(conn(h));
         self.generation.insert(h, generation);
         self.input(h, Input::Broker(BrokerEvent::Up { generation }));
@@ -448,6 +462,17 @@ impl Fleet {
             })
             .flatten()
             .collect()
+    }
+
+    /// The task lists host `h` last asked to keep, one per lead.
+    pub fn kept_tasks(&self, h: usize) -> Vec<fleet_core::tasks::TaskList> {
+        let mut by_lead = BTreeMap::new();
+        for o in &self.hosts[h].outputs {
+            if let Output::KeepTasks(l) = o {
+                by_lead.insert(l.lead.clone(), l.clone());
+            }
+        }
+        by_lead.into_values().collect()
     }
 
     /// The whole trace of host `h`, one line per output.

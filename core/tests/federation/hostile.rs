@@ -291,3 +291,76 @@ fn a_brief_replayed_after_the_workers_restart_is_refused_by_the_kept_record() {
         codes(&f, 1)
     );
 }
+
+/// A task restored running after its lead's gateway restarted takes its result from its
+/// assignee only: a liar that learned the brief's msgId cannot end it; the member's own reply,
+/// sent after the restart, does — to review, with its words.
+#[test]
+fn a_restored_task_takes_its_result_from_its_assignee_only() {
+    use fleet_core::tasks::{NewTask, TaskId, TaskState};
+    let (mut f, lead, worker, c) = with_a_liar();
+    let task = NewTask {
+        title: "the chain's first".into(),
+        brief: "the real task".into(),
+        assignee: worker.clone(),
+        deps: vec![],
+        timeout_ms: Some(60_000),
+    };
+    f.call(0, lead.clone(), Request::TaskAdd { task });
+    f.advance(Duration::from_secs(1));
+    assert_eq!(f.hosts[1].panes[&worker].typed, vec!["the real task"]);
+    let brief = last_published(&f, 0, Kind::Send);
+    let lists = f.kept_tasks(0);
+    let leads: Vec<SessionId> = lead.session.iter().cloned().collect();
+    f.restart_with(0, &leads, Vec::new(), lists);
+    f.advance(Duration::from_secs(1));
+
+    let refs = Refs {
+        re: Some(brief),
+        turn: None,
+        outcome: Some(Outcome::Replied),
+        spawn_id: None,
+    };
+    let env = envelope_with(Kind::Reply, refs, 0x990, ROGUE, LEAD, b"forged: all done");
+    from_c(&mut f, &c, env, &inbox(LEAD), LEAD);
+    // (Parked until c's presence binds its member again, then judged.)
+    f.advance(Duration::from_secs(3));
+    assert!(
+        codes(&f, 0).contains(&RejectCode::NotCounterpart),
+        "{:?}\n{}",
+        codes(&f, 0),
+        f.trace(0)
+    );
+    let state = |f: &mut Fleet| {
+        let call = f.call(
+            0,
+            lead.clone(),
+            Request::Tasks {
+                id: Some(TaskId(1)),
+            },
+        );
+        match f.response(0, call) {
+            Some(Response::Tasks { tasks }) => tasks
+                .first()
+                .map(|t| (t.state, t.result.clone()))
+                .expect("one task"),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(state(&mut f), (TaskState::Running, None));
+
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "genuinely done".into(),
+        },
+    );
+    f.advance(Duration::from_secs(1));
+    assert_eq!(
+        state(&mut f),
+        (TaskState::Review, Some("genuinely done".into())),
+        "{}",
+        f.trace(0)
+    );
+}
