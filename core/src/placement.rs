@@ -119,35 +119,52 @@ pub struct ProfileView {
     pub cooling_until: Option<u64>,
 }
 
-/// Credentials cooling down, until when (Unix ms).
+/// Credentials cooling down: since when, until when (Unix ms).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Quarantine {
-    until: BTreeMap<String, u64>,
+    cooling: BTreeMap<String, Cooling>,
+}
+
+/// One credential's cooldown: from its first refusal (a later one extends it, not restarts it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cooling {
+    pub from: u64,
+    pub until: u64,
 }
 
 impl Quarantine {
-    /// `credential`'s backend refused: skipped until `until` (a later refusal extends it).
-    pub fn exhausted(&mut self, credential: &str, until: u64) {
-        let at = self.until.entry(credential.to_string()).or_insert(until);
-        *at = (*at).max(until);
+    /// `credential`'s backend refused at `from`: skipped until `until` (a later refusal while
+    /// it still cools extends it, and it has cooled since the first).
+    pub fn exhausted(&mut self, credential: &str, from: u64, until: u64) {
+        let c = self
+            .cooling
+            .entry(credential.to_string())
+            .or_insert(Cooling { from, until });
+        if c.until <= from {
+            *c = Cooling { from, until };
+        }
+        c.until = c.until.max(until);
     }
 
     /// Until when `credential` cools down, if it still does at `now`.
     pub fn cooling_until(&self, credential: &str, now: u64) -> Option<u64> {
-        self.until.get(credential).copied().filter(|u| *u > now)
+        self.cooling
+            .get(credential)
+            .map(|c| c.until)
+            .filter(|u| *u > now)
     }
 
-    /// Each credential cooling down at `now`, until when, in name order.
-    pub fn cooling(&self, now: u64) -> impl Iterator<Item = (&str, u64)> {
-        self.until
+    /// Each credential cooling down at `now`, in name order.
+    pub fn cooling(&self, now: u64) -> impl Iterator<Item = (&str, Cooling)> {
+        self.cooling
             .iter()
-            .filter(move |(_, u)| **u > now)
-            .map(|(c, u)| (c.as_str(), *u))
+            .filter(move |(_, c)| c.until > now)
+            .map(|(k, c)| (k.as_str(), *c))
     }
 
     /// Forgets cooldowns that are over.
     pub fn expire(&mut self, now: u64) {
-        self.until.retain(|_, u| *u > now);
+        self.cooling.retain(|_, c| c.until > now);
     }
 }
 
@@ -204,7 +221,7 @@ impl Placement {
     pub fn exhausted(&mut self, profile: &str, now: u64) -> (String, u64) {
         let credential = self.credential(profile);
         let until = now.saturating_add(self.cfg.cooldown_ms);
-        self.quarantine.exhausted(&credential, until);
+        self.quarantine.exhausted(&credential, now, until);
         (credential, until)
     }
 
@@ -407,6 +424,19 @@ mod tests {
             .collect();
         assert!(picks.contains(&"opus".to_string()) && picks.contains(&"sonnet".to_string()));
         assert_eq!(p.cooling_until("opus", after), None);
+    }
+
+    #[test]
+    fn a_cooldown_counts_from_its_first_refusal_until_it_is_over() {
+        let mut q = Quarantine::default();
+        q.exhausted("acct", 1_000, 5_000);
+        q.exhausted("acct", 2_000, 6_000);
+        let c = |q: &Quarantine, now| q.cooling(now).map(|(_, c)| c).next();
+        assert_eq!(c(&q, 3_000), Some(Cooling { from: 1_000, until: 6_000 }));
+        // Over, then refused again: a new cooldown.
+        assert_eq!(c(&q, 6_000), None);
+        q.exhausted("acct", 7_000, 9_000);
+        assert_eq!(c(&q, 7_000), Some(Cooling { from: 7_000, until: 9_000 }));
     }
 
     #[test]

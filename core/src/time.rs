@@ -26,6 +26,12 @@ impl Instant {
         self.0
     }
 
+    /// `d` earlier, or the origin if that is before it.
+    pub fn saturating_sub(self, d: Duration) -> Instant {
+        let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Instant(self.0.saturating_sub(ms))
+    }
+
     /// Time elapsed since `earlier`, zero if `earlier` is later (time never runs backwards here).
     pub fn saturating_since(self, earlier: Instant) -> Duration {
         Duration::from_millis(self.0.saturating_sub(earlier.0))

@@ -1647,6 +1647,20 @@ fn a_usage_limit_quarantines_the_credential_and_the_next_unqualified_spawn_lands
     assert!(g.out.iter().any(|o| matches!(o,
         Output::Event(Event::Quarantined { credential, until_unix_ms, .. })
             if credential == "acct-1" && *until_unix_ms == until)));
+    // It waits on a person, since the refusal: "needs you" says for how long.
+    g.advance(Duration::from_millis(5_000));
+    let c = g.call(lead(), Request::Attention);
+    match g.response(c) {
+        Some(Response::Attention(a)) => {
+            let cooling = a
+                .needs
+                .iter()
+                .find(|n| n.need.id == "credential_cooling:acct-1")
+                .expect("listed");
+            assert!(cooling.waiting_ms >= 5_000, "{cooling:?}");
+        }
+        other => panic!("attention answered {other:?}"),
+    }
     // Weighted 10:1 would take heavy again; its credential cools down, so light it is.
     let (_, next) = g.spawn_unqualified().expect("placed");
     assert_eq!(next, "light");

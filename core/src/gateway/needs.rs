@@ -153,12 +153,19 @@ impl Gateway {
     /// Credentials cooling down and the broker link: whoever runs this host.
     fn host_needs(&self, out: &mut Vec<Need>) {
         let unix = self.unix_now();
-        for (credential, until) in self.placement.quarantine.cooling(unix) {
+        for (credential, c) in self.placement.quarantine.cooling(unix) {
+            // Since its first refusal, on this gateway's clock.
+            let since = self
+                .now
+                .saturating_sub(Duration::from_millis(unix.saturating_sub(c.from)));
             out.push(self.need(
                 format!("credential_cooling:{credential}"),
                 NeedKind::CredentialCooling,
-                self.now,
-                format!("credential {credential} is cooling down after a usage limit, until Unix ms {until}"),
+                since,
+                format!(
+                    "credential {credential} is cooling down after a usage limit, until Unix ms {}",
+                    c.until
+                ),
             ));
         }
         if let Link::Fleet(f) = &self.link {
