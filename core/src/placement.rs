@@ -432,11 +432,23 @@ mod tests {
         q.exhausted("acct", 1_000, 5_000);
         q.exhausted("acct", 2_000, 6_000);
         let c = |q: &Quarantine, now| q.cooling(now).map(|(_, c)| c).next();
-        assert_eq!(c(&q, 3_000), Some(Cooling { from: 1_000, until: 6_000 }));
+        assert_eq!(
+            c(&q, 3_000),
+            Some(Cooling {
+                from: 1_000,
+                until: 6_000
+            })
+        );
         // Over, then refused again: a new cooldown.
         assert_eq!(c(&q, 6_000), None);
         q.exhausted("acct", 7_000, 9_000);
-        assert_eq!(c(&q, 7_000), Some(Cooling { from: 7_000, until: 9_000 }));
+        assert_eq!(
+            c(&q, 7_000),
+            Some(Cooling {
+                from: 7_000,
+                until: 9_000
+            })
+        );
     }
 
     #[test]

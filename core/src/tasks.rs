@@ -21,6 +21,10 @@ pub const MAX_TASKS: usize = 256;
 pub const MAX_DEPS: usize = 32;
 /// A title's length, in bytes.
 pub const MAX_TITLE: usize = 200;
+/// The briefs and results one lead's list may hold, in bytes: the list is written whole on
+/// every change, so its size is bounded, not its tasks' (the oldest finished tasks nothing
+/// needs make room).
+pub const MAX_LIST_BYTES: usize = 16 << 20;
 
 /// A task's number in its lead's list (`t-3` when shown to a person).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -72,7 +76,7 @@ impl TaskState {
 pub enum Decision {
     /// Accept a result in review: its dependents may start.
     Done,
-    /// Give a task up (from any state but running and done); its dependents wait on.
+    /// Give a task up (pending, ready or in review); its dependents wait on.
     Failed,
     /// Run a task in review, or a failed one, again.
     Retry,
@@ -300,6 +304,9 @@ impl Tasks {
                 "a task names at most {MAX_DEPS} dependencies"
             )));
         }
+        if let (None, Some(d)) = (self.lists.get(lead), new.deps.first()) {
+            return Err(TaskError::Unknown(*d));
+        }
         let list = self.lists.entry(lead.clone()).or_insert_with(|| TaskList {
             lead: lead.clone(),
             owner: owner.clone(),
@@ -319,8 +326,16 @@ impl Tasks {
         if list.tasks.len() >= MAX_TASKS && !make_room(list, &deps) {
             return Err(TaskError::Full);
         }
-        list.owner = owner.clone();
+        while list_bytes(list) + new.brief.len() > MAX_LIST_BYTES {
+            if !make_room(list, &deps) {
+                return Err(TaskError::Full);
+            }
+        }
         let id = TaskId(list.next);
+        if list.tasks.contains_key(&id) || list.next == u32::MAX {
+            return Err(TaskError::Full);
+        }
+        list.owner = owner.clone();
         list.next = list.next.saturating_add(1);
         let mut task = Task {
             id,
@@ -548,7 +563,7 @@ impl Tasks {
                 t.stage = old;
                 return Err(refuse(match decision {
                     Decision::Done => "a task in review",
-                    Decision::Failed => "a task not running and not done",
+                    Decision::Failed => "a task pending, ready or in review",
                     Decision::Retry => "a task in review or failed",
                 }));
             }
@@ -568,9 +583,16 @@ impl Tasks {
     /// The lists kept before this process started. A task that ran on this host lost its turn
     /// with the restart and fails, saying so; one that ran on another host waits for its
     /// result by its message, until its deadline.
+    ///
+    /// What was kept is made to keep the list's rules first (`normalize`): a file damaged or
+    /// edited by hand is believed only as far as it is consistent.
     pub fn restore(&mut self, lists: Vec<TaskList>, unix: u64) -> usize {
         let mut n = 0;
-        for mut list in lists {
+        for list in lists {
+            if self.lists.contains_key(&list.lead) {
+                continue;
+            }
+            let mut list = self.normalize(list, unix);
             for t in list.tasks.values_mut() {
                 n += 1;
                 if let Stage::Running(r) = &mut t.stage {
@@ -597,6 +619,77 @@ impl Tasks {
         }
         self.stirred = true;
         n
+    }
+
+    /// A kept list as the rules allow it: owned by its lead, each task under its own id, `next`
+    /// past them all, dependencies only on earlier tasks, each state consistent with them, one
+    /// running task per assignee, each running on messages of its own. A task that breaks a
+    /// rule it cannot be brought back to fails, saying so.
+    fn normalize(&mut self, mut list: TaskList, unix: u64) -> TaskList {
+        list.owner.session = Some(list.lead.clone());
+        let tasks = std::mem::take(&mut list.tasks);
+        list.tasks = tasks.into_values().map(|t| (t.id, t)).collect();
+        let last = list.tasks.keys().next_back().map_or(0, |k| k.0);
+        list.next = list.next.max(last.saturating_add(1));
+        let ids: Vec<TaskId> = list.tasks.keys().copied().collect();
+        let mut running: BTreeSet<SessionId> = BTreeSet::new();
+        let mut msgs: BTreeSet<MsgId> = BTreeSet::new();
+        for id in ids {
+            let Some(t) = list.tasks.get_mut(&id) else {
+                continue;
+            };
+            t.deps.retain(|d| *d < id);
+            t.deps.truncate(MAX_DEPS);
+            let deps = t.deps.clone();
+            let done = deps_done(&list.tasks, &deps);
+            let Some(t) = list.tasks.get_mut(&id) else {
+                continue;
+            };
+            let broken = match &t.stage {
+                Stage::Pending if done => {
+                    t.stage = Stage::Ready { waiting: None };
+                    None
+                }
+                Stage::Ready { .. } if !done => {
+                    t.stage = Stage::Pending;
+                    None
+                }
+                Stage::Running(_) | Stage::Review(_) | Stage::Done(_) if !done => {
+                    Some("kept past a dependency that is not done")
+                }
+                Stage::Running(r) if r.msgs.is_empty() => Some("kept running on no message"),
+                Stage::Running(r)
+                    if r.msgs
+                        .iter()
+                        .any(|m| msgs.contains(m) || self.by_msg.contains_key(m)) =>
+                {
+                    Some("kept running on another task's message")
+                }
+                Stage::Running(_) if running.contains(&t.assignee) => {
+                    Some("kept running beside another task of its assignee")
+                }
+                _ => None,
+            };
+            if let Some(why) = broken {
+                t.stage = Stage::Failed {
+                    why: format!("{why}: the kept list was not consistent"),
+                    result: None,
+                };
+                t.updated_unix_ms = unix;
+                self.dirty.insert(list.lead.clone());
+                self.moved.push((list.lead.clone(), id, TaskState::Failed));
+            } else if let Stage::Running(r) = &t.stage {
+                running.insert(t.assignee.clone());
+                msgs.extend(r.msgs.iter().copied());
+            }
+        }
+        list
+    }
+
+    /// A list taken as it is, for a test of what `check` catches.
+    #[cfg(test)]
+    fn insert_raw(&mut self, list: TaskList) {
+        self.lists.insert(list.lead.clone(), list);
     }
 
     /// Tasks restored running with no delegation here whose deadline passed: failed.
@@ -749,6 +842,23 @@ pub struct RunAt {
     pub unix: u64,
     pub deadline_unix: u64,
     pub remote: bool,
+}
+
+/// The text a list holds: its briefs and results.
+fn list_bytes(list: &TaskList) -> usize {
+    list.tasks
+        .values()
+        .map(|t| {
+            let result = match &t.stage {
+                Stage::Review(r) | Stage::Done(r) => r.body.as_ref().map_or(0, String::len),
+                Stage::Failed {
+                    result: Some(r), ..
+                } => r.body.as_ref().map_or(0, String::len),
+                _ => 0,
+            };
+            t.brief.len() + result
+        })
+        .sum()
 }
 
 fn deps_done(tasks: &BTreeMap<TaskId, Task>, deps: &[TaskId]) -> bool {

@@ -43,6 +43,9 @@ impl Gw {
         g.input(Input::WallClock {
             unix_ms: 1_700_000_000_000,
         });
+        g.input(Input::LeadAttached {
+            lead: s("lead-pane"),
+        });
         g
     }
 
@@ -323,6 +326,51 @@ fn each_lead_sees_and_decides_only_its_own_tasks_and_a_member_adds_none() {
         bad,
         Response::Error(CallError::InvalidArgument { .. })
     ));
+    // Never into a lead's pane: a lead is no assignee.
+    g.input(Input::LeadAttached {
+        lead: s("other-pane"),
+    });
+    let to_lead = g.call(
+        lead(),
+        Request::TaskAdd {
+            task: task("note", "other-pane", &[]),
+        },
+    );
+    assert!(
+        matches!(&to_lead, Response::Error(CallError::InvalidArgument { reason }) if reason.contains("not a member")),
+        "{to_lead:?}"
+    );
+}
+
+#[test]
+fn a_list_waits_while_its_lead_is_not_attached_here() {
+    let mut g = Gw::new();
+    let stranger = Principal::primary("gone", Some(s("gone-pane")));
+    let added = g.call(
+        stranger.clone(),
+        Request::TaskAdd {
+            task: task("build", "w1", &[]),
+        },
+    );
+    match added {
+        Response::Tasks { tasks } => {
+            assert_eq!(tasks[0].state, TaskState::Ready);
+            assert!(tasks[0]
+                .why
+                .as_deref()
+                .is_some_and(|w| w.contains("not attached")));
+        }
+        other => panic!("{other:?}"),
+    }
+    g.sample(&s("w1"), AgentStatus::Idle);
+    assert_eq!(g.injects_into(&s("w1")), 0);
+    // Attached, it runs at the next look.
+    g.input(Input::LeadAttached {
+        lead: s("gone-pane"),
+    });
+    g.advance(Duration::from_millis(2_000));
+    let (_, text) = g.deliver(&s("w1"));
+    assert_eq!(text, "brief of build");
 }
 
 #[test]

@@ -160,6 +160,13 @@ fn task_lists(
         tracing::warn!(file = %file.display(), %why, "a task list that does not parse was set aside");
     }
     tracing::info!(path = %path.display(), leads = opened.lists.len(), "task lists");
+    // Restored tasks are dated, and their deadlines read, by the wall clock.
+    gw.handle(
+        clock.now(),
+        Input::WallClock {
+            unix_ms: clock.unix_ms(),
+        },
+    );
     gw.handle(
         clock.now(),
         Input::TasksRestored {

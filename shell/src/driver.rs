@@ -107,6 +107,11 @@ pub struct Driver<H, B, C, O = Quiet> {
     notices: Box<dyn crate::ports::NoticePort>,
     /// Where `Output::KeepTasks` is kept (memory only unless `with_tasks` says otherwise).
     tasks: Box<dyn crate::task_store::TaskStore>,
+    /// Why the loop stopped carrying anything out: something it must keep durably before
+    /// what follows could not be kept (`halt`).
+    halted: Option<String>,
+    /// Told that reason, once (`with_halt`).
+    on_halt: Option<oneshot::Sender<String>>,
 }
 
 /// What woke the loop.
@@ -134,6 +139,8 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             record: Box::new(InMemory),
             notices: Box::new(crate::ports::NoNotices),
             tasks: Box::new(crate::task_store::NoTaskStore),
+            halted: None,
+            on_halt: None,
         }
     }
 
@@ -146,6 +153,15 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
     /// Keeps task lists in `store` (the daemon: files under `state_dir/tasks`).
     pub fn with_tasks(mut self, store: impl crate::task_store::TaskStore + 'static) -> Self {
         self.tasks = Box::new(store);
+        self
+    }
+
+    /// Tells `tx` why, if the loop halts: a replay-record entry or a task list it had to keep
+    /// before the step's later outputs could not be kept, so it carried out none of them (a
+    /// brief published or typed, a result acked, after a change the disk did not take could
+    /// be typed twice or lost after a restart) and stopped.
+    pub fn with_halt(mut self, tx: oneshot::Sender<String>) -> Self {
+        self.on_halt = Some(tx);
         self
     }
 
@@ -176,6 +192,13 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
         self.feed(Input::WallClock { unix_ms });
         loop {
             self.flush();
+            if let Some(why) = self.halted.take() {
+                tracing::error!(%why, "the driver loop halted: nothing more is carried out");
+                if let Some(tx) = self.on_halt.take() {
+                    let _ = tx.send(why);
+                }
+                return self.gw;
+            }
             let sleep: PortFuture<()> = match self.gw.poll_timeout() {
                 Some((at, _)) => self.clock.sleep_until(at),
                 None => Box::pin(std::future::pending()),
@@ -242,6 +265,12 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
             caller: call.caller,
             request: call.request,
         });
+    }
+
+    /// Stops carrying anything out: the step's later outputs are dropped with the gateway.
+    fn halt(&mut self, why: String) {
+        while self.gw.poll_output().is_some() {}
+        self.halted = Some(why);
     }
 
     /// Carries out everything the gateway asked for, in its order.
@@ -327,7 +356,7 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 // Synchronously, before any later output of the step (its ack, its inject).
                 Output::Remember(entries) => {
                     if let Err(why) = self.record.keep(&entries, self.clock.unix_ms()) {
-                        tracing::error!(%why, "the replay record could not be kept: a restart may forget these msgIds");
+                        return self.halt(format!("the replay record could not be kept: {why}"));
                     }
                 }
                 Output::Notify(n) => self.notices.notify(n, self.clock.unix_ms()),
@@ -335,7 +364,10 @@ impl<H: HerdrPort, B: BrokerPort, C: Clock, O: Observer> Driver<H, B, C, O> {
                 // publishes, the ack of a result).
                 Output::KeepTasks(list) => {
                     if let Err(why) = self.tasks.keep(&list) {
-                        tracing::error!(%why, lead = %list.lead, "a task list could not be kept: a restart may lose its latest change");
+                        return self.halt(format!(
+                            "{}'s task list could not be kept: {why}",
+                            list.lead
+                        ));
                     }
                 }
                 Output::Audit(_) | Output::Event(_) => {}

@@ -496,8 +496,8 @@ pub struct ReviewArgs {
     pub decision: ReviewDecision,
 }
 
-/// done: accept a result in review (its dependents may start); failed: give a task up (not
-/// while it runs); retry: run a task in review, or a failed one, again.
+/// done: accept a result in review (its dependents may start); failed: give a task up
+/// (pending, ready or in review); retry: run a task in review, or a failed one, again.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, schemars::JsonSchema, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ReviewDecision {

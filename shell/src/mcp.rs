@@ -384,7 +384,7 @@ why it waits or failed; or one task (id) with its brief and its result."
 
     #[tool(
         description = "Decide on one of your tasks: done accepts a result in review (tasks \
-that depend on it may start), failed gives a task up (any state but running and done), retry \
+that depend on it may start), failed gives a task up (pending, ready or in review), retry \
 runs a task in review or a failed one again."
     )]
     async fn fleet_task_review(

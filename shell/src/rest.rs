@@ -562,7 +562,7 @@ async fn task_one(
 }
 
 /// The caller's decision on one of its tasks: `done` accepts a result in review, `failed`
-/// gives a task up (not while it runs), `retry` runs a task in review or a failed one again.
+/// gives a task up (pending, ready or in review), `retry` runs a task in review or a failed one again.
 #[utoipa::path(post, path = "/tasklist/{id}/review", tag = "tasks", request_body = faces::ReviewArgs,
     params(("id" = u64, Path, description = "the task's number in the caller's list", minimum = 0, maximum = 2147483647)),
     responses((status = 200, description = "the task after the decision"),

@@ -699,3 +699,50 @@ async fn a_reply_right_after_the_typing_is_not_held_behind_slow_samples() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A disk that takes nothing.
+struct FullDisk;
+
+impl fleetd::task_store::TaskStore for FullDisk {
+    fn keep(&mut self, _list: &fleet_core::tasks::TaskList) -> Result<(), String> {
+        Err("No space left on device (os error 28)".into())
+    }
+}
+
+/// A task list the disk will not take halts the loop before the task's brief is typed: a
+/// restart could otherwise start it again and type it twice. The loop says why and stops.
+#[tokio::test(start_paused = true)]
+async fn a_task_list_the_disk_will_not_take_halts_the_loop_before_its_brief_is_typed() {
+    let herdr = ScriptedHerdr::default();
+    let w1 = herdr.add("w1");
+    let (halt, halted) = tokio::sync::oneshot::channel();
+    let driver = Driver::new(
+        gateway(CoreConfig::default()),
+        herdr.clone(),
+        NoBroker,
+        TokioClock::new(),
+        fleetd::Quiet,
+    )
+    .with_tasks(FullDisk)
+    .with_halt(halt);
+    let (handle, calls) = QuietLoop::channel();
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let scenario = async {
+        let task = fleet_core::tasks::NewTask {
+            title: "first".into(),
+            brief: "fix the bug".into(),
+            assignee: w1.clone(),
+            deps: vec![],
+            timeout_ms: Some(60_000),
+        };
+        let added = handle.call(lead(), Request::TaskAdd { task }).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        added
+    };
+    let (_gw, added) = tokio::join!(driver.run(calls, stopped), scenario);
+    assert!(added.is_err(), "no answer after the halt: {added:?}");
+    let why = halted.await.unwrap_or_default();
+    assert!(why.contains("task list could not be kept"), "{why}");
+    assert!(why.contains("No space left"), "{why}");
+    assert!(herdr.typed(&w1).is_empty(), "typed: {:?}", herdr.typed(&w1));
+}

@@ -145,11 +145,16 @@ async fn a_three_task_chain_runs_in_order_on_two_hosts_across_a_restart_of_its_l
         assert_eq!(typed(&hosts[0], &a1, "first").await, 1);
         assert_eq!(typed(&hosts[1], &b1, "second").await, 1);
         assert_eq!(typed(&hosts[0], &a1, "third").await, 1);
+        // Gauges are read at most once a second: wait for a reading after t3's review.
+        let (done, review) = (
+            "fleet_tasks{state=\"done\"} 2",
+            "fleet_tasks{state=\"review\"} 1",
+        );
         let metrics = rest
-            .metrics_until(|m| m.contains("fleet_tasks{state=\"review\"} 1"))
+            .metrics_until(|m| m.contains(done) && m.contains(review))
             .await;
         assert!(
-            metrics.contains("fleet_tasks{state=\"done\"} 2"),
+            metrics.contains(done) && metrics.contains(review),
             "{metrics}"
         );
     };

@@ -53,6 +53,13 @@ impl Effects {
         self.once.set(t, at);
     }
 
+    /// Sets one-instance timer `t` to `at` unless it is already set earlier.
+    pub(crate) fn set_earlier(&mut self, t: Once, at: Instant) {
+        if self.once.get(t).is_none_or(|was| at < was) {
+            self.once.set(t, at);
+        }
+    }
+
     pub(crate) fn is_set(&self, t: Once) -> bool {
         self.once.is_set(t)
     }

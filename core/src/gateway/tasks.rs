@@ -50,6 +50,14 @@ impl Gateway {
         let unix = self.unix_now();
         // A change is answered as it stands once what it lets start has started.
         let changed = match request {
+            Request::TaskAdd { task } if !self.may_be_assigned(now, &task.assignee) => {
+                Err(CallError::InvalidArgument {
+                    reason: format!(
+                        "{} is not a member: a task's assignee is a member",
+                        task.assignee
+                    ),
+                })
+            }
             Request::TaskAdd { task } => self
                 .timeout(task.timeout_ms, self.cfg.send_timeout_ms)
                 .and_then(|_| {
@@ -91,9 +99,7 @@ impl Gateway {
             next = Some(next.map_or(at, |n| n.min(at)));
         }
         if let Some(at) = next {
-            if !self.fx.is_set(Once::Tasks) {
-                self.fx.set(Once::Tasks, at);
-            }
+            self.fx.set_earlier(Once::Tasks, at);
         }
     }
 
@@ -113,12 +119,22 @@ impl Gateway {
         };
         let (target, content, timeout_ms) = (t.assignee.clone(), t.brief.clone(), t.timeout_ms);
         let owner = list.owner.clone();
+        let unix = self.unix_now();
+        // A list runs only while its lead is served here, as the caller that added its tasks
+        // (after a restart: once the lead is attached again); never into a lead's pane.
+        if self.local_kind(lead).is_none() {
+            let why = "its lead is not attached to this gateway: its tasks wait for it";
+            return self.put_off(lead, id, Refusal::Later(why.into()), unix);
+        }
+        if !self.may_be_assigned(now, &target) {
+            let why = format!("{target} is not a member: a task's assignee is a member");
+            return self.put_off(lead, id, Refusal::Never(why), unix);
+        }
         let call = self.own_calls.call();
         #[cfg(any(debug_assertions, feature = "invariants"))]
         self.open_calls.asked(call);
         let mark = self.fx.mark();
         self.own_send(now, call, owner, target, content, timeout_ms);
-        let unix = self.unix_now();
         match self.own_calls.answers.remove(&call) {
             Some(Response::Ticket(view)) => {
                 let opened = self
@@ -165,6 +181,20 @@ impl Gateway {
         self.keep_tasks(Some(mark));
     }
 
+    fn put_off(&mut self, lead: &SessionId, id: TaskId, refusal: Refusal, unix: u64) {
+        self.tasks.not_started(lead, id, refusal, unix);
+        self.keep_tasks(None);
+    }
+
+    /// Whether `gid` may run a task: a member, or no entity known yet (a member may be
+    /// spawned later; the send path refuses one that never comes). Never a lead or a gateway.
+    fn may_be_assigned(&self, now: Instant, gid: &SessionId) -> bool {
+        matches!(
+            self.kind_of(now, gid),
+            None | Some(crate::roster::EntityKind::Member)
+        )
+    }
+
     /// The delegation on `msg` ended; `Some` when it was a task's (its list kept).
     pub(super) fn task_ended(
         &mut self,
@@ -181,10 +211,11 @@ impl Gateway {
         true
     }
 
-    /// A task's delegation resumed on an answer's message.
-    pub(super) fn task_msg_moved(&mut self, ticket: TicketId, msg: MsgId) {
+    /// A task's delegation resumed on an answer's message: its list is kept at `mark`, ahead
+    /// of the answer's publish, so a restart matches the result to its task.
+    pub(super) fn task_msg_moved(&mut self, ticket: TicketId, msg: MsgId, mark: usize) {
         self.tasks.msg_moved(ticket, msg);
-        self.keep_tasks(None);
+        self.keep_tasks(Some(mark));
     }
 
     pub(super) fn restore_tasks(&mut self, lists: Vec<crate::tasks::TaskList>) {

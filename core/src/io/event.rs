@@ -273,7 +273,7 @@ pub enum Event {
         gid: SessionId,
         verdict: crate::adoption::AdoptVerdict,
     },
-    /// A task of `lead`'s list moved to `state` (`running` carries the delegation's ticket).
+    /// A task of `lead`'s list moved to `state`.
     Task {
         lead: SessionId,
         task: crate::tasks::TaskId,

@@ -243,6 +243,80 @@ fn the_check_catches_a_task_ready_before_its_dependencies() {
     // The planted machine stands its own check aside (the simulation's oracle judges it);
     // the same list judged straight shows the break.
     let mut honest = Tasks::default();
-    honest.restore(t.take_dirty(), 2);
+    honest.insert_raw(t.take_dirty().remove(0));
     assert!(honest.check().is_err());
+    // Restored, the same list is brought back to the rules.
+    let mut restored = Tasks::default();
+    restored.restore(vec![honest.list(&lead()).cloned().unwrap()], 2);
+    restored.check().unwrap();
+    assert_eq!(state(&restored, 2), TaskState::Pending);
+}
+
+#[test]
+fn a_kept_list_is_believed_only_as_far_as_it_keeps_the_rules() {
+    let mut t = Tasks::default();
+    let a = t.add(&owner(), &lead(), task("a", "m1", &[]), 1).unwrap();
+    let b = t
+        .add(&owner(), &lead(), task("b", "m2", &[a.0]), 1)
+        .unwrap();
+    let c = t.add(&owner(), &lead(), task("c", "m3", &[]), 1).unwrap();
+    let d = t.add(&owner(), &lead(), task("d", "m3", &[]), 1).unwrap();
+    let mut list = t.take_dirty().remove(0);
+    let run = |m: u128| {
+        Stage::Running(Run {
+            ticket: None,
+            msgs: vec![msg(m)],
+            remote: true,
+            started_unix_ms: 1,
+            deadline_unix_ms: 99_999,
+        })
+    };
+    // Edited by hand: b runs before a is done, c and d run on one assignee and one message,
+    // the next id is behind, and the owner names someone else.
+    list.tasks.get_mut(&b).unwrap().stage = run(1);
+    list.tasks.get_mut(&c).unwrap().stage = run(2);
+    list.tasks.get_mut(&d).unwrap().stage = run(2);
+    list.tasks.get_mut(&a).unwrap().deps = vec![a, d];
+    list.next = 1;
+    list.owner = Principal::primary("mallory", Some(SessionId::new("mallory")));
+
+    let mut r = Tasks::default();
+    r.restore(vec![list], 5);
+    r.check().unwrap();
+    assert_eq!(
+        state(&r, a.0),
+        TaskState::Ready,
+        "its own and later deps dropped"
+    );
+    assert_eq!(state(&r, b.0), TaskState::Failed);
+    assert_eq!(state(&r, c.0), TaskState::Running);
+    assert_eq!(state(&r, d.0), TaskState::Failed);
+    let l = r.list(&lead()).unwrap();
+    assert_eq!(l.owner.session, Some(lead()));
+    assert_eq!(l.next, d.0 + 1);
+    let e = r.add(&owner(), &lead(), task("e", "m1", &[]), 6).unwrap();
+    assert_eq!(e, TaskId(d.0 + 1), "no task overwritten");
+    r.check().unwrap();
+}
+
+#[test]
+fn a_refused_first_task_leaves_no_list_and_a_full_text_budget_refuses() {
+    let mut t = Tasks::default();
+    assert_eq!(
+        t.add(&owner(), &lead(), task("a", "m1", &[1]), 1),
+        Err(TaskError::Unknown(TaskId(1)))
+    );
+    assert!(t.is_empty());
+    let big = |n: usize| NewTask {
+        brief: "x".repeat(1 << 20),
+        ..task(&format!("big {n}"), "m1", &[])
+    };
+    for n in 0..MAX_LIST_BYTES >> 20 {
+        t.add(&owner(), &lead(), big(n), 1).unwrap();
+    }
+    assert_eq!(t.add(&owner(), &lead(), big(99), 1), Err(TaskError::Full));
+    // A finished one makes room.
+    t.review(&lead(), TaskId(1), Decision::Failed, 2).unwrap();
+    t.add(&owner(), &lead(), big(100), 3).unwrap();
+    t.check().unwrap();
 }

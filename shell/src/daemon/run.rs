@@ -44,6 +44,7 @@ pub async fn run(
         crate::notify::Sinks::start(&cfg.notify, metrics.clone()).map_err(DaemonError::Notify)?;
     let (handle, calls) = Driver::<HerdrClient, NoBroker, TokioClock, DaemonObserver>::channel();
     let (stop_loop, loop_stopped) = oneshot::channel();
+    let (halt, halted) = oneshot::channel();
     let tasks = task_lists(&state, &clock, &mut gw)?;
     let (broker_status, done) = match amqp_config(&cfg)? {
         Some(a) => {
@@ -53,12 +54,14 @@ pub async fn run(
             let driver = Driver::new(gw, client.clone(), broker, clock, observer)
                 .with_record(record)
                 .with_tasks(tasks)
+                .with_halt(halt)
                 .with_notices(sinks);
             (Some(status), spawn_loop(driver, calls, loop_stopped))
         }
         None => {
             let driver = Driver::new(gw, client.clone(), NoBroker, clock, observer)
                 .with_tasks(tasks)
+                .with_halt(halt)
                 .with_notices(sinks);
             (None, spawn_loop(driver, calls, loop_stopped))
         }
@@ -87,7 +90,13 @@ pub async fn run(
     if let Some(tx) = started {
         let _ = tx.send(Started { addr: faces.addr });
     }
-    shutdown.await;
+    // A driver loop that halted (its state directory would not take what it must keep) stops
+    // the daemon with its reason, as a signal would, then exits non-zero.
+    let halted = tokio::select! {
+        biased;
+        () = shutdown => None,
+        why = halted => why.ok(),
+    };
     tracing::info!("shutting down: no new calls; settling the broker");
     cancel.cancel();
     watcher.abort();
@@ -107,6 +116,13 @@ pub async fn run(
         }
     }
     faces.stop(bound).await;
+    if let Some(reason) = halted {
+        tracing::error!(%reason, "fleetd stopped: its state directory would not keep what it must");
+        return Err(DaemonError::State {
+            path: state.display().to_string(),
+            reason,
+        });
+    }
     tracing::info!("fleetd stopped");
     Ok(())
 }

@@ -396,9 +396,10 @@ impl Gateway {
             (Kind::Reply, Some(lead)) => {
                 self.on_reply_message(now, delivery, at.held_queue, &lead, env)
             }
+            // Acked once what it ends is kept (a task's list is written before this ack).
             (Kind::Failed | Kind::Abandoned, Some(_)) => {
-                self.ack(delivery);
                 self.on_failed_message(now, env);
+                self.ack(delivery);
             }
             (Kind::Injected, Some(_)) => {
                 self.ack(delivery);

@@ -153,6 +153,8 @@ impl Gateway {
         .body(a.content.into_bytes());
         let env = self.seal(draft);
         let (msg, unix) = (env.msg_id, env.ts);
+        // A task's list learns the answer's msgId before the answer goes out (`task_msg_moved`).
+        let mark = self.fx.mark();
         let Some(publish) = self.publish(Exchange::Msg, env) else {
             return self.respond(call, Response::Error(CallError::BrokerUnavailable));
         };
@@ -171,7 +173,7 @@ impl Gateway {
             {
                 d.msg = msg;
             }
-            self.task_msg_moved(ticket, msg);
+            self.task_msg_moved(ticket, msg, mark);
             if let Some(view) = self.ticket_view(ticket) {
                 self.respond(call, Response::Ticket(view));
             }
@@ -392,13 +394,18 @@ impl Gateway {
         if self.stop_refused(re, &env.body) || self.spawn_failed(re, &env.body) {
             return;
         }
-        let ticket = self.link.fleet().and_then(|f| f.waiters.ticket_of(re));
-        let Some(ticket) = ticket else { return };
         let outcome = match outcome {
             o @ (Outcome::BackendExhausted | Outcome::Busy | Outcome::TimedOutQueued) => o,
             _ => Outcome::WorkerFailed,
         };
         let body = String::from_utf8_lossy(&env.body).into_owned();
+        let ticket = self.link.fleet().and_then(|f| f.waiters.ticket_of(re));
+        let Some(ticket) = ticket else {
+            // A task restored running after a restart (its assignee checked as counterpart):
+            // it fails now, not at its deadline.
+            self.task_ended(re, outcome, &mut Some(body));
+            return;
+        };
         self.finish(now, ticket, outcome, Some(body), None);
     }
 
