@@ -138,6 +138,9 @@ pub struct PaneLog {
     pub lost: Vec<(SessionId, String, u64)>,
     /// (notice, sim ms) for every notification the gateway gave its sinks (I16).
     pub notices: Vec<(fleet_core::notify::Notice, u64)>,
+    /// (member, reply text) for every `fleet_reply` an agent made that was not refused outright
+    /// (accepted, or its call died with its gateway): what a lead may receive, at most (I3).
+    pub reply_attempts: Vec<(SessionId, String)>,
     /// (lead, task, its new state, sim ms) for every move of a task on this host's lists (I17).
     pub tasks: Vec<(
         SessionId,
@@ -628,11 +631,26 @@ async fn work(
         // As a coding agent does with a tool error that says the broker is
         // unreachable: it tries again a little later, within its turn.
         for _ in 0..REPLY_TRIES {
-            let reply = Request::Reply {
-                content: format!("done: {}", task.text),
+            let content = format!("done: {}", task.text);
+            // Made, as far as the agent knows, unless refused outright: a call that dies with
+            // its gateway may have landed (and an agent run again after a restart replies
+            // again), so a lead may receive it once per attempt (I3).
+            let attempt = (gid2.clone(), content.clone());
+            panes_of
+                .log
+                .borrow_mut()
+                .reply_attempts
+                .push(attempt.clone());
+            let withdraw = || {
+                let mut log = panes_of.log.borrow_mut();
+                if let Some(i) = log.reply_attempts.iter().rposition(|a| *a == attempt) {
+                    log.reply_attempts.remove(i);
+                }
             };
+            let reply = Request::Reply { content };
             match gateway.call(Principal::worker(gid2.clone()), reply).await {
                 Ok(Response::Error(CallError::BrokerUnavailable)) => {
+                    withdraw();
                     tokio::time::sleep(REPLY_RETRY).await
                 }
                 Ok(Response::ReplyAccepted { .. }) => {
@@ -644,7 +662,11 @@ async fn work(
                         .push((task.text.clone(), at));
                     break;
                 }
-                _ => break,
+                Ok(_) => {
+                    withdraw();
+                    break;
+                }
+                Err(_) => break,
             }
         }
     }

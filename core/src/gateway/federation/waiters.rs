@@ -41,6 +41,7 @@ impl Waiters {
     }
 
     /// Each message out and the delegation it waits for (for the invariants).
+    #[cfg(any(debug_assertions, feature = "invariants", test))]
     pub(crate) fn each(&self) -> impl Iterator<Item = (&MsgId, &TicketId)> {
         self.by_msg.iter()
     }
