@@ -296,18 +296,17 @@ impl Rest {
         text
     }
 
-    /// A POST that may fail to connect (a gateway that is down).
-    pub async fn try_post(&self, path: &str, body: Value) -> Result<(u16, Value), String> {
-        let rb = self.http.post(format!("{}{path}", self.base)).json(&body);
+    /// A request that may fail to connect (a gateway that is down, or restarting).
+    async fn try_send(
+        &self,
+        rb: reqwest::RequestBuilder,
+        bound: Duration,
+    ) -> Result<(u16, Value), String> {
         let rb = match &self.token {
             Some(t) => rb.bearer_auth(t),
             None => rb,
         };
-        let r = rb
-            .timeout(Duration::from_secs(60))
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
+        let r = rb.timeout(bound).send().await.map_err(|e| e.to_string())?;
         let status = r.status().as_u16();
         let text = r.text().await.unwrap_or_default();
         Ok((
@@ -316,24 +315,16 @@ impl Rest {
         ))
     }
 
+    /// A POST that may fail to connect (a gateway that is down).
+    pub async fn try_post(&self, path: &str, body: Value) -> Result<(u16, Value), String> {
+        let rb = self.http.post(format!("{}{path}", self.base)).json(&body);
+        self.try_send(rb, Duration::from_secs(60)).await
+    }
+
     /// A GET that may fail to connect (a gateway that is down, or restarting).
     pub async fn try_get(&self, path: &str) -> Result<(u16, Value), String> {
         let rb = self.http.get(format!("{}{path}", self.base));
-        let rb = match &self.token {
-            Some(t) => rb.bearer_auth(t),
-            None => rb,
-        };
-        let r = rb
-            .timeout(Duration::from_secs(30))
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
-        let status = r.status().as_u16();
-        let text = r.text().await.unwrap_or_default();
-        Ok((
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        ))
+        self.try_send(rb, Duration::from_secs(30)).await
     }
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
