@@ -3,6 +3,7 @@
 use crate::time::Duration;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Knobs of the delivery core. Grace bounds count status *samples* (polls), as the Java
 /// injector did, so they scale with `poll_interval`.
@@ -427,12 +428,12 @@ impl CoreConfig {
     }
 }
 
-fn compile(key: &'static str, patterns: &[String]) -> Result<Vec<Regex>, ConfigError> {
+fn compile(key: &'static str, patterns: &[String]) -> Result<Vec<Arc<Regex>>, ConfigError> {
     patterns
         .iter()
         .enumerate()
         .map(|(index, p)| {
-            Regex::new(p).map_err(|e| ConfigError::BadPattern {
+            crate::patterns::regex(p).map_err(|e| ConfigError::BadPattern {
                 key,
                 index,
                 reason: e.to_string(),
@@ -444,10 +445,10 @@ fn compile(key: &'static str, patterns: &[String]) -> Result<Vec<Regex>, ConfigE
 /// The compiled form of the pattern knobs.
 #[derive(Clone, Debug)]
 pub struct Compiled {
-    pub usage_limit: Vec<Regex>,
-    pub chrome: Vec<Regex>,
-    pub refine_working: Vec<Regex>,
-    pub refine_idle: Vec<Regex>,
+    pub usage_limit: Vec<Arc<Regex>>,
+    pub chrome: Vec<Arc<Regex>>,
+    pub refine_working: Vec<Arc<Regex>>,
+    pub refine_idle: Vec<Arc<Regex>>,
     pub fatal: crate::health::FatalPatterns,
 }
 

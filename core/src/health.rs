@@ -11,11 +11,12 @@
 use crate::ids::SessionId;
 use crate::status::AgentStatus;
 use crate::time::{Duration, Instant};
-use regex::Regex;
+use regex::RegexSet;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// A member's health. Each state names what an operator should know first; the order of
 /// [`Health::ALL`] is the classifier's precedence (the first that holds wins).
@@ -161,33 +162,35 @@ impl Default for HealthConfig {
     }
 }
 
-/// The fatal patterns, compiled once.
+/// The fatal patterns, compiled once: per profile one set of everyone's patterns and its own,
+/// so a line is read once however many patterns there are.
 #[derive(Clone, Debug, Default)]
 pub struct FatalPatterns {
-    all: Vec<Regex>,
-    by_profile: BTreeMap<String, Vec<Regex>>,
+    all: Option<Arc<RegexSet>>,
+    by_profile: BTreeMap<String, Arc<RegexSet>>,
 }
 
 impl FatalPatterns {
     pub fn compile(cfg: &HealthConfig) -> Result<FatalPatterns, crate::ConfigError> {
-        let one = |key: &'static str, ps: &[String]| -> Result<Vec<Regex>, crate::ConfigError> {
-            ps.iter()
-                .enumerate()
-                .map(|(index, p)| {
-                    Regex::new(p).map_err(|e| crate::ConfigError::BadPattern {
-                        key,
-                        index,
-                        reason: e.to_string(),
-                    })
-                })
-                .collect()
+        let set = |key: &'static str, ps: &[String]| -> Result<Arc<RegexSet>, crate::ConfigError> {
+            let bad = |index, e: regex::Error| crate::ConfigError::BadPattern {
+                key,
+                index,
+                reason: e.to_string(),
+            };
+            for (index, p) in ps.iter().enumerate() {
+                crate::patterns::regex(p).map_err(|e| bad(index, e))?;
+            }
+            crate::patterns::set(ps).map_err(|e| bad(0, e))
         };
         let mut by_profile = BTreeMap::new();
         for (profile, ps) in &cfg.profile_fatal_patterns {
-            by_profile.insert(profile.clone(), one("profiles.*.fatal_patterns", ps)?);
+            set("profiles.*.fatal_patterns", ps)?;
+            let both: Vec<String> = cfg.fatal_patterns.iter().chain(ps).cloned().collect();
+            by_profile.insert(profile.clone(), set("profiles.*.fatal_patterns", &both)?);
         }
         Ok(FatalPatterns {
-            all: one("health.fatal_patterns", &cfg.fatal_patterns)?,
+            all: Some(set("health.fatal_patterns", &cfg.fatal_patterns)?),
             by_profile,
         })
     }
@@ -196,20 +199,30 @@ impl FatalPatterns {
     /// bounded, for `profile`'s patterns and everyone's.
     pub fn find(&self, profile: Option<&str>, screen: &str) -> Option<String> {
         let own = profile.and_then(|p| self.by_profile.get(p));
-        let patterns: Vec<&Regex> = self.all.iter().chain(own.into_iter().flatten()).collect();
-        if patterns.is_empty() {
-            return None;
+        let set = own.or(self.all.as_ref()).filter(|s| !s.is_empty())?;
+        let mut tail = [""; FATAL_TAIL_LINES];
+        let mut n = 0;
+        for l in screen.lines().rev().filter(|l| !l.trim().is_empty()) {
+            if n == FATAL_TAIL_LINES {
+                break;
+            }
+            tail[n] = l;
+            n += 1;
         }
-        let tail: Vec<&str> = screen
-            .lines()
-            .rev()
-            .filter(|l| !l.trim().is_empty())
-            .take(FATAL_TAIL_LINES)
-            .collect();
-        tail.into_iter()
-            .rev()
-            .map(clean_line)
-            .find(|l| patterns.iter().any(|p| p.is_match(l)))
+        tail[..n].iter().rev().find_map(|l| {
+            let clean = clean_line_cow(l);
+            set.is_match(&clean).then(|| clean.into_owned())
+        })
+    }
+}
+
+/// [`clean_line`], borrowing a line that needs no cleaning (most do not).
+fn clean_line_cow(line: &str) -> std::borrow::Cow<'_, str> {
+    let plain = line.len() <= REASON_LINE_CHARS && !line.chars().any(char::is_control);
+    if plain {
+        std::borrow::Cow::Borrowed(line.trim())
+    } else {
+        std::borrow::Cow::Owned(clean_line(line))
     }
 }
 
@@ -486,8 +499,9 @@ pub struct Tombstone {
 #[derive(Clone, Debug, Default)]
 struct Watch {
     verdict: Option<Verdict>,
-    /// The screen's hash and since when it has read so.
-    screen: Option<(u64, Instant)>,
+    /// The screen's hash, since when it has read so, and its fatal line (read once per
+    /// screen: most probes see the screen they saw before).
+    screen: Option<(u64, Instant, Option<String>)>,
     boundary_lost: bool,
     mute: MuteCounter,
     /// When it started (its pane was reported), for the readiness gate's wait.
@@ -534,11 +548,6 @@ impl Monitor {
         }
     }
 
-    /// The fatal line of `screen` for a member of `profile`.
-    pub fn fatal_line(&self, profile: Option<&str>, screen: &str) -> Option<String> {
-        self.fatal.find(profile, screen)
-    }
-
     /// Member `gid` started now (a fresh pane, or one found at start): a tombstone of an
     /// earlier one with its gid is gone.
     pub fn started(&mut self, now: Instant, gid: &SessionId) {
@@ -559,17 +568,28 @@ impl Monitor {
         self.watches.entry(gid.clone()).or_default().last_words = Some(why);
     }
 
-    /// How long `gid`'s screen has read as `screen` does now (zero for a change).
-    pub fn screen_seen(&mut self, now: Instant, gid: &SessionId, screen: &str) -> Duration {
+    /// What `gid`'s screen says: its fatal line for `profile`, and how long it has read as it
+    /// does now (zero for a change). An unchanged screen is not read again.
+    pub fn read_screen(
+        &mut self,
+        now: Instant,
+        gid: &SessionId,
+        profile: Option<&str>,
+        screen: &str,
+    ) -> (Option<String>, Duration) {
         let mut h = rustc_hash::FxHasher::default();
+        profile.hash(&mut h);
         screen.hash(&mut h);
         let hash = h.finish();
         let w = self.watches.entry(gid.clone()).or_default();
-        match w.screen {
-            Some((old, since)) if old == hash => now.saturating_since(since),
+        match &w.screen {
+            Some((old, since, fatal)) if *old == hash => {
+                (fatal.clone(), now.saturating_since(*since))
+            }
             _ => {
-                w.screen = Some((hash, now));
-                Duration::ZERO
+                let fatal = self.fatal.find(profile, screen);
+                w.screen = Some((hash, now, fatal.clone()));
+                (fatal, Duration::ZERO)
             }
         }
     }

@@ -29,6 +29,7 @@ pub mod needs;
 pub mod notify;
 pub mod outcome;
 pub mod pane_text;
+pub mod patterns;
 pub mod placement;
 pub mod planted;
 pub mod push;

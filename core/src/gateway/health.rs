@@ -159,10 +159,7 @@ impl Gateway {
         let view = self.injector.view(gid);
         let profile = self.cards.get(gid).and_then(|c| c.profile.clone());
         let (fatal_line, screen_still_for) = match screen {
-            Some(s) => (
-                self.health.fatal_line(profile.as_deref(), s),
-                self.health.screen_seen(now, gid, s),
-            ),
+            Some(s) => self.health.read_screen(now, gid, profile.as_deref(), s),
             None => (None, Duration::ZERO),
         };
         Evidence {

@@ -224,12 +224,12 @@ fn the_monitor_reports_changes_only_and_remembers_the_screen() {
     let c = m.judge(at(0), &gid, &resting()).expect("first verdict");
     assert_eq!((c.from, c.to), (None, Health::Idle));
     assert_eq!(m.judge(at(15_000), &gid, &resting()), None);
-    assert_eq!(m.screen_seen(at(0), &gid, "a"), Duration::ZERO);
+    assert_eq!(m.read_screen(at(0), &gid, None, "a").1, Duration::ZERO);
     assert_eq!(
-        m.screen_seen(at(20_000), &gid, "a"),
+        m.read_screen(at(20_000), &gid, None, "a").1,
         Duration::from_millis(20_000)
     );
-    assert_eq!(m.screen_seen(at(30_000), &gid, "b"), Duration::ZERO);
+    assert_eq!(m.read_screen(at(30_000), &gid, None, "b").1, Duration::ZERO);
 }
 
 #[test]
@@ -298,4 +298,26 @@ fn a_peer_state_this_build_does_not_know_reads_as_none() {
     assert_eq!(r.health, None);
     let r: Row = serde_json::from_str(r#"{"health":"MUTE"}"#).expect("reads");
     assert_eq!(r.health, Some(Health::Mute));
+}
+
+#[test]
+fn an_unchanged_screen_keeps_its_fatal_line_and_a_changed_one_is_read_again() {
+    let cfg = HealthConfig::default();
+    let f = FatalPatterns::compile(&cfg).expect("patterns compile");
+    let mut m = Monitor::new(&cfg, f);
+    let gid = SessionId::new("m1");
+    let failing = "work\nAPI Error: 401 invalid\n";
+    let fatal = Some("API Error: 401 invalid".to_string());
+    assert_eq!(
+        m.read_screen(at(0), &gid, None, failing),
+        (fatal.clone(), Duration::ZERO)
+    );
+    assert_eq!(
+        m.read_screen(at(3_000), &gid, None, failing),
+        (fatal, Duration::from_millis(3_000))
+    );
+    assert_eq!(
+        m.read_screen(at(6_000), &gid, None, "work\n❯ "),
+        (None, Duration::ZERO)
+    );
 }
