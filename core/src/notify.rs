@@ -14,7 +14,7 @@ use crate::ids::SessionId;
 use crate::needs::{Need, NeedKind};
 use crate::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 /// One `[[notify]]` rule as the core judges it (its sink's settings stay in the shell).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +114,8 @@ struct Tracked {
     since: Instant,
     /// Seen in the latest scan.
     holds: bool,
+    /// The scan that saw it last.
+    seen_in: u64,
     /// A raise went out and no resolve yet.
     raised: bool,
     last_sent: Option<Instant>,
@@ -132,8 +134,11 @@ pub struct NotifyStats {
 #[derive(Debug, Default)]
 pub struct Notifier {
     rules: Vec<NotifyRule>,
-    /// By rule index and need id.
-    tracked: BTreeMap<(usize, String), Tracked>,
+    /// By need id, then rule index (looked up by a need's id without copying it: a scan
+    /// meets every need each time).
+    tracked: BTreeMap<String, BTreeMap<usize, Tracked>>,
+    /// Scans made, numbering each.
+    scans: u64,
     /// Raises and reminders sent, by rule index and target (none: the host), oldest first.
     sent: BTreeMap<(usize, Option<SessionId>), VecDeque<Instant>>,
     stats: NotifyStats,
@@ -174,7 +179,7 @@ impl Notifier {
 
     /// Needs tracked by some rule (held, or remembered for their quiet period).
     pub fn tracked(&self) -> usize {
-        self.tracked.len()
+        self.tracked.values().map(BTreeMap::len).sum()
     }
 
     /// Whether some rule may carry a need's words (only then need the needs carry them).
@@ -190,17 +195,25 @@ impl Notifier {
         needs: &[Need],
         unix_of: impl Fn(Instant) -> u64,
     ) -> Vec<Notice> {
-        let mut seen = BTreeSet::new();
+        self.scans += 1;
+        let scan = self.scans;
         for need in needs {
             for (r, rule) in self.rules.iter().enumerate() {
                 if !rule.matches(need) {
                     continue;
                 }
-                let key = (r, need.id.clone());
-                let t = self.tracked.entry(key.clone()).or_insert_with(|| Tracked {
+                let keep_words = rule.include_text || self.planted.text_leaks;
+                if !self.tracked.contains_key(need.id.as_str()) {
+                    self.tracked.insert(need.id.clone(), BTreeMap::new());
+                }
+                let Some(by_rule) = self.tracked.get_mut(need.id.as_str()) else {
+                    continue;
+                };
+                let t = by_rule.entry(r).or_insert_with(|| Tracked {
                     need: need.clone(),
                     since: now,
                     holds: false,
+                    seen_in: 0,
                     raised: false,
                     last_sent: None,
                     seq: 0,
@@ -212,38 +225,45 @@ impl Notifier {
                     t.seq = 0;
                 }
                 t.holds = true;
-                t.need = need.clone();
-                if !(rule.include_text || self.planted.text_leaks) {
-                    // Words no notice of this rule may carry are not kept either.
-                    t.need.text = None;
+                t.seen_in = scan;
+                // Words no notice of this rule may carry are not kept either.
+                let same = (keep_words || need.text.is_none()) && t.need == *need;
+                if !same {
+                    t.need = need.clone();
+                    if !keep_words {
+                        t.need.text = None;
+                    }
                 }
-                seen.insert(key);
             }
         }
-        for (key, t) in self.tracked.iter_mut() {
-            if !seen.contains(key) {
-                t.holds = false;
-            }
+        for t in self.tracked.values_mut().flat_map(BTreeMap::values_mut) {
+            t.holds = t.seen_in == scan;
         }
         // New raises before reminders, the oldest first: a spent budget delays the newest
-        // news last.
-        let mut keys: Vec<(bool, Instant, (usize, String))> = self
-            .tracked
-            .iter()
-            .map(|(k, t)| (t.raised, t.since, k.clone()))
-            .collect();
+        // news last. Only what may be due now is looked at again.
+        let mut keys: Vec<(bool, Instant, (usize, String))> = Vec::new();
+        for (id, by_rule) in &self.tracked {
+            for (r, t) in by_rule {
+                if self.due(now, *r, t).is_some() {
+                    keys.push((t.raised, t.since, (*r, id.clone())));
+                }
+            }
+        }
         keys.sort();
         let mut out = Vec::new();
         for (_, _, key) in keys {
             if let Some(mut n) = self.step(now, &key) {
-                n.opened_unix_ms = self.tracked.get(&key).map_or(0, |t| unix_of(t.since));
+                n.opened_unix_ms = self.get(&key).map_or(0, |t| unix_of(t.since));
                 out.push(n);
             }
         }
         let rules = &self.rules;
-        self.tracked.retain(|(r, _), t| {
-            let quiet = Duration::from_millis(rules[*r].quiet_ms);
-            t.holds || t.raised || t.last_sent.is_some_and(|at| now < at + quiet)
+        self.tracked.retain(|_, by_rule| {
+            by_rule.retain(|r, t| {
+                let quiet = Duration::from_millis(rules[*r].quiet_ms);
+                t.holds || t.raised || t.last_sent.is_some_and(|at| now < at + quiet)
+            });
+            !by_rule.is_empty()
         });
         self.sent.retain(|(r, _), sent| {
             let window = Duration::from_millis(rules[*r].window_ms);
@@ -252,27 +272,40 @@ impl Notifier {
         out
     }
 
-    /// The notice one tracked need is due, if any.
-    fn step(&mut self, now: Instant, key: &(usize, String)) -> Option<Notice> {
-        let rule = &self.rules[key.0];
+    fn get(&self, key: &(usize, String)) -> Option<&Tracked> {
+        self.tracked.get(&key.1)?.get(&key.0)
+    }
+
+    fn get_mut(&mut self, key: &(usize, String)) -> Option<&mut Tracked> {
+        self.tracked.get_mut(&key.1)?.get_mut(&key.0)
+    }
+
+    /// The phase of the notice `t` is due under rule `r`, budget aside.
+    fn due(&self, now: Instant, r: usize, t: &Tracked) -> Option<NoticePhase> {
+        let rule = &self.rules[r];
         let grace = match self.planted.grace_ignored {
             true => Duration::ZERO,
             false => Duration::from_millis(rule.grace_ms),
         };
         let quiet = Duration::from_millis(rule.quiet_ms);
-        let t = self.tracked.get(key)?;
         let quiet_over =
             self.planted.quiet_ignored || t.last_sent.is_none_or(|at| now >= at + quiet);
-        let phase = match (t.holds, t.raised) {
-            (false, true) => NoticePhase::Resolved,
-            (false, false) => return None,
-            (true, false) if now >= t.since + grace && quiet_over => NoticePhase::Raised,
-            (true, true) if quiet_over => NoticePhase::Reminder,
-            (true, _) => return None,
-        };
+        match (t.holds, t.raised) {
+            (false, true) => Some(NoticePhase::Resolved),
+            (false, false) => None,
+            (true, false) if now >= t.since + grace && quiet_over => Some(NoticePhase::Raised),
+            (true, true) if quiet_over => Some(NoticePhase::Reminder),
+            (true, _) => None,
+        }
+    }
+
+    /// The notice one tracked need is due, if any.
+    fn step(&mut self, now: Instant, key: &(usize, String)) -> Option<Notice> {
+        let t = self.get(key)?;
+        let phase = self.due(now, key.0, t)?;
         let target = t.need.waits_on.clone();
         if phase != NoticePhase::Resolved && !self.budget(now, key.0, &target) {
-            if let Some(t) = self.tracked.get_mut(key) {
+            if let Some(t) = self.get_mut(key) {
                 if !t.limited {
                     t.limited = true;
                     self.stats.limited += 1;
@@ -281,11 +314,12 @@ impl Notifier {
             return None;
         }
         let rule_name = self.rules[key.0].name.clone();
-        let t = self.tracked.get_mut(key)?;
+        let resolve_kept_open = self.planted.resolve_kept_open;
+        let t = self.get_mut(key)?;
         t.limited = false;
         t.seq += 1;
         match phase {
-            NoticePhase::Resolved => t.raised = self.planted.resolve_kept_open,
+            NoticePhase::Resolved => t.raised = resolve_kept_open,
             _ => {
                 t.raised = true;
                 t.last_sent = Some(now);

@@ -8,6 +8,7 @@ use super::{Gateway, TimerKind};
 use crate::gateway::Link;
 use crate::ids::CallId;
 use crate::revision::Revision;
+use crate::roster::EntityKind;
 use std::collections::BTreeSet;
 
 /// Calls asked and not yet answered: every call gets exactly one answer.
@@ -95,11 +96,19 @@ impl Gateway {
             }
         }
         // Health is kept only for members served here: none outlives its member (it leaves
-        // a tombstone instead).
-        if let Some(gid) = self.health.watched().find(|g| !self.is_member_here(g)) {
-            return Err(format!(
-                "{gid} has a health record but is no member served here"
-            ));
+        // a tombstone instead). One walk of each map again: a lookup per record was half a
+        // 3×1,000 simulation's CPU.
+        let mut served = self.served.iter().peekable();
+        for gid in self.health.watched() {
+            while served.next_if(|(s, _)| *s < gid).is_some() {}
+            if served
+                .peek()
+                .is_none_or(|(s, e)| *s != gid || e.kind != EntityKind::Member)
+            {
+                return Err(format!(
+                    "{gid} has a health record but is no member served here"
+                ));
+            }
         }
         Ok(())
     }

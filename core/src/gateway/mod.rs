@@ -173,6 +173,10 @@ pub struct Gateway {
     /// Each lead's task list (`tasks`), and the calls the gateway makes for it.
     tasks: crate::tasks::Tasks,
     own_calls: tasks::OwnCalls,
+    /// The held results' needs (without words) as of an inbox revision on this host: the
+    /// notification round lists every need twice a second, and formatting each held result
+    /// again was a third of a 12×100 simulation's CPU.
+    result_needs: Option<needs::ResultNeeds>,
     /// Calls asked and not yet answered, while invariants are checked: a call answered twice
     /// or answered without being asked is caught at the step it happens.
     #[cfg(any(debug_assertions, feature = "invariants"))]
@@ -256,6 +260,7 @@ impl Gateway {
             notifier,
             tasks,
             own_calls: tasks::OwnCalls::default(),
+            result_needs: None,
             #[cfg(any(debug_assertions, feature = "invariants"))]
             open_calls: invariants::OpenCalls::default(),
             #[cfg(any(debug_assertions, feature = "invariants"))]

@@ -19,7 +19,12 @@ impl Gateway {
     fn needs_with(&self, words: Words) -> Vec<Need> {
         let mut out = Vec::new();
         self.question_needs(&mut out);
-        self.result_needs(&mut out, words);
+        match &self.result_needs {
+            Some(kept) if words == Words::Without && kept.is_current(self) => {
+                out.extend(kept.needs.iter().cloned());
+            }
+            _ => self.result_needs(&mut out, words),
+        }
         self.member_needs(&mut out);
         self.host_needs(&mut out);
         if words == Words::Without {
@@ -108,10 +113,12 @@ impl Gateway {
     fn result_needs(&self, out: &mut Vec<Need>, words: Words) {
         for (member, held) in self.inbox.iter() {
             for r in held {
-                let to = r
-                    .lead
-                    .as_ref()
-                    .map_or("no lead".to_string(), |l| format!("lead {l}"));
+                let summary = match &r.lead {
+                    Some(l) => {
+                        format!("a result of member {member} waits for lead {l} to collect it")
+                    }
+                    None => format!("a result of member {member} waits for no lead to collect it"),
+                };
                 out.push(Need {
                     waits_on: r.lead.clone(),
                     member: Some(member.clone()),
@@ -120,7 +127,7 @@ impl Gateway {
                         format!("result_stranded:{}", r.id),
                         NeedKind::ResultStranded,
                         r.at,
-                        format!("a result of member {member} waits for {to} to collect it"),
+                        summary,
                     )
                 });
             }
@@ -245,8 +252,27 @@ impl Gateway {
         }
     }
 
+    /// Lists the held results' needs again if the inbox changed since they were listed.
+    fn keep_result_needs(&mut self) {
+        if self
+            .result_needs
+            .as_ref()
+            .is_some_and(|k| k.is_current(self))
+        {
+            return;
+        }
+        let mut needs = Vec::new();
+        self.result_needs(&mut needs, Words::Without);
+        self.result_needs = Some(ResultNeeds {
+            inbox: self.inbox.revision(),
+            host: self.host.clone(),
+            needs,
+        });
+    }
+
     /// The rules' round: every notice due goes out for its sink.
     pub(super) fn on_notify_scan(&mut self, now: Instant) {
+        self.keep_result_needs();
         let words = match self.notifier.wants_words() {
             true => Words::With,
             false => Words::Without,
@@ -261,6 +287,20 @@ impl Gateway {
         for notice in self.notifier.scan(now, &needs, unix_of) {
             self.fx.emit(Output::Notify(notice));
         }
+    }
+}
+
+/// The held results' needs, without words, as listed at one revision of the inbox.
+#[derive(Debug)]
+pub(super) struct ResultNeeds {
+    inbox: crate::revision::Revision,
+    host: crate::ids::HostId,
+    needs: Vec<Need>,
+}
+
+impl ResultNeeds {
+    fn is_current(&self, gw: &Gateway) -> bool {
+        self.inbox == gw.inbox.revision() && self.host == gw.host
     }
 }
 
