@@ -256,15 +256,18 @@ impl World {
         Duration::from_millis(self.range(2, 25))
     }
 
-    fn log(&mut self, line: String) {
-        self.trace
-            .push(format!("{:>9} {line}", self.now.to_string()));
+    /// One trace line, formatted once, in place.
+    fn log(&mut self, line: impl std::fmt::Display) {
+        use std::fmt::Write;
+        let mut s = String::with_capacity(128);
+        let _ = write!(s, "{:>9} {line}", self.now.to_string());
+        self.trace.push(s);
     }
 
     fn call(&mut self, caller: Principal, request: Request, pending: Pending) {
         self.next_call += 1;
         let call = CallId(self.next_call);
-        self.log(format!(
+        self.log(format_args!(
             "call {call} {} {}",
             caller.name,
             describe(&request)
@@ -299,7 +302,7 @@ impl World {
                 | Output::MemberReady { .. }
         ) && !self.trace_polls;
         if !quiet {
-            self.log(out.to_string());
+            self.log(&out);
         }
         self.oracle.on_output(self.now, &out, &self.panes);
         match out {
@@ -448,7 +451,7 @@ impl World {
         let status = p.status;
         let screen = (status == AgentStatus::Unknown).then(|| p.read());
         if self.trace_polls {
-            self.log(format!("sample {target} {status}"));
+            self.log(format_args!("sample {target} {status}"));
         }
         self.feed(Input::StatusSampled {
             target,
@@ -563,7 +566,7 @@ impl World {
             }
             Behaviour::Dies => {
                 p.alive = false;
-                self.log(format!("agent in {pane} exited"));
+                self.log(format_args!("agent in {pane} exited"));
                 self.feed(Input::PaneGone { target: pane });
             }
         }

@@ -148,7 +148,7 @@ async fn run(a: Args) -> Result<(), String> {
     match a.only.as_deref() {
         None => {}
         Some("raw") => return raw_part(&uri, &a).await.map(|_| ()),
-        Some("backlog") => return backlog(a.backlog).await,
+        Some("backlog") => return backlog(a.backlog).await.map(|_| ()),
         Some("e2e") => return e2e_herdr(a.e2e).await,
         Some("cluster") => return cluster_part(&a).await,
         Some("node-loss") => return node_loss_only(&a).await,
@@ -173,8 +173,25 @@ async fn run(a: Args) -> Result<(), String> {
     let (f1, fnn) = fleetd_round_trips(a.secs, n).await?;
     print_trips(n, &f1, &fnn);
     print_ratios(n, (&one_n, &two_1, &two_n), (&f1, &fnn));
-    backlog(a.backlog).await?;
+    let drained = backlog(a.backlog).await?;
+    // One line a CI log can be grepped for.
+    println!(
+        "broker-summary: fleetd/raw deliveries {:.1}% | CPU per round trip at {n} in flight {:.0} us | {:.2} signs {:.2} verifies per round trip | round trip p50 at 1 {} | backlog {:.0}/s, RSS +{} KiB",
+        100.0 * fnn.deliveries_per_sec / one_n.rate,
+        fnn.cpu_us.0 + fnn.cpu_us.1,
+        fnn.signs,
+        fnn.verifies,
+        ms(f1.lat.p50),
+        drained.rate,
+        drained.rss_growth_kib
+    );
     e2e_herdr(a.e2e).await
+}
+
+/// What the backlog phase measured.
+struct Drained {
+    rate: f64,
+    rss_growth_kib: u64,
 }
 
 /// Raw lapin one way and two hops, at 1 and N in flight.
@@ -966,7 +983,7 @@ fn rss_kib() -> u64 {
         .map_or(0, |pages| pages * 4)
 }
 
-async fn backlog(n: usize) -> Result<(), String> {
+async fn backlog(n: usize) -> Result<Drained, String> {
     let fleet = bench_fleet("bl", 1)?;
     let worker = member(1, 0);
     let echo = EchoHerdr::with_idle(std::slice::from_ref(&worker));
@@ -1064,7 +1081,10 @@ async fn backlog(n: usize) -> Result<(), String> {
     g1.shutdown().await;
     let mut fleet = fleet;
     fleet.finish_with(&[worker]).await;
-    Ok(())
+    Ok(Drained {
+        rate: n as f64 / secs,
+        rss_growth_kib: peak.saturating_sub(rss_before),
+    })
 }
 
 /// The example config's `echo` member, reporting its own time in each reply: the two `date`
