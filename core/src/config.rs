@@ -54,6 +54,12 @@ pub struct CoreConfig {
     /// Cross-host: a remote brief must be typed within this, or the sender fails the send fast
     /// (no INJECTED) and the worker's gateway withdraws it (never typed late).
     pub injected_timeout_ms: u64,
+    /// Cross-host: how long the worker's gateway waits after typing a remote brief before it
+    /// publishes INJECTED. A turn that ends sooner sends only its REPLY (or FAILED), which
+    /// says the brief was typed as well: one signed message fewer for a fast delegation.
+    /// 0 publishes INJECTED at once. At most `clock_skew_ms`, so it still arrives within the
+    /// sender's INJECTED bound.
+    pub injected_defer_ms: u64,
     /// Cross-host: how long terminal messages (REPLY, FAILED, …) stay valid (`expiresAt`).
     pub reply_ttl_ms: u64,
     /// Cross-host: allowance for wall clocks that disagree between hosts.
@@ -185,6 +191,7 @@ impl Default for CoreConfig {
             ],
             refine_idle_patterns: vec![r"^\s*[>❯›]\s*$".into(), r"^\s*\$\s*$".into()],
             injected_timeout_ms: 120_000,
+            injected_defer_ms: 250,
             reply_ttl_ms: 7 * 86_400_000,
             clock_skew_ms: 2_000,
             presence_interval_ms: 5_000,
@@ -236,6 +243,8 @@ pub enum ConfigError {
     TtlNotAboveInterval { ttl: u64, interval: u64 },
     #[error("send_timeout_ms ({default}) exceeds send_timeout_max_ms ({max})")]
     TimeoutAboveMax { default: u64, max: u64 },
+    #[error("injected_defer_ms ({defer}) is above clock_skew_ms ({skew}): a deferred INJECTED could miss the sender's bound")]
+    DeferAboveSkew { defer: u64, skew: u64 },
     #[error("held_bytes_per_target ({held}) is below max_body_bytes ({body}): a largest reply could never be held")]
     HeldBelowBody { held: usize, body: usize },
     #[error("remote_cwd_roots[{index}] = {root:?} must be an absolute directory other than /, with no `..`")]
@@ -401,6 +410,12 @@ impl CoreConfig {
                 body: self.max_body_bytes,
             });
         }
+        if self.injected_defer_ms > self.clock_skew_ms {
+            return Err(ConfigError::DeferAboveSkew {
+                defer: self.injected_defer_ms,
+                skew: self.clock_skew_ms,
+            });
+        }
         if self.send_timeout_ms > self.send_timeout_max_ms {
             return Err(ConfigError::TimeoutAboveMax {
                 default: self.send_timeout_ms,
@@ -481,6 +496,21 @@ mod tests {
             c.validate().unwrap_err(),
             ConfigError::Zero {
                 key: "stall_grace_polls"
+            }
+        );
+    }
+
+    #[test]
+    fn an_injected_deferred_past_the_skew_allowance_is_refused() {
+        let c = CoreConfig {
+            injected_defer_ms: 2_001,
+            ..CoreConfig::default()
+        };
+        assert_eq!(
+            c.validate().unwrap_err(),
+            ConfigError::DeferAboveSkew {
+                defer: 2_001,
+                skew: 2_000
             }
         );
     }

@@ -169,15 +169,16 @@ async fn run(a: Args) -> Result<(), String> {
         std::thread::available_parallelism().map_or(0, |c| c.get())
     );
     let (_, one_n, two_1, two_n) = raw_part(&uri, &a).await?;
-    println!("fleetd: lead on gw0 -> member on gw1 (a child process) -> reply; 3 inbox deliveries per round trip (SEND, INJECTED, REPLY)");
+    println!("fleetd: lead on gw0 -> member on gw1 (a child process) -> reply; SEND and REPLY per round trip, INJECTED too when the turn outlasts injected_defer_ms");
     let (f1, fnn) = fleetd_round_trips(a.secs, n).await?;
     print_trips(n, &f1, &fnn);
     print_ratios(n, (&one_n, &two_1, &two_n), (&f1, &fnn));
     let drained = backlog(a.backlog).await?;
     // One line a CI log can be grepped for.
     println!(
-        "broker-summary: fleetd/raw deliveries {:.1}% | CPU per round trip at {n} in flight {:.0} us | {:.2} signs {:.2} verifies per round trip | round trip p50 at 1 {} | backlog {:.0}/s, RSS +{} KiB",
+        "broker-summary: fleetd/raw deliveries {:.1}% | fleetd/raw two-hop round trips {:.1}% | CPU per round trip at {n} in flight {:.0} us | {:.2} signs {:.2} verifies per round trip | round trip p50 at 1 {} | backlog {:.0}/s, RSS +{} KiB",
         100.0 * fnn.deliveries_per_sec / one_n.rate,
+        100.0 * fnn.lat.rate / two_n.rate,
         fnn.cpu_us.0 + fnn.cpu_us.1,
         fnn.signs,
         fnn.verifies,

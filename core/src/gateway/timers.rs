@@ -24,6 +24,8 @@ pub enum TimerKind {
     Nudge,
     /// Cross-host: a remote brief's INJECTED is due.
     InjectBy(TicketId),
+    /// Cross-host, worker side: a typed brief's deferred INJECTED goes out, by its msgId.
+    TellInjected(crate::ids::MsgId),
     /// Cross-host: heartbeat presence, expire the roster.
     Presence,
     /// Cross-host: the changes gathered since the last presence go out, in one message.
@@ -68,6 +70,7 @@ impl Gateway {
                 TimerKind::TicketExpiry(ticket) => self.on_ticket_expiry(now, ticket),
                 TimerKind::Nudge => self.push.wake(),
                 TimerKind::InjectBy(ticket) => self.on_inject_by(now, ticket),
+                TimerKind::TellInjected(msg) => self.tell_injected(&msg),
                 TimerKind::Presence => {
                     if let Some(next) = self.on_presence_tick(now) {
                         self.fx.set(Once::Presence, next);

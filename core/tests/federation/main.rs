@@ -163,6 +163,67 @@ fn u1_delegate_and_reply_across_hosts() {
     assert_eq!(f.broker.unacked_total(), 0);
 }
 
+/// A turn that ends within `injected_defer_ms` of its typing sends only its REPLY, which says
+/// typed as well: two signed messages for the delegation, not three.
+#[test]
+fn a_fast_turn_sends_its_reply_and_no_injected() {
+    let (mut f, lead, worker) = two_hosts();
+    let c = f.call(0, lead, send(&worker, "quick one", true));
+    f.advance(Duration::from_millis(50));
+    assert_eq!(f.hosts[1].panes[&worker].typed, vec!["quick one"]);
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Reply {
+            content: "done".into(),
+        },
+    );
+    f.advance(Duration::from_secs(1));
+    assert_eq!(
+        outcome(f.response(0, c)),
+        Some((Outcome::Replied, Some("done".into())))
+    );
+    assert_eq!(published(&f, 1, Kind::Injected), 0, "the REPLY said typed");
+    assert_eq!(published(&f, 1, Kind::Reply), 1);
+}
+
+/// A member that asks before its brief's INJECTED went out has it sent just before the ASK,
+/// once, in order.
+#[test]
+fn a_question_within_the_deferral_goes_out_after_its_injected() {
+    let (mut f, lead, worker) = two_hosts();
+    let c = f.call(0, lead, send(&worker, "migrate", true));
+    f.advance(Duration::from_millis(50));
+    f.set_status(1, &worker, AgentStatus::Working);
+    f.call(
+        1,
+        Principal::worker(worker.clone()),
+        Request::Ask {
+            question: "which db?".into(),
+            timeout_ms: None,
+        },
+    );
+    f.advance(Duration::from_secs(1));
+    let order: Vec<Kind> = f
+        .broker_ops(1)
+        .filter_map(|op| match op {
+            BrokerOp::Publish { headers, .. } => Envelope::from_parts(headers, Vec::new())
+                .ok()
+                .map(|e| e.kind()),
+            _ => None,
+        })
+        .filter(|k| matches!(k, Kind::Injected | Kind::Ask))
+        .collect();
+    assert_eq!(order, vec![Kind::Injected, Kind::Ask]);
+    assert!(matches!(
+        f.response(0, c),
+        Some(Response::Outcome {
+            outcome: Outcome::Question,
+            ..
+        })
+    ));
+}
+
 /// The routing fork: a local recipient takes the in-process path; no broker output at all.
 #[test]
 fn same_host_traffic_never_touches_the_broker() {

@@ -98,6 +98,10 @@ pub(crate) struct Fed {
     /// `AckAfterInject` bug fills it: the real forward path acks before the inject.
     late_acks: BTreeMap<MsgId, DeliveryId>,
     pub(crate) parking: Parking,
+    /// Worker side: typed remote briefs whose INJECTED waits out `injected_defer_ms`, by the
+    /// brief's msgId, with the delegation's ticket and when it goes out. The turn's REPLY or
+    /// FAILED, sooner, says typed for it and takes its place.
+    untold: BTreeMap<MsgId, (crate::ids::TicketId, Instant)>,
 }
 
 impl Fed {
@@ -189,6 +193,7 @@ impl Gateway {
             held: HeldDeliveries::new(c.seen_capacity)
                 .with_skewed_index(c.planted(PlantedBug::HeldIndexSkew)),
             late_acks: BTreeMap::new(),
+            untold: BTreeMap::new(),
             parking: Parking::default(),
         }));
         Ok(gw)

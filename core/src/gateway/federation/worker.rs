@@ -11,7 +11,8 @@ use crate::envelope::{Address, Payload};
 use crate::gateway::delegation::{Delegation, Side};
 use crate::gateway::Gateway;
 use crate::gateway::Link;
-use crate::ids::{CallId, MsgId, ReplyId, SessionId, TurnId};
+use crate::gateway::TimerKind;
+use crate::ids::{CallId, MsgId, ReplyId, SessionId, TicketId, TurnId};
 use crate::io::{CallError, Event, RejectCode, Response};
 use crate::outcome::{AskOutcome, Outcome};
 use crate::planted::PlantedBug;
@@ -176,20 +177,52 @@ impl Gateway {
             .open_captured(&worker, ask.msg, ticket, baseline);
     }
 
-    /// A brief from another host was typed: tell its sender.
+    /// A brief from another host was typed: tell its sender — after `injected_defer_ms`, so
+    /// that a turn ending sooner sends only its REPLY or FAILED, which says typed too.
     pub(in crate::gateway) fn remote_injected(&mut self, target: &SessionId, msg: MsgId) {
         let Some(ticket) = self.rendezvous.waiter(target, msg).map(|w| w.ticket) else {
             return;
         };
-        let Some(Side::Worker { reply_to, re }) =
-            self.delegations.get(&ticket).map(|d| d.side.clone())
+        let defer = self.cfg.injected_defer_ms;
+        if defer == 0 {
+            return self.publish_injected(ticket);
+        }
+        let at = self.now + Duration::from_millis(defer);
+        if let Link::Fleet(f) = &mut self.link {
+            f.untold.insert(msg, (ticket, at));
+            self.fx.wake(at, TimerKind::TellInjected(msg));
+        }
+    }
+
+    /// The deferred INJECTED of brief `msg` is due, unless its turn's ending said it first.
+    pub(in crate::gateway) fn tell_injected(&mut self, msg: &MsgId) {
+        let untold = self.link.fleet_mut().and_then(|f| f.untold.remove(msg));
+        if let Some((ticket, _)) = untold {
+            self.publish_injected(ticket);
+        }
+    }
+
+    /// Brief `re`'s turn ended (its REPLY or FAILED says typed), or asks (INJECTED goes out
+    /// first, in order): nothing is left to tell later.
+    fn injected_told(&mut self, re: MsgId, now: bool) {
+        let untold = self.link.fleet_mut().and_then(|f| f.untold.remove(&re));
+        if let (Some((ticket, _)), true) = (untold, now) {
+            self.publish_injected(ticket);
+        }
+    }
+
+    fn publish_injected(&mut self, ticket: TicketId) {
+        let Some((target, Side::Worker { reply_to, re })) = self
+            .delegations
+            .get(&ticket)
+            .map(|d| (d.target.clone(), d.side.clone()))
         else {
             return;
         };
         let ttl = self.cfg.reply_ttl_ms;
         let draft = Draft::new(
             Payload::Injected { re },
-            target,
+            &target,
             Address::Entity(reply_to.clone()),
             ttl,
         );
@@ -231,7 +264,11 @@ impl Gateway {
             msg_id: env.msg_id,
             trace_id: env.trace_id,
         };
-        match (self.publish(Exchange::Msg, env), member_call) {
+        let published = self.publish(Exchange::Msg, env);
+        if published.is_some() {
+            self.injected_told(re, false);
+        }
+        match (published, member_call) {
             (Some(publish), Some(call)) => self.expect_confirm(
                 publish,
                 Pending::MemberReply {
@@ -282,6 +319,7 @@ impl Gateway {
                 a.deadline.saturating_since(self.now).as_millis() as u64
             });
         let ttl = waits.clamp(1, self.cfg.ask_timeout_ms);
+        self.injected_told(re, true);
         let ask = Payload::Ask { re, turn };
         let draft = Draft::new(ask, worker, Address::Entity(reply_to.clone()), ttl)
             .body(question.into_bytes());
