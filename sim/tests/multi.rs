@@ -73,3 +73,33 @@ fn a_multi_host_seed_replays_byte_for_byte() {
     assert!(one.trace.lines().count() > 50);
     assert_eq!(one.trace_hash, two.trace_hash);
 }
+
+/// 6 × 10 seed 72 (found by issue 42's soak): gw4 restarted as lead5's STOP of one of its
+/// members was on its way; the new process's first snapshot, sent before it had adopted its
+/// panes, left the member out, and lead5's gateway took that for the member's leave and
+/// answered `stopped` — of a member alive at the end (I12). A restart's omissions are not a
+/// STOP's answer; the call now ends `stop_unconfirmed`.
+#[test]
+fn a_restarted_hosts_first_snapshot_is_not_a_stops_answer() {
+    let cfg = MultiConfig {
+        hosts: 6,
+        members_per_host: 10,
+        sim_secs: 60,
+        planted: None,
+        adversaries: true,
+        queue_type: Default::default(),
+    };
+    let r = run_multi(72, &cfg).expect("the simulation ran");
+    assert!(
+        r.violations.is_empty(),
+        "seed 72 ({}, faults {:?}): {:?}",
+        r.profile,
+        r.faults,
+        r.violations
+    );
+    assert!(
+        r.outcomes.keys().any(|k| k == "stop: stop_unconfirmed"),
+        "the lost STOP ends unconfirmed: {:?}",
+        r.outcomes
+    );
+}

@@ -395,3 +395,23 @@ fn a_stopped_member_that_still_calls_is_refused() {
     }
     assert_eq!(published(&f, 1, Kind::Reply), 0, "nothing went out for it");
 }
+
+/// A STOP that waits while its target's host restarts ends consistently: `stopped` only of a
+/// pane that closed, `stop_unconfirmed` of one that lives. (The ordering that broke this in
+/// the simulation — the restarted host's first snapshot, without the member it had not yet
+/// adopted, read as the member's leave — is pinned by `sim/tests/multi.rs`.)
+#[test]
+fn a_restart_is_not_taken_for_a_stopped_member() {
+    let (mut f, lead, worker) = two_hosts();
+    f.cut(1);
+    let s = f.call(0, lead, stop(&worker));
+    f.advance(Duration::from_millis(100));
+    f.restart(1, &[]);
+    f.advance(Duration::from_secs(31));
+    let alive = f.hosts[1].panes.contains_key(&worker);
+    match f.response(0, s) {
+        Some(Response::Stopped { .. }) => assert!(!alive, "told stopped, but the pane lives"),
+        Some(Response::Error(CallError::StopUnconfirmed { .. })) => assert!(alive),
+        other => panic!("expected stopped or stop_unconfirmed, got {other:?}"),
+    }
+}

@@ -93,7 +93,11 @@ impl Gateway {
             self.peer_restarted(now, &env.signer, since);
         }
         for gid in seen.left {
-            self.stop_seen_left(&gid, &env.signer);
+            // A restarted host's first word leaves out the members it has not adopted yet:
+            // that is not the leave a STOP waits for (its pane may well be adopted again).
+            if !seen.restarted {
+                self.stop_seen_left(&gid, &env.signer);
+            }
             self.event(Event::RosterLeft { gid });
         }
         for gid in &seen.bound {
