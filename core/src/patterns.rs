@@ -25,42 +25,43 @@ fn cache() -> &'static Mutex<Cache> {
 
 /// `pattern` compiled, from the cache when it was compiled before.
 pub fn regex(pattern: &str) -> Result<Arc<Regex>, regex::Error> {
-    if let Some(r) = cache()
-        .lock()
-        .ok()
-        .and_then(|c| c.one.get(pattern).cloned())
-    {
-        return Ok(r);
-    }
-    let r = Arc::new(Regex::new(pattern)?);
-    if let Ok(mut c) = cache().lock() {
-        if c.one.len() >= CAPACITY {
-            c.one.clear();
-        }
-        c.one.insert(pattern.to_string(), r.clone());
-    }
-    Ok(r)
+    memo(|c| &mut c.one, pattern, || Regex::new(pattern))
 }
 
 /// `patterns` compiled as one set (one pass over a line answers whether any matches), from
 /// the cache when compiled before. Each pattern must compile on its own first (see
 /// [`regex`]), so an error names the one at fault.
 pub fn set(patterns: &[String]) -> Result<Arc<RegexSet>, regex::Error> {
-    if let Some(s) = cache()
+    memo(|c| &mut c.sets, patterns, || RegexSet::new(patterns))
+}
+
+/// `key`'s entry of the map `pick` chooses, built and kept if it is not there yet. A poisoned
+/// cache is only bypassed: the answer is the same, compiled again.
+fn memo<Q, T>(
+    pick: fn(&mut Cache) -> &mut BTreeMap<Q::Owned, Arc<T>>,
+    key: &Q,
+    build: impl FnOnce() -> Result<T, regex::Error>,
+) -> Result<Arc<T>, regex::Error>
+where
+    Q: Ord + ToOwned + ?Sized,
+    Q::Owned: Ord,
+{
+    if let Some(hit) = cache()
         .lock()
         .ok()
-        .and_then(|c| c.sets.get(patterns).cloned())
+        .and_then(|mut c| pick(&mut c).get(key).cloned())
     {
-        return Ok(s);
+        return Ok(hit);
     }
-    let s = Arc::new(RegexSet::new(patterns)?);
+    let built = Arc::new(build()?);
     if let Ok(mut c) = cache().lock() {
-        if c.sets.len() >= CAPACITY {
-            c.sets.clear();
+        let map = pick(&mut c);
+        if map.len() >= CAPACITY {
+            map.clear();
         }
-        c.sets.insert(patterns.to_vec(), s.clone());
+        map.insert(key.to_owned(), built.clone());
     }
-    Ok(s)
+    Ok(built)
 }
 
 #[cfg(test)]
