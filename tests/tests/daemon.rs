@@ -7,7 +7,7 @@ use fleet_core::SessionId;
 use fleet_tests::conformance::amqp_side::queue_exists;
 use fleet_tests::fleetd_proc::{
     collect, eventually, free_port, logs, play_members, solo_config, start_host, stop_all,
-    ticket_end, typed, write_key, Dir, Mcp, Proc, Rest, HOSTS,
+    ticket_end, typed, write_key, Dir, Host, Mcp, Proc, Rest, HOSTS,
 };
 use fleet_tests::gateways::amqp_uri;
 use fleet_tests::panes::Panes;
@@ -664,6 +664,8 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
     let _ = lead.call("fleet_poll", json!({"sessionId": gid_b})).await;
 
     // kill -9 of the worker's gateway mid-delegation, then its restart.
+    let told = |h: &Host| h.proc.log_text().matches("publish kind=INJECTED").count();
+    let told_before = told(&hosts[1]);
     let (ok, t) = lead
         .call(
             "fleet_send",
@@ -675,6 +677,13 @@ async fn three_gateways_on_rabbitmq_delegate_spawn_ask_and_survive_a_kill() {
     let b = &mut hosts[1];
     eventually("the brief typed on beta", 20, || async {
         typed(b, &gid_b, "survive").await == 1
+    })
+    .await;
+    // Beta tells alpha the brief was typed `injected_defer_ms` (250 ms) later, and only then
+    // does alpha's restart rule below know to fail it (a gateway killed sooner leaves its
+    // brief to the INJECTED bound; docs/federation.md).
+    eventually("beta told alpha the brief was typed", 20, || async {
+        told(b) > told_before
     })
     .await;
     b.proc.kill9().await;
