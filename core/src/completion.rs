@@ -89,7 +89,7 @@ pub fn exhausted_mid_turn(screen: &str, turn: TurnText<'_>, compiled: &Compiled)
     }
 }
 
-fn usage_limit(text: &str, compiled: &Compiled) -> Option<String> {
+pub(crate) fn usage_limit(text: &str, compiled: &Compiled) -> Option<String> {
     compiled
         .usage_limit
         .iter()

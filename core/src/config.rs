@@ -23,6 +23,10 @@ pub struct CoreConfig {
     pub readiness_grace_polls: u32,
     /// Optional quiet time after a turn completes before the next delivery.
     pub post_turn_settle_ms: u64,
+    /// How long a turn end seen on the screen of an agent that reports its own turns waits
+    /// for the agent's report (its final text) before the screen is read instead, and before
+    /// anything else is typed into it.
+    pub report_grace_ms: u64,
     /// Bound on the driver answering an inject or a completion scrape.
     pub io_timeout_ms: u64,
     /// Blocking-send timeout when the caller names none.
@@ -151,6 +155,7 @@ impl Default for CoreConfig {
             stall_grace_polls: 120,
             readiness_grace_polls: 240,
             post_turn_settle_ms: 0,
+            report_grace_ms: 3_000,
             io_timeout_ms: 15_000,
             send_timeout_ms: 30 * 60_000,
             send_timeout_max_ms: 4 * 3_600_000,

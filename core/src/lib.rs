@@ -12,6 +12,7 @@
 
 pub mod admission;
 pub mod adoption;
+pub mod agent_report;
 pub mod agent_screen;
 pub mod authz;
 pub mod broker;

@@ -9,6 +9,9 @@ use fleet_core::{
     Principal, Request, Response, Round, Sampled, SessionId, Stale, TicketId, TurnId,
 };
 
+#[path = "gateway/reports.rs"]
+mod reports;
+
 struct Gw {
     gw: Gateway,
     now: Instant,

@@ -31,6 +31,7 @@ pub mod latency;
 pub mod logging;
 #[cfg(feature = "daemon")]
 pub mod mcp;
+pub mod member_report;
 #[cfg(feature = "daemon")]
 pub mod metrics;
 #[cfg(feature = "daemon")]

@@ -65,6 +65,21 @@ enum Command {
         #[arg(last = true, required = true)]
         program: Vec<String>,
     },
+    /// (Run by an agent's own hooks, which fleetd installs in a member's config.) Report what
+    /// the agent says of itself — a Claude Code hook's event on stdin, Codex's notify event as
+    /// the last argument — to the member's own gateway (FLEET_MCP_URL, FLEET_MCP_TOKEN,
+    /// FLEET_GID). Prints nothing on stdout; always exits 0.
+    #[command(hide = true)]
+    MemberReport {
+        /// Whose words: claude-code or codex.
+        #[arg(long)]
+        agent: String,
+        /// The file the member's reports are numbered in.
+        #[arg(long)]
+        seq: Option<PathBuf>,
+        /// The event (Codex's notify passes it here; Claude Code's hooks on stdin).
+        event: Option<String>,
+    },
     /// (Run by fleetd inside a host-network member's sandbox.) Scope the member away from
     /// abstract Unix sockets and signals outside its sandbox (Landlock), then run its program.
     #[command(hide = true)]
@@ -103,6 +118,9 @@ fn main() -> ExitCode {
             }
         },
         Command::MemberScope { program } => fleetd::scope::run(program),
+        Command::MemberReport { agent, seq, event } => {
+            fleetd::member_report::run(&agent, seq, event)
+        }
         Command::Keygen { out } => match daemon::write_key(&out) {
             Ok((_, public)) => {
                 eprintln!("wrote the secret key to {}", out.display());

@@ -103,6 +103,7 @@ pub fn router() -> (axum::Router<App>, utoipa::openapi::OpenApi) {
         .routes(routes!(stop_member))
         .routes(routes!(message))
         .routes(routes!(reply))
+        .routes(routes!(report))
         .routes(routes!(replies, drain_replies))
         .routes(routes!(ask))
         .routes(routes!(status))
@@ -366,6 +367,26 @@ async fn reply(
     Body(b): Body<ReplyBody>,
 ) -> Reply {
     let req = own(&caller, &id).map(|()| Request::Reply { content: b.message });
+    call(&app, &caller, req).await
+}
+
+/// A member's agent says what it is doing (its hooks, notify program or plugin, which fleetd
+/// installs; `fleetd member-report` posts it): `{seq, session?, event, …}` with `event` one of
+/// `ready`, `turn_started {prompt}`, `turn_ended {prompt?, text}`, `turn_failed {prompt?,
+/// limit, words}`, `waiting {words}`. For the caller's own session only.
+#[utoipa::path(post, path = "/sessions/{id}/report", tag = "delegation",
+    request_body(content = Object, description = "the agent's report"),
+    params(("id" = String, Path, description = "the caller's own session id", min_length = 1, max_length = 256, pattern = r"^[^\u0000-\u001F\u007F-\u009F]+$")),
+    responses((status = 200, description = "heard: `verdict` says which brief it spoke for (started, ended, failed, noted, stale, foreign)"),
+              (status = 400, description = "invalid_argument: a malformed report", body = ErrorBody),
+              (status = 403, description = "denied: the caller may not do this", body = ErrorBody)))]
+async fn report(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    Body(report): Body<fleet_core::agent_report::AgentReport>,
+) -> Reply {
+    let req = own(&caller, &id).map(|()| Request::Report { report });
     call(&app, &caller, req).await
 }
 

@@ -94,6 +94,10 @@ impl Gateway {
                 Some(s) => self.on_reply(now, call, s, content),
                 None => self.respond(call, Response::Error(CallError::NoSession)),
             },
+            Request::Report { report } => match caller.session {
+                Some(s) => self.on_report(now, call, s, report),
+                None => self.respond(call, Response::Error(CallError::NoSession)),
+            },
             Request::Ask {
                 question,
                 timeout_ms,
@@ -259,7 +263,9 @@ impl Gateway {
             | Request::Status { target }
             | Request::Stop { target }
             | Request::Coordinate { target, .. } => Some(target.clone()),
-            Request::Reply { .. } | Request::Ask { .. } => caller.session.clone(),
+            Request::Reply { .. } | Request::Ask { .. } | Request::Report { .. } => {
+                caller.session.clone()
+            }
             Request::Answer { turn_id, .. } => {
                 self.rendezvous.ask(*turn_id).map(|a| a.session.clone())
             }
@@ -290,7 +296,10 @@ impl Gateway {
         let decision = authz::permits(caller, action, target);
         let allowed = decision.allowed;
         self.audit(decision);
-        let own = matches!(request, Request::Reply { .. } | Request::Ask { .. });
+        let own = matches!(
+            request,
+            Request::Reply { .. } | Request::Ask { .. } | Request::Report { .. }
+        );
         if !allowed {
             self.stats.auth_failures_total += 1;
             let err = if own && caller.session.is_none() && caller.role != authz::Role::Anonymous {

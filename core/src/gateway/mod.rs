@@ -34,6 +34,7 @@ mod needs;
 mod overview;
 mod placement;
 mod rebuild;
+mod reports;
 mod samples;
 mod sessions;
 mod spawn;
@@ -164,6 +165,8 @@ pub struct Gateway {
     adoption: Adoption,
     /// Each member's health, and the members that went (`health`).
     health: crate::health::Monitor,
+    /// What each agent that reports its own turns has said (`agent_report`).
+    reports: crate::agent_report::Reports,
     /// Which profile a spawn that names none starts; credentials cooling down.
     placement: crate::placement::Placement,
     /// Each lead with a heartbeat: when it last called, reminders since.
@@ -255,6 +258,7 @@ impl Gateway {
             stops: Stops::default(),
             adoption: Adoption::default(),
             health,
+            reports: crate::agent_report::Reports::default(),
             placement,
             beats: heartbeat::Heartbeats::default(),
             notifier,
@@ -334,6 +338,11 @@ impl Gateway {
     /// by that gid.
     pub fn member_ready(&self, gid: &SessionId) -> Option<bool> {
         self.injector.gate_state(gid)
+    }
+
+    /// The native session id member `gid`'s agent last reported (what resuming it needs).
+    pub fn reported_session(&self, gid: &SessionId) -> Option<&str> {
+        self.reports.session(gid)
     }
 
     /// Spawns reserved and not yet ready or failed (`fleet_sessions{state="spawning"}`).
@@ -509,6 +518,7 @@ impl Gateway {
     fn type_into(&mut self, target: SessionId, msg: MsgId, text: String) {
         self.stats.injections_total += 1;
         self.rendezvous.typing(&target, msg, &text);
+        self.reports.typed(&target, msg, &text);
         self.samples.typing(&target);
         self.fx.emit(Output::Inject { target, msg, text });
     }

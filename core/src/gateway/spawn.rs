@@ -219,6 +219,9 @@ impl Gateway {
                 }
                 .checked();
                 self.cards.insert(gid.clone(), card);
+                if launched.reports {
+                    self.reports.launched(&gid);
+                }
                 self.injector.gate(&gid);
                 self.local_entity(&gid, crate::roster::EntityKind::Member, Announce::Later);
                 if open || self.cfg.planted(PlantedBug::ReadyAtLaunch) {

@@ -36,6 +36,9 @@ pub enum TimerKind {
     Spawn(SessionId),
     /// A starting member's next look for its readiness gate.
     StartLook(SessionId),
+    /// A turn end seen on the screen of an agent that reports its turns has waited its
+    /// bound for the agent's own report (`core.report_grace_ms`).
+    ReportWait(SessionId),
     /// A remote stop's answer bound (requester side), by the STOP's msgId.
     Stop(crate::ids::MsgId),
     /// The idle reaper's round.
@@ -84,6 +87,7 @@ impl Gateway {
                 }
                 TimerKind::Spawn(gid) => self.on_spawn_timer(now, gid),
                 TimerKind::StartLook(gid) => self.on_start_look_timer(&gid),
+                TimerKind::ReportWait(gid) => self.on_report_wait(now, gid),
                 TimerKind::Stop(msg) => self.on_stop_timer(now, msg),
                 TimerKind::Reap => self.on_reap(now),
                 TimerKind::Adoption(gid) => self.on_adoption_due(now, gid),

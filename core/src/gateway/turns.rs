@@ -47,8 +47,9 @@ impl Gateway {
                             .planted(crate::planted::PlantedBug::InferredTurnNeverCompletes));
                     if captured && scraped {
                         self.rendezvous.turn_ended(&target, msg, missed_fast_turn);
-                        self.injector.hold(now, &target, msg);
-                        self.read_pane(target, msg);
+                        self.judge_turn_end(now, target, msg);
+                    } else if !captured {
+                        self.await_unwaited_end(now, &target, msg);
                     }
                 }
                 InjectorEvent::TurnFailed { target, msg, cause } => {
@@ -295,6 +296,7 @@ impl Gateway {
             );
         }
         self.turns.remove(target);
+        self.reports.forget(target);
         self.sessions.remove(target);
         self.samples.forget(target);
         self.local_entity_gone(target);

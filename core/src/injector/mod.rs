@@ -540,7 +540,12 @@ impl Injector {
     /// The post-turn action of turn `msg` (its completion scrape) must finish before the next
     /// delivery; it holds the target until `release(msg)` or `io_timeout`, whichever is first.
     pub fn hold(&mut self, now: Instant, target: &SessionId, msg: MsgId) {
-        let until = now + self.bounds.io_timeout;
+        self.hold_until(target, msg, now + self.bounds.io_timeout);
+    }
+
+    /// As `hold`, until `until`: a turn end seen on the screen of an agent that reports its
+    /// own turns waits that long for its report before anything else is typed.
+    pub fn hold_until(&mut self, target: &SessionId, msg: MsgId, until: Instant) {
         if let Some(t) = self.tracks.get_mut(target) {
             if let Turn::Settling { hold, .. } = &mut t.turn {
                 *hold = Some((msg, until));
@@ -569,6 +574,40 @@ impl Injector {
         }
         self.forget_if_idle(target);
         true
+    }
+
+    /// The agent itself said turn `msg` ended (its own report, docs/delivery.md "Reports"):
+    /// the turn completes now, whatever the samples said so far. Returns false (and changes
+    /// nothing) unless `msg` is the running turn and no ask pauses it.
+    pub fn end_reported(&mut self, now: Instant, target: &SessionId, msg: MsgId) -> bool {
+        let Some(t) = self.tracks.get_mut(target) else {
+            return false;
+        };
+        let running = matches!(t.turn,
+            Turn::AwaitingPickup { msg: m, .. } | Turn::AwaitingCompletion { msg: m, .. } if m == msg);
+        if !running || t.asking {
+            return false;
+        }
+        let end = TurnEnd {
+            target,
+            msg,
+            missed_fast_turn: false,
+        };
+        Self::complete(
+            t,
+            &mut self.events,
+            &mut self.deadlines,
+            now,
+            self.bounds,
+            end,
+        );
+        true
+    }
+
+    /// The agent said it took turn `msg`'s brief: as a WORKING sample would, this proves the
+    /// pickup, so the turn no longer waits out the pickup bound.
+    pub fn picked_up(&mut self, target: &SessionId, msg: MsgId) -> bool {
+        self.replied(target, msg)
     }
 
     /// Turn `msg`'s inferred end was not one (its scrape, just released, showed the brief

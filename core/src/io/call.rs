@@ -35,6 +35,11 @@ pub enum Request {
     },
     /// `fleet_reply`: the caller's own session replies to its current turn.
     Reply { content: String },
+    /// A member's agent says what it is doing (its hooks, notify program or plugin): the
+    /// caller's own session reports itself (`agent_report`).
+    Report {
+        report: crate::agent_report::AgentReport,
+    },
     /// `fleet_ask`: the caller's own session asks the lead waiting on its turn.
     Ask {
         question: String,
@@ -104,6 +109,7 @@ impl Request {
             | Request::Coordinate { content, .. }
             | Request::Broadcast { content, .. } => Some(content.len()),
             Request::TaskAdd { task } => Some(task.brief.len()),
+            Request::Report { report } => Some(report.content_len()),
             Request::Ask { question, .. } => Some(question.len()),
             _ => None,
         }
@@ -112,7 +118,8 @@ impl Request {
     pub fn action(&self) -> Action {
         match self {
             Request::Send { .. } | Request::Answer { .. } | Request::Poll { .. } => Action::Send,
-            Request::Reply { .. } => Action::Reply,
+            // A member's word on its own turn is the right it replies with.
+            Request::Reply { .. } | Request::Report { .. } => Action::Reply,
             Request::Ask { .. } => Action::Ask,
             Request::Peek { .. } | Request::Ack { .. } | Request::Drain { .. } => Action::Drain,
             Request::Status { .. }
@@ -205,6 +212,10 @@ pub enum Response {
     Coordinated {
         target: SessionId,
         msg: MsgId,
+    },
+    /// A member's report was heard: which brief it spoke for (`agent_report::Verdict`).
+    Reported {
+        verdict: String,
     },
     Error(CallError),
 }
@@ -433,6 +444,7 @@ impl fmt::Display for Response {
                 Some(id) => write!(f, "reply held={id}"),
                 None => f.write_str("reply delivered"),
             },
+            Response::Reported { verdict } => write!(f, "reported {verdict}"),
             Response::Ask {
                 outcome,
                 turn_id,

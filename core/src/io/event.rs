@@ -178,6 +178,17 @@ pub enum Event {
     },
     /// A completion scrape equal to its baseline: no resolution.
     Suppressed { target: SessionId, msg: MsgId },
+    /// `target`'s agent reported `what` (its `seq`), taken as `verdict`
+    /// (`agent_report::Verdict`: started, ended, failed, stale, foreign, noted).
+    Reported {
+        target: SessionId,
+        seq: u64,
+        what: String,
+        verdict: String,
+    },
+    /// A turn end seen on the screen of an agent that reports its turns got no report within
+    /// `report_grace_ms`: its screen is read instead.
+    ReportMissing { target: SessionId, msg: MsgId },
     /// A delegation ended (or, for QUESTION, paused) with this outcome.
     Resolved {
         ticket: TicketId,
@@ -291,6 +302,8 @@ impl Event {
             Event::TurnFailed { .. } => "turn_failed",
             Event::Dropped { .. } => "dropped",
             Event::Suppressed { .. } => "suppressed",
+            Event::Reported { .. } => "reported",
+            Event::ReportMissing { .. } => "report_missing",
             Event::Resolved { .. } => "resolved",
             Event::ReplyHeld { .. } => "reply_held",
             Event::Asked { .. } => "asked",
@@ -349,6 +362,15 @@ impl fmt::Display for Event {
                 write!(f, "dropped {target} msg={msg} cause={cause}")
             }
             Event::Suppressed { target, msg } => write!(f, "suppressed {target} msg={msg}"),
+            Event::Reported {
+                target,
+                seq,
+                what,
+                verdict,
+            } => write!(f, "reported {target} seq={seq} {what} -> {verdict}"),
+            Event::ReportMissing { target, msg } => {
+                write!(f, "report_missing {target} msg={msg}")
+            }
             Event::Resolved {
                 ticket,
                 target,

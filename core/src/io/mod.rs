@@ -255,6 +255,9 @@ pub struct Launched {
     /// The SHA-256 (hex) of the exact charter text it was launched with, if it got one: shown
     /// in its roster row for audit, never the text.
     pub charter: Option<String>,
+    /// Its agent's own lifecycle reports were installed (hooks, notify, plugin): its turns end
+    /// when it says so, and a turn end seen on its screen waits a bound for its report.
+    pub reports: bool,
 }
 
 impl From<Readiness> for Launched {
@@ -262,6 +265,7 @@ impl From<Readiness> for Launched {
         Launched {
             readiness,
             charter: None,
+            reports: false,
         }
     }
 }

@@ -209,6 +209,7 @@ impl Fleet {
                                 result: Ok(fleet_core::Launched {
                                     readiness: fleet_core::Readiness::OnConnect,
                                     charter: self.charter.clone(),
+                                    reports: false,
                                 }),
                             },
                         );

@@ -80,6 +80,8 @@ pub(super) fn herdr_config(
     launch.tokens = MemberTokens::load(&runtime);
     launch.env_allow = h.env_allow.clone();
     launch.base_url_allow = h.base_url_allow.clone();
+    // Agents report their own turns through this binary (`fleetd member-report`).
+    launch.report_bin = std::env::current_exe().ok();
     let mut hc = HerdrConfig::new(socket, launch);
     hc.member_socket = h.member_socket.clone();
     hc.timeout = Duration::from_millis(h.timeout_ms);

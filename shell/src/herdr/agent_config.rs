@@ -26,7 +26,23 @@ pub struct ClaudeSetup {
     pub api_key: Option<String>,
     /// The MCP server name whose tools are allowed (`mcp__<name>`).
     pub mcp_server: String,
+    /// The shell command its hooks run to report its turns (`fleetd member-report`).
+    pub report: Option<String>,
 }
+
+/// The Claude Code hook events a member reports, each as `fleetd member-report` reads it:
+/// its session up, a prompt taken, its turn's end (with `last_assistant_message`), a turn
+/// ended on an API error, and a notification (a permission prompt, an elicitation).
+pub const CLAUDE_REPORTED_HOOKS: [&str; 5] = [
+    "SessionStart",
+    "UserPromptSubmit",
+    "Stop",
+    "StopFailure",
+    "Notification",
+];
+
+/// How long Claude Code lets a reporting hook run (seconds): the reporter gives up sooner.
+const CLAUDE_HOOK_TIMEOUT_S: u64 = 10;
 
 /// Why an agent's config could not be prepared.
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +120,19 @@ impl ClaudeSetup {
         if !allow.iter().any(|v| v.as_str() == Some(rule.as_str())) {
             allow.push(json!(rule));
         }
+        // The hooks that report its turns, after the template's own for each event.
+        if let Some(command) = &self.report {
+            let hooks = object_at(s, "hooks");
+            for event in CLAUDE_REPORTED_HOOKS {
+                array_at(hooks, event).push(json!({
+                    "hooks": [{
+                        "type": "command",
+                        "command": command,
+                        "timeout": CLAUDE_HOOK_TIMEOUT_S,
+                    }]
+                }));
+            }
+        }
     }
 }
 
@@ -135,6 +164,8 @@ pub struct CodexSetup {
     pub charter: Option<String>,
     /// fleetd runs it in its own sandbox: Codex's sandbox (bubblewrap again, inside) is off.
     pub sandboxed: bool,
+    /// Its `notify` program (`fleetd member-report`), which reports each turn's end.
+    pub notify: Option<Vec<String>>,
 }
 
 impl CodexSetup {
@@ -196,6 +227,10 @@ impl CodexSetup {
         c.insert("sandbox_mode".into(), V::String(sandbox.into()));
         c.insert("check_for_update_on_startup".into(), V::Boolean(false));
         c.insert("disable_paste_burst".into(), V::Boolean(true));
+        if let Some(argv) = &self.notify {
+            let argv = argv.iter().map(|a| V::String(a.clone())).collect();
+            c.insert("notify".into(), V::Array(argv));
+        }
         table_at(c, "features").insert("daemon_auto_start".into(), V::Boolean(false));
         let provider = table_at(table_at(c, "model_providers"), CODEX_PROVIDER);
         provider.insert("name".into(), V::String("fleetd's model endpoint".into()));
@@ -350,6 +385,7 @@ mod tests {
             trusted: vec!["/srv/app".into()],
             api_key: Some(" sk-ant-test-0123456789abcdefghijklmnop\n".into()),
             mcp_server: "fleet".into(),
+            report: None,
         }
     }
 
@@ -441,6 +477,7 @@ mod codex_tests {
             mcp_url: "http://127.0.0.1:7700/mcp".into(),
             charter: Some("reply with fleet_reply".into()),
             sandboxed,
+            notify: None,
         }
     }
 

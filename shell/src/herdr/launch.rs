@@ -141,6 +141,10 @@ pub struct LaunchConfig {
     pub base_url_allow: Vec<String>,
     /// The members' live tokens: one nonce per spawn, so a stopped member's token dies with it.
     pub tokens: MemberTokens,
+    /// fleetd's own binary, for the agents' lifecycle reports (`fleetd member-report`): with
+    /// it, a claude-code or codex member reports its own turns; without it (a test launcher),
+    /// its screen is read as before.
+    pub report_bin: Option<PathBuf>,
 }
 
 impl fmt::Debug for LaunchConfig {
@@ -164,7 +168,18 @@ impl LaunchConfig {
             env_allow: DEFAULT_ENV_ALLOW.iter().map(|s| s.to_string()).collect(),
             base_url_allow: Vec::new(),
             tokens: MemberTokens::default(),
+            report_bin: None,
         }
+    }
+
+    /// `fleetd member-report` as member `boxed` runs it: inside a sandbox fleetd's binary is
+    /// bound at `RELAY_BIN`.
+    pub fn report_bin(&self, boxed: Option<Network>) -> Option<String> {
+        let bin = self.report_bin.as_ref()?;
+        Some(match boxed {
+            Some(_) => super::sandbox::RELAY_BIN.to_string(),
+            None => path_arg(bin),
+        })
     }
 
     /// The gateway's MCP URL as a member in `boxed` reaches it: an offline sandbox reaches it
@@ -280,8 +295,12 @@ pub enum AgentPrep {
     ClaudeCode {
         config_dir: PathBuf,
         api_key: Option<String>,
+        /// The hook command that reports its turns (`fleetd member-report`).
+        report: Option<String>,
     },
     Codex {
+        /// Its `notify` program: `fleetd member-report` for each turn's end.
+        notify: Option<Vec<String>>,
         home: PathBuf,
         base_url: String,
         model: Option<String>,
@@ -292,6 +311,14 @@ pub enum AgentPrep {
 }
 
 impl AgentPrep {
+    /// Whether the agent's own lifecycle reports are installed (`fleetd member-report`).
+    pub fn reports(&self) -> bool {
+        match self {
+            AgentPrep::ClaudeCode { report, .. } => report.is_some(),
+            AgentPrep::Codex { notify, .. } => notify.is_some(),
+        }
+    }
+
     /// The agent's own dir, writable in its sandbox.
     pub fn dir(&self) -> &Path {
         match self {
@@ -383,14 +410,17 @@ impl Launch {
             AgentPrep::ClaudeCode {
                 config_dir,
                 api_key,
+                report,
             } => super::agent_config::ClaudeSetup {
                 config_dir: config_dir.clone(),
                 trusted,
                 api_key: api_key.clone(),
                 mcp_server: MCP_SERVER.into(),
+                report: report.clone(),
             }
             .files(template)?,
             AgentPrep::Codex {
+                notify,
                 home,
                 base_url,
                 model,
@@ -405,6 +435,7 @@ impl Launch {
                 mcp_url: mcp_url.clone(),
                 charter: charter.clone(),
                 sandboxed: *sandboxed,
+                notify: notify.clone(),
             }
             .files(template)?,
         };
@@ -548,6 +579,7 @@ pub fn plan(
         boxed: member.boxed,
         url: cfg.member_url(member.boxed),
         token: member_token(&cfg.member_key, gid, member.nonce),
+        report_bin: cfg.report_bin(member.boxed),
     };
     let mut parts = kinds::Parts {
         env,

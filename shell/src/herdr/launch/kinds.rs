@@ -17,6 +17,8 @@ pub(super) struct Ctx<'a> {
     pub url: String,
     /// The member's bearer token.
     pub token: String,
+    /// `fleetd member-report` as the member runs it, when its agent's reports are installed.
+    pub report_bin: Option<String>,
 }
 
 impl Ctx<'_> {
@@ -30,7 +32,20 @@ impl Ctx<'_> {
     fn headers(&self) -> serde_json::Value {
         json!({ "Authorization": format!("Bearer {}", self.token) })
     }
+
+    /// Where an agent's reports go, as `fleetd member-report` reads them: the member's own
+    /// gateway and token, in its (0600 launch script's) environment, never on argv.
+    fn report_env(&self, p: &mut Parts) {
+        if self.report_bin.is_some() {
+            p.env.insert("FLEET_MCP_URL".into(), self.url.clone());
+            p.env.insert("FLEET_MCP_TOKEN".into(), self.token.clone());
+        }
+    }
 }
+
+/// The file an agent's reporter numbers its reports in, inside the agent's own (writable)
+/// config dir.
+pub(super) const REPORT_SEQ_FILE: &str = ".fleet-report-seq";
 
 /// What a kind adds to the launch besides its argv and gate.
 pub(super) struct Parts {
@@ -62,9 +77,21 @@ pub(super) fn claude_code(
     for (k, v) in CLAUDE_QUIET_ENV {
         p.env.entry(k.to_string()).or_insert_with(|| v.to_string());
     }
+    // Its hooks report its turns (`fleetd member-report`): one shell command, every path
+    // single-quoted.
+    let report = c.report_bin.as_ref().map(|bin| {
+        let seq = config_dir.join(REPORT_SEQ_FILE);
+        format!(
+            "{} member-report --agent claude-code --seq {}",
+            sh_quote(bin),
+            sh_quote(&path_arg(&seq))
+        )
+    });
+    c.report_env(p);
     p.agent = Some(AgentPrep::ClaudeCode {
         config_dir,
         api_key: p.env.get("ANTHROPIC_API_KEY").cloned(),
+        report,
     });
     let mcp = c.dir.join("mcp.json");
     let config = json!({ "mcpServers": { MCP_SERVER: {
@@ -104,7 +131,20 @@ pub(super) fn codex(
         crate::herdr::agent_config::CODEX_MCP_TOKEN_ENV.into(),
         c.token.clone(),
     );
+    // Its notify program reports each turn's end; Codex adds the event as the last argument.
+    let notify = c.report_bin.as_ref().map(|bin| {
+        vec![
+            bin.clone(),
+            "member-report".into(),
+            "--agent".into(),
+            "codex".into(),
+            "--seq".into(),
+            path_arg(&home.join(REPORT_SEQ_FILE)),
+        ]
+    });
+    c.report_env(p);
     p.agent = Some(AgentPrep::Codex {
+        notify,
         home,
         base_url: base_url.to_string(),
         model: model.cloned(),
@@ -182,4 +222,9 @@ pub(super) fn command(c: &Ctx<'_>, p: &mut Parts, argv: &[String]) -> Planned {
     // list).
     p.env.insert("FLEET_MCP_TOKEN".into(), c.token.clone());
     Ok((argv.to_vec(), Readiness::OnInjectable))
+}
+
+/// `s` single-quoted for a POSIX shell.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
 }

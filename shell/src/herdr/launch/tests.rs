@@ -355,3 +355,85 @@ fn the_allow_list_reads_prefixes() {
     assert!(!allowed(&allow, "PATHX"));
     assert!(!allowed(&allow, "AWS_SECRET_ACCESS_KEY"));
 }
+
+/// With fleetd's binary known, a claude-code member's hooks and a codex member's notify
+/// program report their turns through `fleetd member-report`, to the member's own gateway with
+/// its own token — in the 0600 script's environment, never on argv; in a sandbox, through the
+/// binary bound at `RELAY_BIN`.
+#[test]
+fn an_agents_own_reports_are_installed_with_its_own_credential() {
+    let mut c = cfg();
+    c.report_bin = Some(PathBuf::from("/usr/local/bin/fleetd"));
+    let boxed = Member {
+        boxed: Some(Network::Host),
+        ..Member::new("g1", "0011aabb")
+    };
+    let mut l = plan(
+        &c,
+        "dev",
+        &claude("https://llm.internal.example/v1"),
+        boxed,
+        &parent(),
+    )
+    .expect("planned");
+    let secret = member_secret(&[7; 32], "g1", "0011aabb");
+    assert_eq!(l.env["FLEET_MCP_URL"], "http://127.0.0.1:7700/mcp");
+    assert_eq!(l.env["FLEET_MCP_TOKEN"], format!("g1.0011aabb.{secret}"));
+    assert!(l.argv().iter().all(|a| !a.contains(&secret)));
+    assert!(l.agent.as_ref().is_some_and(AgentPrep::reports));
+    l.prepare_agent(None).expect("prepared");
+    let (_, settings) = l
+        .files
+        .iter()
+        .find(|(p, _)| p.ends_with("claude/settings.json"))
+        .expect("settings.json");
+    let v: serde_json::Value = serde_json::from_str(settings).expect("json");
+    for event in crate::herdr::agent_config::CLAUDE_REPORTED_HOOKS {
+        let command = v["hooks"][event][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {event} hook: {v}"));
+        assert_eq!(
+            command,
+            "'/run/fleetd/fleetd' member-report --agent claude-code --seq '/run/fleetd/members/g1/claude/.fleet-report-seq'"
+        );
+    }
+    // Unsandboxed, the daemon's own path; and a codex member's notify program.
+    let codex = Profile {
+        kind: Kind::Codex {
+            bin: "codex".into(),
+            base_url: "https://llm.internal.example/v1".into(),
+            model: None,
+            args: vec![],
+        },
+        ..claude("https://llm.internal.example/v1")
+    };
+    let mut l = plan(&c, "cx", &codex, Member::new("g2", "00ff"), &parent()).expect("planned");
+    l.prepare_agent(None).expect("prepared");
+    let (_, config) = l
+        .files
+        .iter()
+        .find(|(p, _)| p.ends_with("codex/config.toml"))
+        .expect("config.toml");
+    let t: toml::Table = config.parse().expect("toml");
+    let notify: Vec<&str> = t["notify"]
+        .as_array()
+        .expect("notify")
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert_eq!(
+        notify,
+        [
+            "/usr/local/bin/fleetd",
+            "member-report",
+            "--agent",
+            "codex",
+            "--seq",
+            "/run/fleetd/members/g2/codex/.fleet-report-seq"
+        ]
+    );
+    // Without fleetd's binary (a launcher in a test), nothing reports: the screen is read.
+    let l = plan(&cfg(), "cx", &codex, Member::new("g3", "00ff"), &parent()).expect("planned");
+    assert!(!l.agent.as_ref().is_some_and(AgentPrep::reports));
+    assert!(!l.env.contains_key("FLEET_MCP_URL"));
+}
