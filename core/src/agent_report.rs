@@ -180,6 +180,8 @@ pub enum Ending {
 
 #[derive(Clone, Debug, Default)]
 struct Track {
+    /// Launched with its reports installed, or heard from: its turn ends wait for them.
+    reporting: bool,
     /// The highest sequence number heard.
     seq: u64,
     /// The agent's native session id, as it last said.
@@ -212,12 +214,12 @@ impl Reports {
 
     /// `gid` was launched with its reports installed: its turn ends wait for them.
     pub fn launched(&mut self, gid: &SessionId) {
-        self.members.entry(gid.clone()).or_default();
+        self.members.entry(gid.clone()).or_default().reporting = true;
     }
 
     /// Whether `gid` reports its turns (launched so, or heard from).
     pub fn reports(&self, gid: &SessionId) -> bool {
-        self.members.contains_key(gid)
+        self.members.get(gid).is_some_and(|t| t.reporting)
     }
 
     pub fn forget(&mut self, gid: &SessionId) {
@@ -234,20 +236,21 @@ impl Reports {
         self.members.get(gid)?.waiting_on_person.as_deref()
     }
 
-    /// Brief `msg` (`text`) was typed into `gid`: reports from here on speak for it.
+    /// Brief `msg` (`text`) was typed into `gid`: reports from here on speak for it. Kept for
+    /// every target, so a member adopted after a restart is matched by its first report.
     pub fn typed(&mut self, gid: &SessionId, msg: MsgId, text: &str) {
-        if let Some(t) = self.members.get_mut(gid) {
-            t.typed = Some((msg, Digest::of(text)));
-            t.started = false;
-            t.ended = None;
-            t.waiting = None;
-        }
+        let t = self.members.entry(gid.clone()).or_default();
+        t.typed = Some((msg, Digest::of(text)));
+        t.started = false;
+        t.ended = None;
+        t.waiting = None;
     }
 
     /// Takes one report from `gid` (already checked with `AgentReport::refused`).
     pub fn take(&mut self, gid: &SessionId, report: AgentReport) -> Verdict {
         let believe_any = self.believe_any;
         let t = self.members.entry(gid.clone()).or_default();
+        t.reporting = true;
         if report.seq <= t.seq && !believe_any {
             return Verdict::Stale;
         }
@@ -343,7 +346,7 @@ impl Reports {
         }
     }
 
-    /// Members that report, for the invariants.
+    /// Targets known here, for the invariants.
     pub fn count(&self) -> usize {
         self.members.len()
     }

@@ -102,10 +102,14 @@ pub enum PlantedBug {
     /// A task is ready as soon as it is added: its delegation starts before the tasks it
     /// depends on are done (I17).
     TaskDepsIgnored,
+    /// An agent's report of a turn's end is believed whatever its order and whatever brief it
+    /// names: a late or re-sent end of the previous turn ends the next brief's delegation with
+    /// the previous brief's text (I18).
+    StaleReportBelieved,
 }
 
 impl PlantedBug {
-    pub const ALL: [PlantedBug; 27] = [
+    pub const ALL: [PlantedBug; 28] = [
         PlantedBug::AckAfterInject,
         PlantedBug::NoReplyDedup,
         PlantedBug::AnswerWithoutTurnCheck,
@@ -133,6 +137,7 @@ impl PlantedBug {
         PlantedBug::NoticeIgnoresGrace,
         PlantedBug::NoticeResolvedTwice,
         PlantedBug::TaskDepsIgnored,
+        PlantedBug::StaleReportBelieved,
     ];
 
     pub fn name(self) -> &'static str {
@@ -164,6 +169,7 @@ impl PlantedBug {
             PlantedBug::NoticeIgnoresGrace => "notice-ignores-grace",
             PlantedBug::NoticeResolvedTwice => "notice-resolved-twice",
             PlantedBug::TaskDepsIgnored => "task-deps-ignored",
+            PlantedBug::StaleReportBelieved => "stale-report-believed",
         }
     }
 
@@ -199,6 +205,7 @@ impl PlantedBug {
             | PlantedBug::NoticeIgnoresGrace
             | PlantedBug::NoticeResolvedTwice => "I16",
             PlantedBug::TaskDepsIgnored => "I17",
+            PlantedBug::StaleReportBelieved => "I18",
         }
     }
 }

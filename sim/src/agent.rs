@@ -68,6 +68,24 @@ pub struct Pane {
     /// A TUI that draws notices around a turn (as Claude Code does): a line that is not the
     /// turn's answer lands on screen after the baseline, above the echoed brief.
     pub chrome: bool,
+    /// How it reports its own turns, if it does (`reporter`).
+    pub reporter: Option<Reporter>,
+}
+
+/// How a simulated agent reports its own turns, as Claude Code's hooks or Codex's notify
+/// program do for a real member (`fleetd member-report`). It lives in the pane (the agent's
+/// config dir): a gateway restart keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reporter {
+    /// Its turn-end reports name their prompt (Codex's notify); without, the gateway relies on
+    /// its reported start (Claude Code's `Stop` hook).
+    pub names_prompt: bool,
+    /// It draws its answer on screen seconds after it goes idle (Codex on a loaded host).
+    pub draws_late: bool,
+    /// Its reports so far (the reporter's numbering file).
+    pub seq: u64,
+    /// Its previous turn's end report (prompt, text): what a stale re-send repeats.
+    pub last_end: Option<(String, String)>,
 }
 
 impl Pane {
@@ -80,6 +98,7 @@ impl Pane {
             alive: true,
             is_lead,
             chrome: false,
+            reporter: None,
         }
     }
 

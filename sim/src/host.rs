@@ -83,6 +83,10 @@ pub struct SimHerdr {
     answers: Rc<RefCell<Option<ChaCha8Rng>>>,
     /// The seeded stream that says which injects herdr fails (`inject_fault`).
     injects: Rc<RefCell<Option<ChaCha8Rng>>>,
+    /// The seeded stream of the agents' own reports (`reporter`): which agents report, and
+    /// what befalls each report; and whether this host's agents report at all.
+    reports: Rc<RefCell<Option<ChaCha8Rng>>>,
+    host_reports: Rc<std::cell::Cell<bool>>,
 }
 
 /// A spawned agent on its way up. Like Claude Code 2.1 in a real herdr, its pane reads idle
@@ -138,6 +142,8 @@ pub struct PaneLog {
     pub lost: Vec<(SessionId, String, u64)>,
     /// (notice, sim ms) for every notification the gateway gave its sinks (I16).
     pub notices: Vec<(fleet_core::notify::Notice, u64)>,
+    /// Every turn's end an agent reported and the gateway answered (I18).
+    pub reported_ends: Vec<crate::reporter::ReportedEnd>,
     /// (member, reply text) for every `fleet_reply` an agent made that was not refused outright
     /// (accepted, or its call died with its gateway): what a lead may receive, at most (I3).
     pub reply_attempts: Vec<(SessionId, String)>,
@@ -170,7 +176,29 @@ impl SimHerdr {
         let h = SimHerdr::default();
         *h.answers.borrow_mut() = Some(ChaCha8Rng::seed_from_u64(seed));
         *h.injects.borrow_mut() = Some(ChaCha8Rng::seed_from_u64(!seed));
+        // Its own stream, so the other draws of a seed stay as they were.
+        let mut reports = ChaCha8Rng::seed_from_u64(seed ^ 0x7265_706f_7274_7321);
+        h.host_reports.set(reports.next_u64().is_multiple_of(2));
+        *h.reports.borrow_mut() = Some(reports);
         h
+    }
+
+    /// The next draw of the reports' stream (0 on an unseeded herdr).
+    pub(crate) fn report_draw(&self) -> u64 {
+        self.reports
+            .borrow_mut()
+            .as_mut()
+            .map_or(0, |r| r.next_u64())
+    }
+
+    /// `f` on `gid`'s agent's reporter, if it reports.
+    pub(crate) fn with_reporter<T>(
+        &self,
+        gid: &SessionId,
+        f: impl FnOnce(&mut crate::agent::Reporter) -> T,
+    ) -> Option<T> {
+        let mut panes = self.panes.borrow_mut();
+        panes.get_mut(gid)?.reporter.as_mut().map(f)
     }
 
     /// Whether herdr fails the next inject, and how: the same seed, the same faults. An
@@ -200,9 +228,10 @@ impl SimHerdr {
     }
 
     pub fn add(&self, gid: &SessionId, behaviour: Behaviour) {
-        self.panes
-            .borrow_mut()
-            .insert(gid.clone(), Pane::new(behaviour, false));
+        let mut pane = Pane::new(behaviour, false);
+        let draw = self.report_draw();
+        pane.reporter = crate::reporter::choose(draw, self.host_reports.get());
+        self.panes.borrow_mut().insert(gid.clone(), pane);
     }
 
     pub fn typed(&self, gid: &SessionId) -> Vec<String> {
@@ -444,8 +473,12 @@ impl HerdrPort for SimHerdr {
                 true => Readiness::OnPrompt(fleet_core::agent_screen::StartRules::ClaudeCode),
                 false => Readiness::OnConnect,
             };
+            let reports = me.with_reporter(&gid, |_| ()).is_some();
             me.starting.borrow_mut().insert(gid, readiness);
-            Ok(readiness.into())
+            Ok(fleet_core::Launched {
+                reports,
+                ..readiness.into()
+            })
         })
     }
 
@@ -523,6 +556,11 @@ pub async fn agents(herdr: SimHerdr, gateway: Handle) {
             };
             if behaviour == Behaviour::Fast {
                 answer_at_once(&herdr, &gid, &task);
+                let (herdr, gateway, gid) = (herdr.clone(), gateway.clone(), gid.clone());
+                tokio::task::spawn_local(async move {
+                    crate::reporter::started(&herdr, &gateway, &gid, &task.text).await;
+                    crate::reporter::ended(&herdr, &gateway, &gid, &task.text, behaviour).await;
+                });
                 continue;
             }
             busy.borrow_mut().insert(gid.clone());
@@ -588,6 +626,7 @@ async fn work(
     task: Task,
     busy: Rc<RefCell<BTreeSet<SessionId>>>,
 ) {
+    crate::reporter::started(&panes_of, &gateway, &gid2, &task.text).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     match behaviour {
         // Stuck: the pane reads UNKNOWN from now on and the turn never ends.
@@ -612,6 +651,7 @@ async fn work(
                 p.task = None;
                 p.status = AgentStatus::Idle;
             }
+            crate::reporter::ended(&panes_of, &gateway, &gid2, &task.text, behaviour).await;
             busy.borrow_mut().remove(&gid2);
             return;
         }
@@ -670,10 +710,15 @@ async fn work(
             }
         }
     }
-    let mut panes = panes_of.panes.borrow_mut();
-    if let Some(p) = panes.get_mut(&gid2) {
-        p.print(format!("● finished: {}", task.text));
-        p.print("❯ ");
+    // An agent that draws late goes idle first and shows its answer seconds later.
+    let late = crate::reporter::draws_late(&panes_of, &gid2, behaviour);
+    let mut mark = 0;
+    if let Some(p) = panes_of.panes.borrow_mut().get_mut(&gid2) {
+        mark = p.screen.len();
+        if late.is_none() {
+            p.print(format!("● finished: {}", task.text));
+            p.print("❯ ");
+        }
         p.task = None;
         p.status = AgentStatus::Idle;
         if behaviour == Behaviour::CompletesSilently {
@@ -683,6 +728,15 @@ async fn work(
                 .borrow_mut()
                 .ended_unreplied
                 .push((gid2.clone(), task.text.clone(), at));
+        }
+    }
+    crate::reporter::ended(&panes_of, &gateway, &gid2, &task.text, behaviour).await;
+    if let Some(after) = late {
+        tokio::time::sleep(after).await;
+        // In its transcript's place: above whatever was typed since.
+        if let Some(p) = panes_of.panes.borrow_mut().get_mut(&gid2) {
+            let at = mark.min(p.screen.len());
+            p.screen.insert(at, format!("● finished: {}", task.text));
         }
     }
     busy.borrow_mut().remove(&gid2);

@@ -41,12 +41,16 @@ pub enum Invariant {
     I16,
     /// A task starts only after every task it depends on is done.
     I17,
+    /// An agent's word on its turn is that turn's: a delegation ends with its own brief's
+    /// result, never another brief's, and a turn its agent reported ended ends with the
+    /// agent's text, never at its timeout.
+    I18,
     /// The core's own invariant check panicked (`Gateway::check_invariants`).
     Internal,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 18] = [
+    pub const ALL: [Invariant; 19] = [
         Invariant::I1,
         Invariant::I2,
         Invariant::I3,
@@ -64,10 +68,11 @@ impl Invariant {
         Invariant::I15,
         Invariant::I16,
         Invariant::I17,
+        Invariant::I18,
         Invariant::Internal,
     ];
 
-    /// Its name in reports and in `docs/invariants.md`: `I1` … `I17`, `internal`.
+    /// Its name in reports and in `docs/invariants.md`: `I1` … `I18`, `internal`.
     pub fn name(self) -> &'static str {
         match self {
             Invariant::I1 => "I1",
@@ -87,6 +92,7 @@ impl Invariant {
             Invariant::I15 => "I15",
             Invariant::I16 => "I16",
             Invariant::I17 => "I17",
+            Invariant::I18 => "I18",
             Invariant::Internal => fleet_core::planted::INTERNAL,
         }
     }

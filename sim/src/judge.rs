@@ -12,6 +12,8 @@ use crate::oracle::Violation;
 use fleet_core::{CallError, HostId, Instant, Outcome, Response, RosterEntry, SessionId};
 use std::collections::{BTreeMap, BTreeSet};
 
+mod reports;
+
 /// A remote send that fails for the broker must fail fast: within the time the connection
 /// needs to notice a silent peer (three missed heartbeats, checked on each beat) and a second.
 const FAIL_FAST_MS: u64 = 4 * crate::net::HEARTBEAT.as_millis() as u64 + 1_000;
@@ -73,6 +75,7 @@ pub fn judge(f: &Facts<'_>) -> Vec<Violation> {
     rosters_converge_truthfully(f, &mut out);
     notices_tell_the_truth(f, &mut out);
     tasks_wait_for_their_dependencies(f, &mut out);
+    reports::reports_speak_for_their_own_turn(f, &mut out);
     out.found
 }
 

@@ -23,6 +23,7 @@ pub mod oracle;
 pub mod pending;
 #[cfg(feature = "planted-bugs")]
 pub mod prove;
+pub mod reporter;
 pub mod run;
 pub mod task_lead;
 pub mod timeline;

@@ -781,6 +781,7 @@ fn describe(r: &Request) -> String {
         } => format!("answer turn={turn_id} {content:?} wait={wait}"),
         Request::Reply { content } => format!("reply {content:?}"),
         Request::Ask { question, .. } => format!("ask {question:?}"),
+        Request::Report { report } => format!("report seq={} {}", report.seq, report.event.name()),
         Request::Poll { ticket } => format!("poll ticket={ticket}"),
         Request::List => "list".into(),
         Request::Profiles => "profiles".into(),

@@ -226,6 +226,8 @@ impl Gateway {
             });
         let tasks = crate::tasks::Tasks::default()
             .planted(cfg.planted(crate::planted::PlantedBug::TaskDepsIgnored));
+        let reports = crate::agent_report::Reports::default()
+            .planted(cfg.planted(crate::planted::PlantedBug::StaleReportBelieved));
         let mut gw = Gateway {
             inbox: ReplyInbox::new(cfg.inbox_cap_per_target, cfg.held_bytes_per_target),
             push: Push::new(
@@ -258,7 +260,7 @@ impl Gateway {
             stops: Stops::default(),
             adoption: Adoption::default(),
             health,
-            reports: crate::agent_report::Reports::default(),
+            reports,
             placement,
             beats: heartbeat::Heartbeats::default(),
             notifier,
