@@ -64,6 +64,25 @@ pub enum AgentEvent {
         #[serde(default)]
         words: String,
     },
+    /// Its provider refused and it retries (a usage or rate limit when `limit`): its turn goes
+    /// on, busy, until it ends or fails.
+    ProviderError {
+        #[serde(default)]
+        limit: bool,
+        #[serde(default)]
+        words: String,
+    },
+}
+
+/// What an agent said stands in its way, until its next turn: its health shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trouble {
+    /// It waits on a person (a permission prompt, an elicitation).
+    WaitingOnPerson(String),
+    /// Its provider refused on a usage or rate limit (retrying, or its last turn ended so).
+    UsageLimited(String),
+    /// Its provider failed otherwise.
+    ProviderError(String),
 }
 
 impl AgentEvent {
@@ -75,6 +94,7 @@ impl AgentEvent {
             AgentEvent::TurnEnded { .. } => "turn_ended",
             AgentEvent::TurnFailed { .. } => "turn_failed",
             AgentEvent::Waiting { .. } => "waiting",
+            AgentEvent::ProviderError { .. } => "provider_error",
         }
     }
 }
@@ -91,7 +111,7 @@ impl AgentReport {
             AgentEvent::TurnFailed { prompt, words, .. } => {
                 words.len() + prompt.as_ref().map_or(0, String::len)
             }
-            AgentEvent::Waiting { words } => words.len(),
+            AgentEvent::Waiting { words } | AgentEvent::ProviderError { words, .. } => words.len(),
         }
     }
 
@@ -109,7 +129,9 @@ impl AgentReport {
             }
         }
         let words = match &self.event {
-            AgentEvent::TurnFailed { words, .. } | AgentEvent::Waiting { words } => words.len(),
+            AgentEvent::TurnFailed { words, .. }
+            | AgentEvent::Waiting { words }
+            | AgentEvent::ProviderError { words, .. } => words.len(),
             _ => 0,
         };
         (words > WORDS_MAX).then(|| format!("words hold at most {WORDS_MAX} bytes"))
@@ -194,8 +216,8 @@ struct Track {
     ended: Option<Ending>,
     /// A turn end seen on its screen waits for its report until then.
     waiting: Option<(MsgId, Instant)>,
-    /// Its last words while waiting on a person, until its next turn begins.
-    waiting_on_person: Option<String>,
+    /// What it said stands in its way, until its next turn.
+    trouble: Option<Trouble>,
 }
 
 /// The members that report their own turns, and what each has said.
@@ -231,9 +253,9 @@ impl Reports {
         self.members.get(gid)?.session.as_deref()
     }
 
-    /// What `gid` said it waits on a person for, since its last turn began.
-    pub fn waiting_on_person(&self, gid: &SessionId) -> Option<&str> {
-        self.members.get(gid)?.waiting_on_person.as_deref()
+    /// What `gid`'s agent said stands in its way, since its last turn began.
+    pub fn trouble(&self, gid: &SessionId) -> Option<&Trouble> {
+        self.members.get(gid)?.trouble.as_ref()
     }
 
     /// Brief `msg` (`text`) was typed into `gid`: reports from here on speak for it. Kept for
@@ -244,6 +266,7 @@ impl Reports {
         t.started = false;
         t.ended = None;
         t.waiting = None;
+        t.trouble = None;
     }
 
     /// Takes one report from `gid` (already checked with `AgentReport::refused`).
@@ -269,14 +292,20 @@ impl Reports {
         match report.event {
             AgentEvent::Ready => Verdict::Noted,
             AgentEvent::Waiting { words } => {
-                t.waiting_on_person = Some(words);
+                t.trouble = Some(Trouble::WaitingOnPerson(words));
+                Verdict::Noted
+            }
+            AgentEvent::ProviderError { limit, words } => {
+                t.trouble = Some(match limit {
+                    true => Trouble::UsageLimited(words),
+                    false => Trouble::ProviderError(words),
+                });
                 Verdict::Noted
             }
             AgentEvent::TurnStarted { prompt } => match ours(t, Some(&prompt)) {
                 Some(_) if t.started => Verdict::Noted,
                 Some(msg) => {
                     t.started = true;
-                    t.waiting_on_person = None;
                     Verdict::Started(msg)
                 }
                 None => Verdict::Foreign,
@@ -285,6 +314,7 @@ impl Reports {
                 Some(_) if t.ended.is_some() && !believe_any => Verdict::Noted,
                 Some(msg) => {
                     t.ended = Some(Ending::Text(text.clone()));
+                    t.trouble = None;
                     Verdict::Ended { msg, text }
                 }
                 None => Verdict::Foreign,
@@ -299,6 +329,10 @@ impl Reports {
                     t.ended = Some(Ending::Failed {
                         limit,
                         words: words.clone(),
+                    });
+                    t.trouble = Some(match limit {
+                        true => Trouble::UsageLimited(words.clone()),
+                        false => Trouble::ProviderError(words.clone()),
                     });
                     Verdict::Failed { msg, limit, words }
                 }

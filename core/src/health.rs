@@ -31,6 +31,13 @@ pub enum Health {
     Starting,
     /// Not working, and its screen shows a fatal line (its profile's patterns).
     ErrorOnScreen,
+    /// Its agent says it waits on a person: a permission prompt, a question of its own.
+    WaitingOnPerson,
+    /// Its agent says its provider refused on a usage or rate limit (retrying, or its last
+    /// turn ended so).
+    UsageLimited,
+    /// Its agent says its provider failed.
+    ProviderError,
     /// This gateway's broker link is down: nothing of it reaches other hosts.
     ControlLinkDown,
     /// A delegation is open on it whose lead is in no roster any more.
@@ -56,11 +63,14 @@ pub enum Health {
 
 impl Health {
     /// Every state, in precedence order.
-    pub const ALL: [Health; 14] = [
+    pub const ALL: [Health; 17] = [
         Health::Gone,
         Health::NeverReady,
         Health::Starting,
         Health::ErrorOnScreen,
+        Health::WaitingOnPerson,
+        Health::UsageLimited,
+        Health::ProviderError,
         Health::ControlLinkDown,
         Health::DelegationOrphaned,
         Health::ReplyStranded,
@@ -79,6 +89,9 @@ impl Health {
             Health::NeverReady => "NEVER_READY",
             Health::Starting => "STARTING",
             Health::ErrorOnScreen => "ERROR_ON_SCREEN",
+            Health::WaitingOnPerson => "WAITING_ON_PERSON",
+            Health::UsageLimited => "USAGE_LIMITED",
+            Health::ProviderError => "PROVIDER_ERROR",
             Health::ControlLinkDown => "CONTROL_LINK_DOWN",
             Health::DelegationOrphaned => "DELEGATION_ORPHANED",
             Health::ReplyStranded => "REPLY_STRANDED",
@@ -294,6 +307,8 @@ pub struct Evidence {
     pub orphaned: usize,
     /// The broker link (always up on a single-host gateway).
     pub link_up: bool,
+    /// What its agent said stands in its way (`agent_report`), in its words.
+    pub reported: Option<crate::agent_report::Trouble>,
 }
 
 /// One state that held, and why.
@@ -369,6 +384,24 @@ fn findings(e: &Evidence, t: Thresholds) -> Vec<Finding> {
         .filter(|_| e.status != AgentStatus::Working)
     {
         hold(Health::ErrorOnScreen, format!("its screen says: {line}"));
+    }
+    {
+        use crate::agent_report::Trouble;
+        match &e.reported {
+            Some(Trouble::WaitingOnPerson(w)) => hold(
+                Health::WaitingOnPerson,
+                format!("its agent waits on a person: {w}"),
+            ),
+            Some(Trouble::UsageLimited(w)) => hold(
+                Health::UsageLimited,
+                format!("its agent's provider refused on a limit: {w}"),
+            ),
+            Some(Trouble::ProviderError(w)) => hold(
+                Health::ProviderError,
+                format!("its agent's provider failed: {w}"),
+            ),
+            None => {}
+        }
     }
     if !e.link_up {
         hold(

@@ -25,6 +25,12 @@ pub enum NeedKind {
     StallSuspected,
     /// A member whose screen shows a fatal line (health ERROR_ON_SCREEN).
     ErrorOnScreen,
+    /// A member whose agent says it waits on a person (health WAITING_ON_PERSON).
+    WaitingOnPerson,
+    /// A member whose agent says its provider refused on a limit (health USAGE_LIMITED).
+    UsageLimited,
+    /// A member whose agent says its provider failed (health PROVIDER_ERROR).
+    ProviderError,
     /// A credential whose backend refused on a usage limit, skipped by placement until then.
     CredentialCooling,
     /// This gateway's broker link is down: nothing of it reaches other hosts.
@@ -32,13 +38,16 @@ pub enum NeedKind {
 }
 
 impl NeedKind {
-    pub const ALL: [NeedKind; 8] = [
+    pub const ALL: [NeedKind; 11] = [
         NeedKind::Question,
         NeedKind::ResultStranded,
         NeedKind::Blocked,
         NeedKind::NeverReady,
         NeedKind::StallSuspected,
         NeedKind::ErrorOnScreen,
+        NeedKind::WaitingOnPerson,
+        NeedKind::UsageLimited,
+        NeedKind::ProviderError,
         NeedKind::CredentialCooling,
         NeedKind::BrokerDown,
     ];
@@ -51,6 +60,9 @@ impl NeedKind {
             NeedKind::NeverReady => "never_ready",
             NeedKind::StallSuspected => "stall_suspected",
             NeedKind::ErrorOnScreen => "error_on_screen",
+            NeedKind::WaitingOnPerson => "waiting_on_person",
+            NeedKind::UsageLimited => "usage_limited",
+            NeedKind::ProviderError => "provider_error",
             NeedKind::CredentialCooling => "credential_cooling",
             NeedKind::BrokerDown => "broker_down",
         }
@@ -63,6 +75,9 @@ impl NeedKind {
             Health::NeverReady => Some(NeedKind::NeverReady),
             Health::StallSuspected => Some(NeedKind::StallSuspected),
             Health::ErrorOnScreen => Some(NeedKind::ErrorOnScreen),
+            Health::WaitingOnPerson => Some(NeedKind::WaitingOnPerson),
+            Health::UsageLimited => Some(NeedKind::UsageLimited),
+            Health::ProviderError => Some(NeedKind::ProviderError),
             _ => None,
         }
     }
@@ -151,6 +166,9 @@ mod tests {
             [
                 NeedKind::NeverReady,
                 NeedKind::ErrorOnScreen,
+                NeedKind::WaitingOnPerson,
+                NeedKind::UsageLimited,
+                NeedKind::ProviderError,
                 NeedKind::StallSuspected,
                 NeedKind::Blocked
             ]

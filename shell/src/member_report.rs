@@ -27,6 +27,7 @@ const POST_TIMEOUT: Duration = Duration::from_secs(3);
 pub enum Agent {
     ClaudeCode,
     Codex,
+    OpenCode,
 }
 
 impl std::str::FromStr for Agent {
@@ -36,6 +37,7 @@ impl std::str::FromStr for Agent {
         match s {
             "claude-code" => Ok(Agent::ClaudeCode),
             "codex" => Ok(Agent::Codex),
+            "opencode" => Ok(Agent::OpenCode),
             other => Err(format!("no reports from agent kind {other:?}")),
         }
     }
@@ -92,6 +94,38 @@ pub fn event_of(agent: Agent, raw: &str) -> Result<Option<(Option<String>, Agent
                     },
                     _ => return Ok(None),
                 },
+                _ => return Ok(None),
+            };
+            Ok(Some((session, event)))
+        }
+        // fleetd's own plugin (`opencode-report.js`) says it in fleetd's words already.
+        Agent::OpenCode => {
+            let session = text("session");
+            let words = || text("words").unwrap_or_default();
+            let limit = v.get("limit").and_then(Value::as_bool).unwrap_or(false);
+            let event = match v.get("kind").and_then(Value::as_str) {
+                Some("ready") => AgentEvent::Ready,
+                Some("busy") => match text("prompt") {
+                    Some(prompt) => AgentEvent::TurnStarted { prompt },
+                    None => return Ok(None),
+                },
+                Some("idle") => AgentEvent::TurnEnded {
+                    prompt: text("prompt"),
+                    text: text("text").unwrap_or_default(),
+                },
+                // Still retrying: its turn goes on.
+                Some("error") if v.get("retrying").and_then(Value::as_bool) == Some(true) => {
+                    AgentEvent::ProviderError {
+                        limit,
+                        words: words(),
+                    }
+                }
+                Some("error") => AgentEvent::TurnFailed {
+                    prompt: None,
+                    limit,
+                    words: words(),
+                },
+                Some("permission") => AgentEvent::Waiting { words: words() },
                 _ => return Ok(None),
             };
             Ok(Some((session, event)))
@@ -355,6 +389,43 @@ mod tests {
             }))
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn opencodes_plugin_events_become_reports() {
+        let idle = r#"{"kind":"idle","session":"ses_1","prompt":"p","text":"All done."}"#;
+        assert_eq!(
+            event_of(Agent::OpenCode, idle),
+            Ok(Some((
+                Some("ses_1".into()),
+                AgentEvent::TurnEnded {
+                    prompt: Some("p".into()),
+                    text: "All done.".into()
+                }
+            )))
+        );
+        let retry = r#"{"kind":"error","session":"s","limit":true,"words":"429","retrying":true}"#;
+        assert_eq!(
+            event_of(Agent::OpenCode, retry).map(|e| e.map(|(_, e)| e)),
+            Ok(Some(AgentEvent::ProviderError {
+                limit: true,
+                words: "429".into()
+            }))
+        );
+        let failed = r#"{"kind":"error","session":"s","limit":false,"words":"APIError: boom"}"#;
+        assert!(matches!(
+            event_of(Agent::OpenCode, failed),
+            Ok(Some((_, AgentEvent::TurnFailed { limit: false, .. })))
+        ));
+        let asked = r#"{"kind":"permission","session":"s","words":"bash rm -rf"}"#;
+        assert!(matches!(
+            event_of(Agent::OpenCode, asked),
+            Ok(Some((_, AgentEvent::Waiting { .. })))
+        ));
+        assert_eq!(
+            event_of(Agent::OpenCode, r#"{"kind":"busy","session":"s"}"#),
+            Ok(None)
+        );
     }
 
     #[test]

@@ -175,6 +175,7 @@ impl Gateway {
             stranded: self.inbox.stranded(gid),
             orphaned: self.orphaned_on(gid),
             link_up: self.link.fleet().is_none_or(|f| f.broker_up),
+            reported: self.reports.trouble(gid).cloned(),
         }
     }
 

@@ -5,7 +5,7 @@
 
 use super::timers::TimerKind;
 use super::Gateway;
-use crate::agent_report::{AgentReport, Ending, Verdict};
+use crate::agent_report::{AgentEvent, AgentReport, Ending, Verdict};
 use crate::ids::{CallId, MsgId, SessionId};
 use crate::io::{Event, Response};
 use crate::outcome::Outcome;
@@ -25,6 +25,12 @@ impl Gateway {
             return self.invalid(call, &format!("the report: {why}"));
         }
         let (seq, what) = (report.seq, report.event.name());
+        let trouble = matches!(
+            report.event,
+            AgentEvent::Waiting { .. }
+                | AgentEvent::ProviderError { .. }
+                | AgentEvent::TurnFailed { .. }
+        );
         let verdict = self.reports.take(&gid, report);
         self.event(Event::Reported {
             target: gid.clone(),
@@ -41,6 +47,10 @@ impl Gateway {
                 self.turn_reported(now, &gid, msg)
             }
             Verdict::Stale | Verdict::Foreign | Verdict::Noted => {}
+        }
+        // Its health says so now, not at the next round (a trouble a person must see to).
+        if trouble && verdict_taken(&name) && self.is_member_here(&gid) {
+            self.probe_health(vec![gid]);
         }
         self.respond(call, Response::Reported { verdict: name });
     }
@@ -150,4 +160,9 @@ impl Gateway {
             }
         }
     }
+}
+
+/// A verdict that took the report (its trouble stands), not one that set it aside.
+fn verdict_taken(name: &str) -> bool {
+    !matches!(name, "stale" | "foreign")
 }

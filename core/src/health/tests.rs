@@ -25,6 +25,7 @@ fn resting() -> Evidence {
         stranded: 0,
         orphaned: 0,
         link_up: true,
+        reported: None,
     }
 }
 
@@ -60,6 +61,36 @@ fn every_state_but_gone_is_reached_from_evidence() {
                 ..resting()
             },
             Health::ErrorOnScreen,
+        ),
+        (
+            Evidence {
+                reported: Some(crate::agent_report::Trouble::WaitingOnPerson(
+                    "Claude needs your permission to use Bash".into(),
+                )),
+                in_turn: true,
+                ..resting()
+            },
+            Health::WaitingOnPerson,
+        ),
+        (
+            Evidence {
+                reported: Some(crate::agent_report::Trouble::UsageLimited(
+                    "rate_limit: 429".into(),
+                )),
+                in_turn: true,
+                status: AgentStatus::Idle,
+                ..resting()
+            },
+            Health::UsageLimited,
+        ),
+        (
+            Evidence {
+                reported: Some(crate::agent_report::Trouble::ProviderError(
+                    "server_error: 500".into(),
+                )),
+                ..resting()
+            },
+            Health::ProviderError,
         ),
         (
             Evidence {

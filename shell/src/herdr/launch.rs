@@ -287,6 +287,8 @@ pub struct Launch {
     pub sandbox: Option<Vec<Word>>,
     /// The agent's own config dir to prepare once the cwd is final (`prepare_agent`).
     pub agent: Option<AgentPrep>,
+    /// Its agent reports its own turns (hooks, notify, plugin through `fleetd member-report`).
+    pub reports: bool,
 }
 
 /// An agent config dir a launch prepares, so the agent starts at its prompt unattended.
@@ -311,14 +313,6 @@ pub enum AgentPrep {
 }
 
 impl AgentPrep {
-    /// Whether the agent's own lifecycle reports are installed (`fleetd member-report`).
-    pub fn reports(&self) -> bool {
-        match self {
-            AgentPrep::ClaudeCode { report, .. } => report.is_some(),
-            AgentPrep::Codex { notify, .. } => notify.is_some(),
-        }
-    }
-
     /// The agent's own dir, writable in its sandbox.
     pub fn dir(&self) -> &Path {
         match self {
@@ -585,6 +579,7 @@ pub fn plan(
         env,
         files: vec![(dir.join(NONCE_FILE), member.nonce.to_string())],
         agent: None,
+        reports: false,
     };
     let p = &mut parts;
     let (program, gate) = match &profile.kind {
@@ -612,6 +607,7 @@ pub fn plan(
         mut env,
         files,
         agent,
+        reports,
     } = parts;
     // `env -i` drops the TERM herdr gives the pane; its terminal is xterm-compatible.
     env.entry("TERM".into())
@@ -633,6 +629,7 @@ pub fn plan(
         script: dir.join("launch.sh"),
         sandbox: None,
         agent,
+        reports,
     })
 }
 

@@ -118,7 +118,7 @@ impl HerdrClient {
         Ok(Launched {
             readiness: plan.gate,
             charter,
-            reports: plan.agent.as_ref().is_some_and(launch::AgentPrep::reports),
+            reports: plan.reports,
         })
     }
 

@@ -39,6 +39,7 @@ impl Ctx<'_> {
         if self.report_bin.is_some() {
             p.env.insert("FLEET_MCP_URL".into(), self.url.clone());
             p.env.insert("FLEET_MCP_TOKEN".into(), self.token.clone());
+            p.reports = true;
         }
     }
 }
@@ -52,6 +53,8 @@ pub(super) struct Parts {
     pub env: BTreeMap<String, String>,
     pub files: Vec<(PathBuf, String)>,
     pub agent: Option<AgentPrep>,
+    /// Its agent's own reports are installed.
+    pub reports: bool,
 }
 
 type Planned = Result<(Vec<String>, Readiness), LaunchError>;
@@ -198,6 +201,9 @@ pub(super) fn opencode(
         p.files.push((charter.clone(), text.clone()));
         config["instructions"] = json!([path_arg(&charter)]);
     }
+    if let Some(bin) = &c.report_bin {
+        opencode_reports(c, p, bin, &mut config);
+    }
     p.files.push((config_path.clone(), pretty(&config)));
     p.env
         .insert("OPENCODE_CONFIG".into(), path_arg(&config_path));
@@ -228,3 +234,38 @@ pub(super) fn command(c: &Ctx<'_>, p: &mut Parts, argv: &[String]) -> Planned {
 fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
+
+/// An opencode member's report plugin (`opencode-report.js`), loaded by its path from the
+/// member's config: it runs `fleetd member-report --agent opencode` with each event on stdin.
+const OPENCODE_PLUGIN: &str = include_str!("../opencode-report.js");
+
+/// The plugin installed, and (in a sandbox, where its home is its own) the config dir's plugin
+/// dependencies marked present: opencode otherwise installs `@opencode-ai/plugin` from npm
+/// before it loads any plugin, and its screen stays blank until it has (the plugin imports
+/// nothing).
+fn opencode_reports(c: &Ctx<'_>, p: &mut Parts, bin: &str, config: &mut serde_json::Value) {
+    let home = c.dir.join("home");
+    let seq_file = home.join(REPORT_SEQ_FILE);
+    let seq = path_arg(&seq_file);
+    // Made here: an unsandboxed member's home is the daemon's, and this directory its own.
+    p.files.push((seq_file, String::new()));
+    let plugin = c.dir.join("fleet-report.js");
+    let js = OPENCODE_PLUGIN
+        .replacen("__REPORT_BIN__", &json!(bin).to_string(), 1)
+        .replacen("__SEQ_FILE__", &json!(seq).to_string(), 1);
+    p.files.push((plugin.clone(), js));
+    config["plugin"] = json!([path_arg(&plugin)]);
+    if c.boxed.is_some() {
+        let own = home.join(".config/opencode");
+        let lock = json!({"lockfileVersion": 3, "requires": true, "packages": {"": {
+            "dependencies": {"@opencode-ai/plugin": OPENCODE_CHECKED}}}});
+        p.files
+            .push((own.join("package-lock.json"), lock.to_string()));
+        p.files
+            .push((own.join("node_modules/.fleetd"), String::new()));
+    }
+    c.report_env(p);
+}
+
+/// The opencode release its plugin API was checked against.
+const OPENCODE_CHECKED: &str = "1.18.33";
