@@ -29,15 +29,16 @@ pub enum Health {
     NeverReady,
     /// Started, readiness gate not passed yet.
     Starting,
-    /// Not working, and its screen shows a fatal line (its profile's patterns).
-    ErrorOnScreen,
-    /// Its agent says it waits on a person: a permission prompt, a question of its own.
+    /// Its agent says it waits on a person: a permission prompt, a question of its own. (The
+    /// agent's own word outranks what its screen shows.)
     WaitingOnPerson,
     /// Its agent says its provider refused on a usage or rate limit (retrying, or its last
     /// turn ended so).
     UsageLimited,
     /// Its agent says its provider failed.
     ProviderError,
+    /// Not working, and its screen shows a fatal line (its profile's patterns).
+    ErrorOnScreen,
     /// This gateway's broker link is down: nothing of it reaches other hosts.
     ControlLinkDown,
     /// A delegation is open on it whose lead is in no roster any more.
@@ -67,10 +68,10 @@ impl Health {
         Health::Gone,
         Health::NeverReady,
         Health::Starting,
-        Health::ErrorOnScreen,
         Health::WaitingOnPerson,
         Health::UsageLimited,
         Health::ProviderError,
+        Health::ErrorOnScreen,
         Health::ControlLinkDown,
         Health::DelegationOrphaned,
         Health::ReplyStranded,

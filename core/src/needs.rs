@@ -165,10 +165,10 @@ mod tests {
             needs,
             [
                 NeedKind::NeverReady,
-                NeedKind::ErrorOnScreen,
                 NeedKind::WaitingOnPerson,
                 NeedKind::UsageLimited,
                 NeedKind::ProviderError,
+                NeedKind::ErrorOnScreen,
                 NeedKind::StallSuspected,
                 NeedKind::Blocked
             ]

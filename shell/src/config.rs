@@ -320,6 +320,10 @@ pub struct ProfileSection {
     /// claude-code: a dir an operator prepared, copied into each member's config dir before
     /// fleetd merges its own keys (site settings, agents, commands). Absolute path.
     pub config_template: Option<PathBuf>,
+    /// claude-code, codex, opencode: install the agent's own lifecycle reports (its hooks,
+    /// notify program or plugin, through `fleetd member-report`), so its turns end when it
+    /// says so with its own text (default true); false reads its screen only.
+    pub reports: Option<bool>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -602,6 +606,7 @@ impl ProfileSection {
             network,
             sandbox_paths: self.sandbox_paths.clone(),
             config_template: self.config_template.clone(),
+            reports: self.reports.unwrap_or(true),
         })
     }
 }

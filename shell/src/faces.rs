@@ -324,6 +324,11 @@ impl App {
                             "protocol": p.protocol,
                             "protocolSupport": crate::herdr::api::Support::of(p.protocol)
                                 .map(|s| s.as_str()),
+                            // Read from its capability names (`api::Family`).
+                            "events": match p.family() {
+                                crate::herdr::api::Family::Replaying => "replaying",
+                                crate::herdr::api::Family::LiveOnly => "live-only",
+                            },
                         }),
                     ),
                     Err(e) => (
@@ -358,10 +363,7 @@ impl App {
                 "memberHerdr": members,
                 "protocolMismatch": mismatch,
                 "expectedProtocol": crate::herdr::PROTOCOL,
-                "testedProtocols": [
-                    crate::herdr::api::PROTOCOLS_TESTED.start(),
-                    crate::herdr::api::PROTOCOLS_TESTED.end()
-                ],
+                "testedProtocols": crate::herdr::api::PROTOCOLS_TESTED,
                 "sandbox": match &h.sandbox {
                     crate::herdr::Availability::Ready => json!({ "members": "sandboxed" }),
                     crate::herdr::Availability::Off => {

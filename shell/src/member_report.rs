@@ -72,7 +72,10 @@ pub fn event_of(agent: Agent, raw: &str) -> Result<Option<(Option<String>, Agent
                 Some("StopFailure") => {
                     let error = text("error").unwrap_or_else(|| "unknown".into());
                     let limit = matches!(error.as_str(), "rate_limit" | "billing_error");
-                    let words = match text("error_details") {
+                    // Its own words: the details, else what it showed (2.1.328 calls a spend
+                    // limit's 400 `unknown`, with the API's message as its last text).
+                    let said = text("error_details").or_else(|| text("last_assistant_message"));
+                    let words = match said {
                         Some(d) => format!("{error}: {d}"),
                         None => error,
                     };

@@ -39,8 +39,13 @@ pub struct State {
     pub requests: Vec<String>,
     /// Requests and answers that broke the schema (should stay empty).
     pub violations: Vec<String>,
-    /// Protocol `ping` reports.
+    /// Protocol `ping` reports, and the family it behaves as: 20 (herdr 0.8.2: an event
+    /// stream replays the lifecycle events kept before the live ones), 22 (herdr 0.9, from its
+    /// published changelog and schema: live events only, capability names in `ping`, an
+    /// unknown method's error carrying the request's id).
     pub protocol: u32,
+    /// The lifecycle events kept for a new stream to replay (protocol 20; at most 512).
+    history: std::collections::VecDeque<Value>,
     /// When set, requests are read and never answered.
     pub hang: bool,
     /// Methods that are carried out and then never answered (a loaded herdr that misses its
@@ -72,7 +77,18 @@ impl State {
     }
 
     fn gone(&mut self, pane_id: &str, kind: &str) {
-        self.emit(json!({"event": kind, "data": {"type": kind, "pane_id": pane_id, "workspace_id": "w1"}}));
+        let event =
+            json!({"event": kind, "data": {"type": kind, "pane_id": pane_id, "workspace_id": "w1"}});
+        if self.history.len() == HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(event.clone());
+        self.emit(event);
+    }
+
+    /// Protocol 22 (herdr 0.9) and later.
+    pub fn live_only(&self) -> bool {
+        self.protocol >= 22
     }
 
     fn status_changed(&mut self, pane_id: &str, status: &str) {
@@ -80,6 +96,9 @@ impl State {
             "agent": "echo", "agent_status": status, "pane_id": pane_id, "workspace_id": "w1"}}));
     }
 }
+
+/// Lifecycle events herdr 0.8 keeps for a new stream.
+const HISTORY: usize = 512;
 
 /// The running double. Dropping it stops the server.
 pub struct HerdrDouble {
@@ -258,6 +277,8 @@ impl HerdrDouble {
                 p.status = "unknown".into();
                 p.screen.clear();
             }
+            // A new server process: no events kept from before.
+            s.history.clear();
         }
         drop(self);
         Self::serve(dir, state)
@@ -313,7 +334,16 @@ async fn stream_events(
         }
     }
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    lock(st).subs.push(Sub { status_of, tx });
+    {
+        let mut s = lock(st);
+        // herdr 0.8 starts a stream at its first kept event; 0.9 at the current one.
+        if !s.live_only() {
+            for e in &s.history {
+                let _ = tx.send(e.clone());
+            }
+        }
+        s.subs.push(Sub { status_of, tx });
+    }
     let started = json!({"id": id, "result": {"type": "subscription_started"}});
     if wr
         .write_all(format!("{started}\n").as_bytes())
@@ -360,7 +390,12 @@ fn answer(s: &mut State, line: &str) -> Value {
     let ok = |result: Value| json!({"id": id, "result": result});
     let missing = || err(&id, "pane_not_found", &format!("pane {pane_id} not found"));
     match method {
-        "ping" => ok(json!({"type": "pong", "version": "0.8.0", "protocol": s.protocol})),
+        "ping" if s.live_only() => ok(json!({"type": "pong", "version": "0.9.3",
+            "protocol": s.protocol, "capabilities": {"live_handoff": true,
+            "detached_server_daemon": false, "endpoint_protocol_generation": 1,
+            "surface_interest": true, "health_check": true}})),
+        "ping" => ok(json!({"type": "pong", "version": "0.8.2", "protocol": s.protocol,
+            "capabilities": {"live_handoff": true, "detached_server_daemon": false}})),
         "pane.list" => {
             let panes: Vec<Value> = s.panes.iter().map(|(i, p)| info(i, p)).collect();
             ok(json!({"type": "pane_list", "panes": panes}))
@@ -509,11 +544,12 @@ fn answer(s: &mut State, line: &str) -> Value {
                 "root": {"type": "pane", "pane_id": pid, "label": label, "command": command},
             }}))
         }
-        // herdr cannot parse an unknown method into a request: it answers with id "".
+        // herdr cannot parse an unknown method into a request: 0.8 answers with id "", 0.9
+        // with the request's own.
         _ => err(
-            &json!(""),
+            &if s.live_only() { id.clone() } else { json!("") },
             "invalid_request",
-            &format!("unknown method {method}"),
+            &format!("invalid request: unknown variant `{method}`, expected one of `ping`"),
         ),
     }
 }

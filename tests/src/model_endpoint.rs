@@ -11,6 +11,8 @@
 //! - `[script:reply]` → calls `fleet_reply` with `done: <brief>`;
 //! - `[script:ask]` → calls `fleet_ask` with `which way? (<brief>)`, then `fleet_reply` with
 //!   `answered: <the answer>`;
+//! - `[script:bash]` → calls the `Bash` tool (Claude Code's shell), which no member is allowed
+//!   without a person's say: its agent shows a permission prompt;
 //! - `[script:plain]` → answers `plain answer: <brief without its markers>` in text, no tool;
 //! - `[script:slow N]` → waits N ms before answering (with any of the above);
 //! - `[script:rate-limit]`, `[script:overloaded]`, `[script:auth]` → the provider's rate
@@ -481,6 +483,20 @@ fn script(t: &Turn, api: Api) -> Move {
                 return m;
             }
         }
+    }
+    if brief.contains("[script:bash]") {
+        // A tool the member was never allowed: its agent asks a person first.
+        if t.called.iter().any(|c| c == "Bash") {
+            return Move::Text("Ran it.".into());
+        }
+        return match t.tool("Bash") {
+            Some((name, namespace)) => Move::Tool {
+                name,
+                namespace,
+                input: json!({"command": "touch fleet-permission-probe", "description": "Touch a file"}),
+            },
+            None => Move::Text("No shell tool here.".into()),
+        };
     }
     if brief.contains("[script:plain]") {
         // Without the markers: a TUI renders `[…]` as markdown (opencode drops the brackets).

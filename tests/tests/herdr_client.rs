@@ -117,7 +117,18 @@ fn ping_checks_the_protocol_version() {
         let pong = c.api().ping().await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(pong.protocol, 20);
         // A newer protocol is used (the daemon warns, /healthz says so); an older one is not.
-        d.state().protocol = 21;
+        assert_eq!(pong.family(), fleetd::herdr::api::Family::Replaying);
+        // herdr 0.9's protocol 22 is spoken, told by its capability names.
+        d.state().protocol = 22;
+        let pong = c.api().ping().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            fleetd::herdr::api::Support::of(pong.protocol),
+            Some(fleetd::herdr::api::Support::Tested)
+        );
+        assert!(pong.has("endpoint_protocol_generation"), "{pong:?}");
+        assert_eq!(pong.family(), fleetd::herdr::api::Family::LiveOnly);
+        // One not tested is used (the daemon warns, /healthz says so); an older one is not.
+        d.state().protocol = 23;
         let pong = c.api().ping().await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(
             fleetd::herdr::api::Support::of(pong.protocol),
@@ -267,6 +278,7 @@ fn a_claude_code_dialog_at_the_gate_fails_the_spawn_naming_it() {
                 network: fleetd::herdr::Network::Host,
                 sandbox_paths: Vec::new(),
                 config_template: None,
+                reports: true,
             },
         );
         let c = HerdrClient::new(cfg);
@@ -348,6 +360,7 @@ fn a_claude_code_member_gets_its_own_mcp_mount_off_subscription() {
             network: fleetd::herdr::Network::Host,
             sandbox_paths: Vec::new(),
             config_template: None,
+            reports: true,
         };
         cfg.profiles
             .insert("dev".into(), claude("https://llm.internal.example/v1"));
@@ -683,6 +696,8 @@ fn an_unanswered_inject_says_whether_anything_was_typed() {
 #[derive(Clone, Copy, Debug)]
 enum Backend {
     Double,
+    /// The double speaking herdr 0.9's protocol 22 (no real 0.9 server can be run here).
+    Double22,
     /// A real `herdr server` (`HERDR_BIN`); a scenario on it is compiled as ignored without one.
     Real,
 }
@@ -697,6 +712,11 @@ impl Herdr {
     async fn start(backend: Backend, dir: &Dir) -> Option<Herdr> {
         match backend {
             Backend::Double => Some(Herdr::Double(double(dir).await)),
+            Backend::Double22 => {
+                let d = double(dir).await;
+                d.state().protocol = 22;
+                Some(Herdr::Double(d))
+            }
             Backend::Real => {
                 let Some(bin) = herdr_real::bin() else {
                     panic!(
@@ -1359,6 +1379,66 @@ async fn request_close(h: &Herdr, pane: &str) -> bool {
 #[test]
 fn events_show_a_turn_ending_and_a_pane_gone_at_once() {
     scenario(events_show_turns_and_gone_panes_at_once(Backend::Double));
+}
+
+/// herdr 0.9 (protocol 22) on the double: its streams start at the current event (nothing
+/// replayed), its `ping` names capabilities, an unknown method keeps the request's id. The
+/// scenarios that read events and a restart run as on 0.8.
+#[test]
+fn on_protocol_22_events_show_a_turn_ending_and_a_pane_gone_at_once() {
+    scenario(events_show_turns_and_gone_panes_at_once(Backend::Double22));
+}
+
+#[test]
+fn on_protocol_22_a_gateway_delivers_and_knows_its_member_after_a_restart() {
+    scenario(delivers_and_knows_its_member_after_a_restart(
+        Backend::Double22,
+    ));
+}
+
+#[test]
+fn on_protocol_22_a_member_placed_while_watching_is_subscribed_at_once() {
+    scenario(a_member_placed_while_watching_is_heard_at_once(
+        Backend::Double22,
+    ));
+}
+
+/// On herdr 0.9 a stream replays nothing: a member whose pane closed between the watcher's
+/// listing and its subscription is told gone by the listing that follows the subscription
+/// (on 0.8 the replayed `pane_closed` told it). Without that second listing an idle member's
+/// end would wait for something to be sent to it.
+#[test]
+fn on_protocol_22_a_pane_gone_before_the_stream_opened_is_told() {
+    scenario(async {
+        let dir = Dir::new("p22-gone");
+        let d = double(&dir).await;
+        d.state().protocol = 22;
+        let c = client(&d);
+        let gid = "0f0f0f0f-0000-4000-8000-000000000022";
+        let pane = d.add_pane(Some(&format!("fleet:{gid}")), "idle");
+        let (handle, mut calls) = Driver::<HerdrClient, NoBroker, TokioClock, Quiet>::channel();
+        // The pane goes, and the watcher starts with it already gone from herdr's list but
+        // known to the gateway: only a listing after subscribing can tell it.
+        let first = c.member_panes().await.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(first.len(), 1);
+        d.remove_pane(&pane);
+        let cfg = fleetd::herdr::events::WatchConfig::default();
+        let watch = tokio::spawn(fleetd::herdr::events::watch_from(c, handle, cfg, first));
+        let told = tokio::time::timeout(Duration::from_secs(5), async {
+            while let Some(m) = calls.recv().await {
+                if let fleetd::ToLoop::Tell(fleet_core::Input::PaneGone { target }) = &m {
+                    if target.as_str() == gid {
+                        return true;
+                    }
+                }
+            }
+            false
+        })
+        .await;
+        watch.abort();
+        assert_eq!(told, Ok(true), "the gone member was never told");
+        schema_clean(&d);
+    });
 }
 
 #[cfg_attr(

@@ -24,6 +24,14 @@ impl Gateway {
         if let Some(why) = report.refused() {
             return self.invalid(call, &format!("the report: {why}"));
         }
+        let mut report = report;
+        // A refusal the agent does not call a limit (Claude Code 2.1 calls the spend limit's
+        // 400 `unknown`) is one when its words say so, as on its screen.
+        if let AgentEvent::TurnFailed { limit, words, .. }
+        | AgentEvent::ProviderError { limit, words } = &mut report.event
+        {
+            *limit |= crate::completion::usage_limit(words, &self.compiled).is_some();
+        }
         let (seq, what) = (report.seq, report.event.name());
         let trouble = matches!(
             report.event,

@@ -250,3 +250,46 @@ fn only_a_member_reports_and_only_well_formed() {
     );
     assert!(matches!(g.response(c), Some(Response::Error(_))));
 }
+
+/// The agent says it waits on a person (a permission prompt): its health says so at once —
+/// the report asks for a probe — in the agent's words, outranking its screen, and a need is
+/// listed; its next brief clears it.
+#[test]
+fn a_member_waiting_on_a_person_says_so_on_its_health_and_as_a_need() {
+    let mut g = Gw::new();
+    g.member(&w1());
+    let waiting = AgentEvent::Waiting {
+        words: "Claude needs your permission to use Bash".into(),
+    };
+    assert_eq!(g.report(&w1(), 1, waiting), "noted");
+    let asked = g.out.iter().rev().find_map(|o| match o {
+        Output::ProbeHealth { targets } => Some(targets.clone()),
+        _ => None,
+    });
+    assert_eq!(asked, Some(vec![w1()]), "the report asks for a probe");
+    g.input(Input::HealthProbed {
+        probes: vec![(
+            w1(),
+            Sampled::Status {
+                status: AgentStatus::Blocked,
+                screen: Some("API Error: 401 invalid api key\nDo you want to proceed?".into()),
+            },
+        )],
+    });
+    assert_eq!(g.health(&w1()), Some(Health::WaitingOnPerson));
+    let (_, why) = g.row_health(&w1());
+    assert_eq!(
+        why.as_deref(),
+        Some("its agent waits on a person: Claude needs your permission to use Bash")
+    );
+    let c = g.call(Principal::primary("op", None), Request::Attention);
+    let Some(Response::Attention(a)) = g.response(c).cloned() else {
+        panic!("attention answered {:?}", g.response(c));
+    };
+    assert!(
+        a.needs
+            .iter()
+            .any(|n| n.need.kind == fleet_core::needs::NeedKind::WaitingOnPerson),
+        "{a:?}"
+    );
+}

@@ -177,7 +177,7 @@ async fn greet_herdr(client: &HerdrClient, hc: &HerdrConfig) -> Result<(), Daemo
             )
         }
         Ok(p) => {
-            tracing::info!(socket = %hc.socket.display(), version = %p.version, "herdr answers")
+            tracing::info!(socket = %hc.socket.display(), version = %p.version, protocol = p.protocol, family = ?p.family(), "herdr answers")
         }
         Err(e @ herdr::RpcError::Protocol { .. }) => {
             return Err(DaemonError::Herdr(format!(

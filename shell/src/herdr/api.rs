@@ -1,5 +1,6 @@
-//! The herdr methods fleetd uses, typed (protocol 20; its schema, as herdr 0.8.2 prints it, is
-//! `tests/data/herdr-api.schema.json`).
+//! The herdr methods fleetd uses, typed: protocol 20 (herdr 0.8; its schema, as herdr 0.8.2
+//! prints it, is `tests/data/herdr-api.schema.json`) and protocol 22 (herdr 0.9), which differ
+//! in what fleetd relies on only in how an event stream starts (`Family`).
 //! Results are read leniently (unknown fields ignored, as herdr adds fields) but every field
 //! fleetd relies on is required.
 
@@ -9,18 +10,19 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The socket protocol this client speaks.
+/// The oldest socket protocol this client speaks.
 pub const PROTOCOL: u32 = 20;
-/// The protocols this client is tested against. An older one is refused (its methods may be
-/// missing); a newer one is used with a warning, and a method it no longer knows fails on its
-/// own call (`RpcError::UnknownMethod`).
-pub const PROTOCOLS_TESTED: std::ops::RangeInclusive<u32> = 20..=20;
+/// The protocols this client is tested against: 20 against a real herdr 0.8.2 and the double,
+/// 22 against the double switched to herdr 0.9's published changes (no real 0.9 server could be
+/// run here). An older one is refused (its methods may be missing); any other is used with a
+/// warning, and a method it no longer knows fails on its own call (`RpcError::UnknownMethod`).
+pub const PROTOCOLS_TESTED: [u32; 2] = [20, 22];
 
 /// How a herdr's protocol stands against what this client is tested with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Support {
     Tested,
-    /// Newer than tested: used, with a warning.
+    /// Not one of `PROTOCOLS_TESTED` (21, or newer than 22): used, with a warning.
     Newer,
 }
 
@@ -28,7 +30,7 @@ impl Support {
     pub fn of(protocol: u32) -> Option<Support> {
         if PROTOCOLS_TESTED.contains(&protocol) {
             Some(Support::Tested)
-        } else if protocol > *PROTOCOLS_TESTED.end() {
+        } else if protocol > PROTOCOL {
             Some(Support::Newer)
         } else {
             None
@@ -38,9 +40,22 @@ impl Support {
     pub fn as_str(self) -> &'static str {
         match self {
             Support::Tested => "tested",
-            Support::Newer => "newer than tested",
+            Support::Newer => "not tested",
         }
     }
+}
+
+/// Which family of herdr's protocol a server speaks, as its `ping` says: told apart by its
+/// capability names (herdr 0.9 adds `endpoint_protocol_generation`), not an exact version, so
+/// a 0.9.x that keeps them and moves the number is still read right.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// herdr 0.8 (protocol 20): an event stream replays the lifecycle events it kept (up to
+    /// 512) before the live ones.
+    Replaying,
+    /// herdr 0.9 (protocol 22): an event stream starts at the current event, so what happened
+    /// before it was opened is learned by listing after subscribing.
+    LiveOnly,
 }
 
 /// What a program may report of itself (herdr's `PaneAgentState`: no `done`, which herdr
@@ -69,6 +84,26 @@ impl ReportedState {
 pub struct Pong {
     pub version: String,
     pub protocol: u32,
+    /// The server's named capabilities (an object of values; absent before 0.8).
+    #[serde(default)]
+    pub capabilities: BTreeMap<String, Value>,
+}
+
+impl Pong {
+    /// Whether the server names capability `name` (with any value but `false` or null).
+    pub fn has(&self, name: &str) -> bool {
+        self.capabilities
+            .get(name)
+            .is_some_and(|v| !v.is_null() && *v != Value::Bool(false))
+    }
+
+    pub fn family(&self) -> Family {
+        if self.has("endpoint_protocol_generation") || self.protocol >= 22 {
+            Family::LiveOnly
+        } else {
+            Family::Replaying
+        }
+    }
 }
 
 /// A pane, as `pane.get` / `pane.list` / `pane_created` describe it (the fields fleetd reads).
@@ -155,12 +190,14 @@ impl Api {
         let pong = Pong {
             version: field(&r, "version", "ping")?,
             protocol: field(&r, "protocol", "ping")?,
+            // Read leniently: a capability map this build cannot read is none.
+            capabilities: field(&r, "capabilities", "ping").unwrap_or_default(),
         };
         if Support::of(pong.protocol).is_none() {
             return Err(RpcError::Protocol {
                 version: pong.version,
                 protocol: pong.protocol,
-                want: *PROTOCOLS_TESTED.start(),
+                want: PROTOCOL,
             });
         }
         Ok(pong)

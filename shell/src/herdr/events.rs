@@ -180,6 +180,26 @@ impl Default for WatchConfig {
 /// Feeds herdr's events about this gateway's members to the gateway behind `handle`, until
 /// the gateway is gone. Never ends on herdr's account: it resubscribes.
 pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
+    watch_listed(client, handle, cfg, None).await
+}
+
+/// `watch`, its first stream opened for the members of `listed` (a listing taken before):
+/// what a test needs to stand between the listing and the subscription.
+pub async fn watch_from(
+    client: HerdrClient,
+    handle: Handle,
+    cfg: WatchConfig,
+    listed: Vec<(SessionId, String)>,
+) {
+    watch_listed(client, handle, cfg, Some(listed)).await
+}
+
+async fn watch_listed(
+    client: HerdrClient,
+    handle: Handle,
+    cfg: WatchConfig,
+    mut listed: Option<Vec<(SessionId, String)>>,
+) {
     let mut backoff = cfg.backoff_min;
     let mut first = true;
     loop {
@@ -188,12 +208,15 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
             backoff = (backoff * 2).min(cfg.backoff_max);
         }
         first = false;
-        let members = match client.member_panes().await {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::debug!("herdr events: listing members: {e}");
-                continue;
-            }
+        let members = match listed.take() {
+            Some(m) => m,
+            None => match client.member_panes().await {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::debug!("herdr events: listing members: {e}");
+                    continue;
+                }
+            },
         };
         let by_pane: BTreeMap<String, SessionId> = members
             .iter()
@@ -209,6 +232,21 @@ pub async fn watch(client: HerdrClient, handle: Handle, cfg: WatchConfig) {
                 continue;
             }
         };
+        // What happened before the stream opened: herdr 0.9 (protocol 22) starts a stream at
+        // its current event, so a member whose pane went between the listing above and the
+        // subscription is told only by listing again now (herdr 0.8 replayed it; both are
+        // read the same way here).
+        match client.member_panes().await {
+            Ok(now) if now != members => {
+                if !report_vanished(&client, &handle, &members, &now).await {
+                    return;
+                }
+                backoff = cfg.backoff_min;
+                first = true;
+                continue;
+            }
+            _ => {}
+        }
         let opened = tokio::time::Instant::now();
         let mut relist = tokio::time::interval(cfg.relist);
         relist.tick().await;

@@ -106,6 +106,8 @@ pub struct Profile {
     /// An operator-prepared dir copied into each member's agent config dir before fleetd's
     /// own keys are merged over it (`agent_config`).
     pub config_template: Option<PathBuf>,
+    /// Its agent's own lifecycle reports are installed (where fleetd knows its own binary).
+    pub reports: bool,
 }
 
 impl Profile {
@@ -121,6 +123,7 @@ impl Profile {
             network: Network::Host,
             sandbox_paths: Vec::new(),
             config_template: None,
+            reports: true,
         }
     }
 }
@@ -573,7 +576,9 @@ pub fn plan(
         boxed: member.boxed,
         url: cfg.member_url(member.boxed),
         token: member_token(&cfg.member_key, gid, member.nonce),
-        report_bin: cfg.report_bin(member.boxed),
+        report_bin: cfg
+            .report_bin(member.boxed)
+            .filter(|_| profile.reports),
     };
     let mut parts = kinds::Parts {
         env,

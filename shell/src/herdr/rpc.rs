@@ -155,7 +155,11 @@ pub fn parse_answer(line: &[u8], id: &str, method: &str) -> Result<Value, RpcErr
     {
         let field = |k: &str| err.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         // herdr answers a method it does not know as an invalid request naming the variant.
-        if field("code") == "invalid_request" && field("message").contains("unknown variant") {
+        // herdr 0.8 and 0.9 say it so; a later one may name it.
+        let unknown = (field("code") == "invalid_request"
+            && field("message").contains("unknown variant"))
+            || field("code") == "unknown_method";
+        if unknown {
             return Err(RpcError::UnknownMethod {
                 method: method.to_string(),
                 message: field("message"),

@@ -34,6 +34,7 @@ fn claude(base_url: &str) -> Profile {
         network: Network::Host,
         sandbox_paths: Vec::new(),
         config_template: None,
+        reports: true,
     }
 }
 
@@ -121,6 +122,7 @@ fn an_opencode_member_gets_an_ephemeral_config_with_the_charter_as_instructions(
         network: Network::Host,
         sandbox_paths: Vec::new(),
         config_template: None,
+        reports: true,
     };
     let l = plan(&cfg(), "oc", &p, Member::new("g2", "00"), &parent()).expect("planned");
     let env = &l.env;
@@ -165,6 +167,7 @@ fn an_opencode_member_with_a_base_url_uses_it_and_only_an_allowed_one() {
         network: Network::Host,
         sandbox_paths: Vec::new(),
         config_template: None,
+        reports: true,
     };
     let l = plan(
         &cfg(),
