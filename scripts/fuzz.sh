@@ -11,7 +11,7 @@
 #   JOBS=2 scripts/fuzz.sh          # two targets at a time
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TARGETS=(envelope amqp_headers herdr faces config gateway pane_text terminal)
+TARGETS=(envelope amqp_headers herdr faces config gateway pane_text terminal report)
 if [ $# -ge 1 ] && [ "$1" != all ]; then TARGETS=("$1"); fi
 SECS=${2:-600}
 JOBS=${JOBS:-1}

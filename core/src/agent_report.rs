@@ -253,6 +253,12 @@ impl Reports {
         self.members.get(gid)?.session.as_deref()
     }
 
+    /// What the gateway saw stand in `gid`'s way itself (a usage limit on its screen): shown
+    /// as the agent's own word would be, until its next turn.
+    pub fn seen(&mut self, gid: &SessionId, trouble: Trouble) {
+        self.members.entry(gid.clone()).or_default().trouble = Some(trouble);
+    }
+
     /// What `gid`'s agent said stands in its way, since its last turn began.
     pub fn trouble(&self, gid: &SessionId) -> Option<&Trouble> {
         self.members.get(gid)?.trouble.as_ref()

@@ -25,7 +25,7 @@ pub mod seed;
 pub type Target = fn(&[u8]);
 
 /// The targets, by name (the corpus directories and the cargo-fuzz binaries).
-pub const TARGETS: [(&str, Target); 8] = [
+pub const TARGETS: [(&str, Target); 9] = [
     ("envelope", envelope),
     ("amqp_headers", amqp_headers),
     ("herdr", herdr),
@@ -34,6 +34,7 @@ pub const TARGETS: [(&str, Target); 8] = [
     ("gateway", gateway),
     ("pane_text", pane_text),
     ("terminal", terminal),
+    ("report", report),
 ];
 
 /// The wall clock every target sees (Unix ms): the seeds' envelopes are valid at it.
@@ -734,4 +735,47 @@ impl World {
         }
         Ok(())
     }
+}
+
+/// What an agent reports of itself: the bytes as each kind's event (a Claude Code hook's
+/// stdin, Codex's notify argument, fleetd's opencode plugin line) through
+/// `fleetd member-report`'s reader, and as the body a member posts
+/// (`POST /sessions/{id}/report`) through the core's `Reports`. Properties: what a reader makes
+/// of an event survives the wire (serialised and read back, the same report); a body taken is
+/// one the core would not refuse; a report the core took twice is stale the second time; a
+/// report never speaks for a brief that was not typed.
+pub fn report(data: &[u8]) {
+    use fleet_core::agent_report::{AgentReport, Reports, Verdict};
+    use fleetd::member_report::{event_of, Agent};
+    let text = String::from_utf8_lossy(data);
+    for agent in [Agent::ClaudeCode, Agent::Codex, Agent::OpenCode] {
+        if let Ok(Some((session, event))) = event_of(agent, &text) {
+            let r = AgentReport {
+                seq: 1,
+                session,
+                event,
+            };
+            let wire = serde_json::to_string(&r).expect("a report serialises");
+            let back: AgentReport = serde_json::from_str(&wire).expect("a report reads back");
+            assert_eq!(back, r, "{wire}");
+        }
+    }
+    let Ok(r) = serde_json::from_str::<AgentReport>(&text) else {
+        return;
+    };
+    if r.refused().is_some() {
+        return;
+    }
+    let gid = fleet_core::SessionId::new("m1");
+    let mut reports = Reports::default();
+    reports.launched(&gid);
+    // Nothing typed yet: no report ends anything.
+    let first = reports.take(&gid, r.clone());
+    assert!(
+        matches!(first, Verdict::Stale | Verdict::Foreign | Verdict::Noted),
+        "{first:?} with nothing typed"
+    );
+    let msg = fleet_core::MsgId(uuid::Uuid::from_u128(7));
+    reports.typed(&gid, msg, "the brief");
+    assert_eq!(reports.take(&gid, r), Verdict::Stale, "the same number twice");
 }

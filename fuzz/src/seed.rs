@@ -239,6 +239,9 @@ pub fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
     let federated = CONFIG.replace("{peer}", &peer);
     out.push(("config", "seed-federated".into(), federated.into_bytes()));
     out.push(("gateway", "seed-calls".into(), (0u8..=255).collect()));
+    for (i, event) in REPORT_EVENTS.iter().enumerate() {
+        out.push(("report", format!("seed-{i}"), event.as_bytes().to_vec()));
+    }
     for (i, text) in HOSTILE_TEXT.iter().enumerate() {
         out.push(("pane_text", format!("seed-{i}"), text.as_bytes().to_vec()));
         out.push((
@@ -266,4 +269,18 @@ const HOSTILE_TEXT: [&str; 4] = [
     "fix it\x1b[201~rm -rf ~\r\x1b]52;c;ZXZpbA==\x07\u{9b}31m\x7f done",
     "\x1b[2J\x1b[H\x1b]0;owned\x07\u{85}next line\u{2028}",
     "\u{0}\u{1}\u{1f}\u{80}\u{9f}\u{a0}é漢字🙂",
+];
+
+/// What agents report, as they say it: Claude Code 2.1.328's hook events, Codex 0.171's notify
+/// argument, fleetd's opencode plugin lines, and the bodies `fleetd member-report` posts.
+const REPORT_EVENTS: [&str; 9] = [
+    r#"{"session_id":"s1","transcript_path":"/x","cwd":"/w","hook_event_name":"SessionStart","source":"startup"}"#,
+    r#"{"session_id":"s1","hook_event_name":"UserPromptSubmit","prompt":"fix the parser"}"#,
+    r#"{"session_id":"s1","hook_event_name":"Stop","stop_hook_active":false,"last_assistant_message":"done"}"#,
+    r#"{"session_id":"s1","hook_event_name":"StopFailure","error":"rate_limit","error_details":"429"}"#,
+    r#"{"session_id":"s1","hook_event_name":"Notification","message":"Claude needs your permission to use Bash","notification_type":"permission_prompt"}"#,
+    r#"{"type":"agent-turn-complete","thread-id":"t1","turn-id":"1","input-messages":["fix it"],"last-assistant-message":"fixed"}"#,
+    r#"{"kind":"idle","session":"ses_1","prompt":"fix it","text":"All done."}"#,
+    r#"{"seq":3,"session":"s1","event":"turn_ended","prompt":"fix it","text":"fixed"}"#,
+    r#"{"seq":4,"event":"provider_error","limit":true,"words":"429"}"#,
 ];

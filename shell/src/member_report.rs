@@ -137,16 +137,12 @@ pub fn event_of(agent: Agent, raw: &str) -> Result<Option<(Option<String>, Agent
             if v.get("type").and_then(Value::as_str) != Some("agent-turn-complete") {
                 return Ok(None);
             }
+            // Every prompt of the thread so far (checked on 0.171.0): this turn's is the last.
             let prompt = v
                 .get("input-messages")
                 .and_then(Value::as_array)
-                .map(|m| {
-                    m.iter()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                })
-                .filter(|p| !p.is_empty());
+                .and_then(|m| m.iter().rev().find_map(Value::as_str))
+                .map(str::to_string);
             Ok(Some((
                 text("thread-id"),
                 AgentEvent::TurnEnded {
@@ -286,6 +282,15 @@ fn report(agent: &str, seq_file: Option<PathBuf>, arg: Option<String>) -> Result
     };
     if raw.len() > EVENT_MAX {
         return Err(format!("the event is over {EVENT_MAX} bytes"));
+    }
+    // A diagnosis aid (a profile's `env`): each event as the agent gave it, one per line.
+    if let Some(path) = std::env::var_os("FLEET_REPORT_TRACE") {
+        let line = format!("{}\n", raw.replace('\n', " "));
+        let _ = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
     }
     let Some((session, event)) = event_of(agent, &raw)? else {
         return Ok(());
@@ -434,7 +439,7 @@ mod tests {
     #[test]
     fn codexs_notify_becomes_a_turn_end_with_its_prompt() {
         let n = r#"{"type":"agent-turn-complete","thread-id":"th-1","turn-id":"7",
-            "input-messages":["fix the", "parser"],"last-assistant-message":"fixed"}"#;
+            "input-messages":["an earlier brief", "fix the\nparser"],"last-assistant-message":"fixed"}"#;
         assert_eq!(
             event_of(Agent::Codex, n),
             Ok(Some((

@@ -1,8 +1,10 @@
 //! Real agents as members, timed: per agent kind (Claude Code, Codex, opencode), the time from `fleet_spawn` (on another host,
-//! over RabbitMQ) to READY, and from a brief to REPLIED through the agent's own `fleet_reply`
-//! — N rounds of spawn, brief, stop, with median, p90, min and max. The agent is the real CLI
-//! in a real herdr pane; its model is the scripted endpoint (`model_endpoint`), which answers
-//! at once, so what is timed is the agent's start and turn plus fleetd's path.
+//! over RabbitMQ) to READY (N rounds of spawn, stop), then — on one member with its own
+//! lifecycle reports off (its screen read, as before they existed) and one with them on — N
+//! briefs to REPLIED through the agent's own `fleet_reply` and N plain-text briefs to
+//! COMPLETED_UNREPLIED, each with median, p90, min and max, in the same run. The agent is the
+//! real CLI in a real herdr pane; its model is the scripted endpoint (`model_endpoint`), which
+//! answers at once, so what is timed is the agent's start and turn plus fleetd's path.
 //!
 //! Needs a real herdr and the agent's binary, and the release `fleetd`:
 //! `cargo build --release -p fleetd && HERDR_BIN=/tmp/herdr-bin/herdr cargo bench -p
@@ -116,8 +118,8 @@ async fn main() {
 async fn time_kind(kind: &Kind, rounds: usize) {
     let fleet = AgentFleet::start(kind.profile, kind.configure).await;
     let lead = &fleet.lead;
-    let (mut ready, mut replied) = (Vec::new(), Vec::new());
-    for i in 0..rounds {
+    let mut ready = Vec::new();
+    for i in 0..rounds.min(5) {
         let t = Instant::now();
         let (ok, spawned) = lead
             .call(
@@ -128,30 +130,79 @@ async fn time_kind(kind: &Kind, rounds: usize) {
         assert!(ok, "round {i}: {spawned}");
         ready.push(t.elapsed());
         let gid = spawned["gid"].as_str().unwrap_or_default().to_string();
-        let brief = format!("[script:reply] round {i}");
-        let t = Instant::now();
-        let (_, out) = lead
-            .call(
-                "fleet_send",
-                json!({"sessionId": gid, "message": brief, "timeoutMs": 60000}),
-            )
-            .await;
-        assert_eq!(out["outcome"], "REPLIED", "round {i}: {out}");
-        replied.push(t.elapsed());
         let (ok, stopped) = lead.call("fleet_stop", json!({"sessionId": gid})).await;
         assert!(ok, "round {i}: {stopped}");
-        eprintln!(
-            "round {i}: READY in {:?}, REPLIED in {:?}",
-            ready[i], replied[i]
-        );
     }
     println!(
         "{}",
         summary(&format!("{} spawn to READY", kind.profile), ready)
     );
+    fleet.finish().await;
+    for reports in [false, true] {
+        turns(kind, rounds, reports).await;
+    }
+}
+
+/// `rounds` briefs to REPLIED and `rounds` plain ones to COMPLETED_UNREPLIED on one member of
+/// a profile whose agent reports its own turns, or not (`reports = false`: its screen is read).
+async fn turns(kind: &Kind, rounds: usize, reports: bool) {
+    let configure: fn(String, &str) -> String = match (kind.profile, reports) {
+        (_, true) => kind.configure,
+        ("claude", false) => |c, e| unreported(with_claude_profile(c, e)),
+        ("codex", false) => |c, e| unreported(with_codex_profile(c, e)),
+        _ => |c, e| unreported(with_opencode_profile(c, e)),
+    };
+    let fleet = AgentFleet::start(kind.profile, configure).await;
+    let lead = &fleet.lead;
+    let (ok, spawned) = lead
+        .call(
+            "fleet_spawn",
+            json!({"profile": kind.profile, "host": "beta"}),
+        )
+        .await;
+    assert!(ok, "{spawned}");
+    let gid = spawned["gid"].as_str().unwrap_or_default().to_string();
+    let send = |message: String| {
+        let gid = gid.clone();
+        async move {
+            let t = Instant::now();
+            let (_, out) = lead
+                .call(
+                    "fleet_send",
+                    json!({"sessionId": gid, "message": message, "timeoutMs": 60000}),
+                )
+                .await;
+            (out, t.elapsed())
+        }
+    };
+    // The agent's first turn waits out its own start: not timed.
+    let (out, _) = send("[script:plain] warm up".into()).await;
+    assert_eq!(out["outcome"], "COMPLETED_UNREPLIED", "{out}");
+    let (mut replied, mut plain) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        let (out, t) = send(format!("[script:reply] round {i}")).await;
+        assert_eq!(out["outcome"], "REPLIED", "round {i}: {out}");
+        replied.push(t);
+        let (out, t) = send(format!("[script:plain] round {i}")).await;
+        assert_eq!(out["outcome"], "COMPLETED_UNREPLIED", "round {i}: {out}");
+        plain.push(t);
+    }
+    let mode = if reports { "reports" } else { "screen" };
     println!(
         "{}",
-        summary(&format!("{} brief to REPLIED", kind.profile), replied)
+        summary(&format!("{} ({mode}) brief to REPLIED", kind.profile), replied)
+    );
+    println!(
+        "{}",
+        summary(
+            &format!("{} ({mode}) brief to COMPLETED_UNREPLIED", kind.profile),
+            plain
+        )
     );
     fleet.finish().await;
+}
+
+/// A host config whose agent profile reads its member's screen only.
+fn unreported(config: String) -> String {
+    config.replace("\nbase_url = ", "\nreports = false\nbase_url = ")
 }

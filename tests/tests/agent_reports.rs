@@ -197,3 +197,4 @@ async fn opencode_ends_plain_turns_by_its_own_plugin() {
     })
     .await;
 }
+

@@ -256,6 +256,12 @@ impl Gateway {
         matched: String,
     ) {
         self.backend_exhausted(target);
+        // Its health says so, however the limit was learned (its report, or its screen).
+        if self.is_member_here(target) {
+            let limited = crate::agent_report::Trouble::UsageLimited(matched.clone());
+            self.reports.seen(target, limited);
+            self.probe_health(vec![target.clone()]);
+        }
         if let Some(r) = self.rendezvous.resolve(target, msg, Kind::BackendExhausted) {
             self.finish(
                 now,
