@@ -214,16 +214,24 @@ struct Track {
     started: bool,
     /// What it said at that brief's end, once it has.
     ended: Option<Ending>,
-    /// A turn end seen on its screen waits for its report until then.
-    waiting: Option<(MsgId, Instant)>,
     /// What it said stands in its way, until its next turn.
     trouble: Option<Trouble>,
+    /// It said its provider refused and it retries (since then): its turn goes on, whatever
+    /// its screen shows, until it says the turn ended or failed — or `RETRY_BELIEVED` passed.
+    retrying: Option<Instant>,
 }
+
+/// How long an agent's word that it retries its provider keeps its turn running with no word
+/// since (Claude Code retries a 429 for ≈ 3 min): past it, its screen decides again.
+pub const RETRY_BELIEVED: crate::time::Duration = crate::time::Duration::from_millis(300_000);
 
 /// The members that report their own turns, and what each has said.
 #[derive(Debug, Default)]
 pub struct Reports {
     members: BTreeMap<SessionId, Track>,
+    /// Turn ends seen on a screen, each waiting for its report until then (few at a time:
+    /// kept apart so the per-step check walks only them).
+    waits: BTreeMap<SessionId, (MsgId, Instant)>,
     /// Planted bug `stale-report-believed`: order and prompt are not checked.
     believe_any: bool,
 }
@@ -246,6 +254,7 @@ impl Reports {
 
     pub fn forget(&mut self, gid: &SessionId) {
         self.members.remove(gid);
+        self.waits.remove(gid);
     }
 
     /// The agent's native session id, as it last reported it.
@@ -271,12 +280,23 @@ impl Reports {
         t.typed = Some((msg, Digest::of(text)));
         t.started = false;
         t.ended = None;
-        t.waiting = None;
         t.trouble = None;
+        t.retrying = None;
+        self.waits.remove(gid);
     }
 
-    /// Takes one report from `gid` (already checked with `AgentReport::refused`).
-    pub fn take(&mut self, gid: &SessionId, report: AgentReport) -> Verdict {
+    /// Whether `gid`'s agent said, within `RETRY_BELIEVED` of `now`, that it retries its
+    /// provider within its turn.
+    pub fn retrying(&self, gid: &SessionId, now: Instant) -> bool {
+        self.members
+            .get(gid)
+            .and_then(|t| t.retrying)
+            .is_some_and(|since| now.saturating_since(since) < RETRY_BELIEVED)
+    }
+
+    /// Takes one report from `gid` (already checked with `AgentReport::refused`), heard at
+    /// `now`.
+    pub fn take(&mut self, now: Instant, gid: &SessionId, report: AgentReport) -> Verdict {
         let believe_any = self.believe_any;
         let t = self.members.entry(gid.clone()).or_default();
         t.reporting = true;
@@ -302,6 +322,7 @@ impl Reports {
                 Verdict::Noted
             }
             AgentEvent::ProviderError { limit, words } => {
+                t.retrying = (t.typed.is_some() && t.ended.is_none()).then_some(now);
                 t.trouble = Some(match limit {
                     true => Trouble::UsageLimited(words),
                     false => Trouble::ProviderError(words),
@@ -321,6 +342,7 @@ impl Reports {
                 Some(msg) => {
                     t.ended = Some(Ending::Text(text.clone()));
                     t.trouble = None;
+                    t.retrying = None;
                     Verdict::Ended { msg, text }
                 }
                 None => Verdict::Foreign,
@@ -332,6 +354,7 @@ impl Reports {
             } => match ours(t, prompt.as_ref()) {
                 Some(_) if t.ended.is_some() && !believe_any => Verdict::Noted,
                 Some(msg) => {
+                    t.retrying = None;
                     t.ended = Some(Ending::Failed {
                         limit,
                         words: words.clone(),
@@ -358,16 +381,16 @@ impl Reports {
 
     /// Brief `msg`'s turn looked over on `gid`'s screen: its report is awaited until `until`.
     pub fn await_end(&mut self, gid: &SessionId, msg: MsgId, until: Instant) {
-        if let Some(t) = self.members.get_mut(gid) {
-            t.waiting = Some((msg, until));
+        if self.members.contains_key(gid) {
+            self.waits.insert(gid.clone(), (msg, until));
         }
     }
 
     /// Stops waiting for brief `msg`'s report: true if it was awaited.
     pub fn stop_waiting(&mut self, gid: &SessionId, msg: MsgId) -> bool {
-        match self.members.get_mut(gid) {
-            Some(t) if matches!(t.waiting, Some((m, _)) if m == msg) => {
-                t.waiting = None;
+        match self.waits.get(gid) {
+            Some((m, _)) if *m == msg => {
+                self.waits.remove(gid);
                 true
             }
             _ => false,
@@ -376,14 +399,19 @@ impl Reports {
 
     /// The brief whose report `gid` waited for until `now` or earlier, if it waits no more.
     pub fn wait_over(&mut self, gid: &SessionId, now: Instant) -> Option<MsgId> {
-        let t = self.members.get_mut(gid)?;
-        match t.waiting {
-            Some((msg, until)) if until <= now => {
-                t.waiting = None;
+        match self.waits.get(gid) {
+            Some((msg, until)) if *until <= now => {
+                let msg = *msg;
+                self.waits.remove(gid);
                 Some(msg)
             }
             _ => None,
         }
+    }
+
+    /// Every turn end waiting for its report: (member, brief, until when).
+    pub fn waits(&self) -> impl Iterator<Item = (&SessionId, MsgId, Instant)> {
+        self.waits.iter().map(|(g, (m, u))| (g, *m, *u))
     }
 
     /// Targets known here, for the invariants.
@@ -430,7 +458,11 @@ mod tests {
         r.typed(&gid(), m1, "fix the\nparser");
         // Whitespace as the pane turned it is not a difference.
         assert_eq!(
-            r.take(&gid(), ended(1, Some("fix the parser "), "done")),
+            r.take(
+                Instant::ZERO,
+                &gid(),
+                ended(1, Some("fix the parser "), "done")
+            ),
             Verdict::Ended {
                 msg: m1,
                 text: "done".into()
@@ -439,18 +471,27 @@ mod tests {
         assert_eq!(r.ending(&gid(), m1), Some(&Ending::Text("done".into())));
         // A second end of the same brief ends nothing more.
         assert_eq!(
-            r.take(&gid(), ended(2, Some("fix the parser"), "again")),
+            r.take(
+                Instant::ZERO,
+                &gid(),
+                ended(2, Some("fix the parser"), "again")
+            ),
             Verdict::Noted
         );
         r.typed(&gid(), m2, "next");
         // The previous turn's end, late and re-sent with a new number, names another prompt.
         assert_eq!(
-            r.take(&gid(), ended(3, Some("fix the parser"), "done")),
+            r.take(
+                Instant::ZERO,
+                &gid(),
+                ended(3, Some("fix the parser"), "done")
+            ),
             Verdict::Foreign
         );
         // A person typed in the pane: not fleetd's brief.
         assert_eq!(
             r.take(
+                Instant::ZERO,
                 &gid(),
                 report(
                     4,
@@ -476,13 +517,19 @@ mod tests {
                 prompt: "go".into(),
             },
         );
-        assert_eq!(r.take(&gid(), started.clone()), Verdict::Started(m1));
-        assert_eq!(r.take(&gid(), started), Verdict::Stale);
+        assert_eq!(
+            r.take(Instant::ZERO, &gid(), started.clone()),
+            Verdict::Started(m1)
+        );
+        assert_eq!(r.take(Instant::ZERO, &gid(), started), Verdict::Stale);
         // Reordered: an end numbered before the start already heard.
-        assert_eq!(r.take(&gid(), ended(4, None, "x")), Verdict::Stale);
+        assert_eq!(
+            r.take(Instant::ZERO, &gid(), ended(4, None, "x")),
+            Verdict::Stale
+        );
         // With no prompt, an end is the started brief's.
         assert_eq!(
-            r.take(&gid(), ended(6, None, "y")),
+            r.take(Instant::ZERO, &gid(), ended(6, None, "y")),
             Verdict::Ended {
                 msg: m1,
                 text: "y".into()
@@ -495,7 +542,10 @@ mod tests {
         let mut r = Reports::default();
         r.launched(&gid());
         r.typed(&gid(), msg(1), "go");
-        assert_eq!(r.take(&gid(), ended(1, None, "x")), Verdict::Foreign);
+        assert_eq!(
+            r.take(Instant::ZERO, &gid(), ended(1, None, "x")),
+            Verdict::Foreign
+        );
     }
 
     #[test]
@@ -505,7 +555,7 @@ mod tests {
         let m2 = msg(2);
         r.typed(&gid(), m2, "second");
         assert_eq!(
-            r.take(&gid(), ended(1, Some("first"), "old")),
+            r.take(Instant::ZERO, &gid(), ended(1, Some("first"), "old")),
             Verdict::Ended {
                 msg: m2,
                 text: "old".into()

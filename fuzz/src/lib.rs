@@ -770,12 +770,16 @@ pub fn report(data: &[u8]) {
     let mut reports = Reports::default();
     reports.launched(&gid);
     // Nothing typed yet: no report ends anything.
-    let first = reports.take(&gid, r.clone());
+    let first = reports.take(fleet_core::Instant::ZERO, &gid, r.clone());
     assert!(
         matches!(first, Verdict::Stale | Verdict::Foreign | Verdict::Noted),
         "{first:?} with nothing typed"
     );
     let msg = fleet_core::MsgId(uuid::Uuid::from_u128(7));
     reports.typed(&gid, msg, "the brief");
-    assert_eq!(reports.take(&gid, r), Verdict::Stale, "the same number twice");
+    assert_eq!(
+        reports.take(fleet_core::Instant::ZERO, &gid, r),
+        Verdict::Stale,
+        "the same number twice"
+    );
 }

@@ -190,7 +190,10 @@ async fn turns(kind: &Kind, rounds: usize, reports: bool) {
     let mode = if reports { "reports" } else { "screen" };
     println!(
         "{}",
-        summary(&format!("{} ({mode}) brief to REPLIED", kind.profile), replied)
+        summary(
+            &format!("{} ({mode}) brief to REPLIED", kind.profile),
+            replied
+        )
     );
     println!(
         "{}",

@@ -77,8 +77,7 @@ impl State {
     }
 
     fn gone(&mut self, pane_id: &str, kind: &str) {
-        let event =
-            json!({"event": kind, "data": {"type": kind, "pane_id": pane_id, "workspace_id": "w1"}});
+        let event = json!({"event": kind, "data": {"type": kind, "pane_id": pane_id, "workspace_id": "w1"}});
         if self.history.len() == HISTORY {
             self.history.pop_front();
         }
@@ -394,8 +393,10 @@ fn answer(s: &mut State, line: &str) -> Value {
             "protocol": s.protocol, "capabilities": {"live_handoff": true,
             "detached_server_daemon": false, "endpoint_protocol_generation": 1,
             "surface_interest": true, "health_check": true}})),
-        "ping" => ok(json!({"type": "pong", "version": "0.8.2", "protocol": s.protocol,
-            "capabilities": {"live_handoff": true, "detached_server_daemon": false}})),
+        "ping" => ok(
+            json!({"type": "pong", "version": "0.8.2", "protocol": s.protocol,
+            "capabilities": {"live_handoff": true, "detached_server_daemon": false}}),
+        ),
         "pane.list" => {
             let panes: Vec<Value> = s.panes.iter().map(|(i, p)| info(i, p)).collect();
             ok(json!({"type": "pane_list", "panes": panes}))

@@ -27,10 +27,7 @@ const TURNS: usize = 20;
 fn fast_and_blind(config: String) -> String {
     config
         .replace("poll_interval_ms = 500", "poll_interval_ms = 100")
-        .replace(
-            "[core]\n",
-            "[core]\nchrome_patterns = []\n",
-        )
+        .replace("[core]\n", "[core]\nchrome_patterns = []\n")
 }
 
 async fn send(lead: &Mcp, gid: &str, message: &str) -> (Value, Duration) {
@@ -60,12 +57,19 @@ async fn plain_turns_end_by_the_agents_word(kind: &str, configure: fn(String, &s
     // Its first brief waits out the agent's own start (Claude Code shows working for seconds
     // after its prompt is drawn): not what is timed here.
     let (out, first) = send(lead, &gid, "[script:plain] warm up").await;
-    assert_eq!(out["outcome"], "COMPLETED_UNREPLIED", "{out}\n{}", fleet.logs());
+    assert_eq!(
+        out["outcome"],
+        "COMPLETED_UNREPLIED",
+        "{out}\n{}",
+        fleet.logs()
+    );
     eprintln!("{kind}: first brief to COMPLETED_UNREPLIED {first:?}");
     let mut took = Vec::new();
     for i in 0..TURNS {
         let (out, t) = send(lead, &gid, &format!("[script:plain] say hello {i}")).await;
-        if out["outcome"] != "COMPLETED_UNREPLIED" || out["body"] != format!("plain answer: say hello {i}") {
+        if out["outcome"] != "COMPLETED_UNREPLIED"
+            || out["body"] != format!("plain answer: say hello {i}")
+        {
             panic!("turn {i}: {out}\n{}", fleet.diagnose(&gid).await);
         }
         assert!(t < Duration::from_secs(2), "turn {i} took {t:?}: {out}");
@@ -197,4 +201,3 @@ async fn opencode_ends_plain_turns_by_its_own_plugin() {
     })
     .await;
 }
-

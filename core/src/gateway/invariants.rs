@@ -63,6 +63,7 @@ impl Gateway {
         }
         self.check_served()?;
         self.check_turns()?;
+        self.check_reports()?;
         self.check_tasks()?;
         self.check_fleet()?;
         // The reply path's records are walked again only once one of them has changed.
@@ -81,6 +82,22 @@ impl Gateway {
         }
         self.check_reply_path()?;
         self.reply_path_read = Some(read);
+        Ok(())
+    }
+
+    /// A turn end waiting for its agent's report holds its pane for that turn (nothing else is
+    /// typed meanwhile), and the wait has its timer: it ends by the report or by its bound.
+    fn check_reports(&self) -> Result<(), String> {
+        for (gid, msg, until) in self.reports.waits() {
+            if self.injector.held_for(gid) != Some(msg) {
+                return Err(format!(
+                    "{gid} waits for its report of {msg}, and its pane is not held for it"
+                ));
+            }
+            if !self.fx.waking(until, TimerKind::ReportWait(gid.clone())) {
+                return Err(format!("{gid} waits for its report of {msg} with no timer"));
+            }
+        }
         Ok(())
     }
 

@@ -10,6 +10,7 @@ use crate::ids::{CallId, MsgId, SessionId};
 use crate::io::{Event, Response};
 use crate::outcome::Outcome;
 use crate::rendezvous::Kind;
+use crate::session::SessionState;
 use crate::time::{Duration, Instant};
 
 impl Gateway {
@@ -39,7 +40,7 @@ impl Gateway {
                 | AgentEvent::ProviderError { .. }
                 | AgentEvent::TurnFailed { .. }
         );
-        let verdict = self.reports.take(&gid, report);
+        let verdict = self.reports.take(now, &gid, report);
         self.event(Event::Reported {
             target: gid.clone(),
             seq,
@@ -91,6 +92,9 @@ impl Gateway {
         if self.reports.ending(&target, msg).is_some() {
             return self.settle_reported(now, &target, msg);
         }
+        if self.reports.retrying(&target, now) {
+            return self.still_retrying(&target, msg);
+        }
         if self.reports.reports(&target) {
             return self.await_report(now, target, msg);
         }
@@ -102,8 +106,21 @@ impl Gateway {
     /// on its screen: an agent that reports is held for its report a bound, so nothing else
     /// is typed while it may still be writing.
     pub(super) fn await_unwaited_end(&mut self, now: Instant, target: &SessionId, msg: MsgId) {
+        if self.reports.retrying(target, now) && self.reports.ending(target, msg).is_none() {
+            return self.still_retrying(target, msg);
+        }
         if self.reports.reports(target) && self.reports.ending(target, msg).is_none() {
             self.await_report(now, target.clone(), msg);
+        }
+    }
+
+    /// The agent said it retries its provider within turn `msg` (opencode shows idle while it
+    /// does): the end its screen showed is not one, and nothing else is typed into it until it
+    /// says the turn ended or failed (or its delegation's own bound ends it).
+    fn still_retrying(&mut self, target: &SessionId, msg: MsgId) {
+        if self.injector.reopen(target, msg) {
+            self.rendezvous.turn_resumed(target, msg);
+            self.session_to(target, &[SessionState::Done], SessionState::Busy);
         }
     }
 

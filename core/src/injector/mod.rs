@@ -554,6 +554,17 @@ impl Injector {
         }
     }
 
+    /// The turn whose post-turn action holds `target`, if one does.
+    pub fn held_for(&self, target: &SessionId) -> Option<MsgId> {
+        match self.tracks.get(target)?.turn {
+            Turn::Settling {
+                hold: Some((msg, _)),
+                ..
+            } => Some(msg),
+            _ => None,
+        }
+    }
+
     /// The post-turn action of turn `msg` finished. Returns false if the target was not being
     /// held for that turn (the hold expired, or it belongs to another turn): the caller must
     /// then treat the action's result as stale, since the next turn may already be running.

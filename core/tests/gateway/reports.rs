@@ -293,3 +293,41 @@ fn a_member_waiting_on_a_person_says_so_on_its_health_and_as_a_need() {
         "{a:?}"
     );
 }
+
+/// An agent that says it retries its provider's limit is still in its turn, though its screen
+/// shows it idle (opencode 1.18 does): nothing else is typed into it, and its turn ends when
+/// it says so.
+#[test]
+fn an_agent_that_retries_its_provider_is_still_busy() {
+    let mut g = Gw::new();
+    g.report(&w1(), 1, AgentEvent::Ready);
+    let c = g.send("w1", "work", true);
+    let m1 = g.deliver(&w1(), "❯ ");
+    let typed = g.typed_text();
+    let retrying = AgentEvent::ProviderError {
+        limit: true,
+        words: "Rate limited: retrying in 30s".into(),
+    };
+    assert_eq!(g.report(&w1(), 2, retrying), "noted");
+    let cfg = CoreConfig::default();
+    for _ in 0..3 * cfg.pickup_grace_polls {
+        g.advance(cfg.poll_interval());
+        g.sample(&w1(), AgentStatus::Idle);
+    }
+    assert_eq!(g.outcome(c), None, "its turn goes on while it retries");
+    assert_eq!(g.scrapes(), 0);
+    let failed = AgentEvent::TurnFailed {
+        prompt: Some(typed),
+        limit: true,
+        words: "Rate limited".into(),
+    };
+    assert_eq!(g.report(&w1(), 3, failed), "failed");
+    assert!(matches!(g.outcome(c), Some((Outcome::BackendExhausted, _))));
+    let _next = g.send("w1", "next", true);
+    g.sample(&w1(), AgentStatus::Idle);
+    assert_ne!(
+        g.last_inject().map(|(_, m, _)| m),
+        Some(m1),
+        "the next brief is typed"
+    );
+}

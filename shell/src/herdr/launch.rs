@@ -576,9 +576,7 @@ pub fn plan(
         boxed: member.boxed,
         url: cfg.member_url(member.boxed),
         token: member_token(&cfg.member_key, gid, member.nonce),
-        report_bin: cfg
-            .report_bin(member.boxed)
-            .filter(|_| profile.reports),
+        report_bin: cfg.report_bin(member.boxed).filter(|_| profile.reports),
     };
     let mut parts = kinds::Parts {
         env,
