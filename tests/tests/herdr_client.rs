@@ -1422,8 +1422,8 @@ fn on_protocol_22_a_pane_gone_before_the_stream_opened_is_told() {
         let first = c.member_panes().await.unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(first.len(), 1);
         d.remove_pane(&pane);
-        let cfg = fleetd::herdr::events::WatchConfig::default();
-        let watch = tokio::spawn(fleetd::herdr::events::watch_from(c, handle, cfg, first));
+        let cfg = events::WatchConfig::default();
+        let watch = tokio::task::spawn_local(events::watch_from(c, handle, cfg, first));
         let told = tokio::time::timeout(Duration::from_secs(5), async {
             while let Some(m) = calls.recv().await {
                 if let fleetd::ToLoop::Tell(fleet_core::Input::PaneGone { target }) = &m {

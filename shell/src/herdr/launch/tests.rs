@@ -383,7 +383,7 @@ fn an_agents_own_reports_are_installed_with_its_own_credential() {
     assert_eq!(l.env["FLEET_MCP_URL"], "http://127.0.0.1:7700/mcp");
     assert_eq!(l.env["FLEET_MCP_TOKEN"], format!("g1.0011aabb.{secret}"));
     assert!(l.argv().iter().all(|a| !a.contains(&secret)));
-    assert!(l.agent.as_ref().is_some_and(AgentPrep::reports));
+    assert!(l.reports);
     l.prepare_agent(None).expect("prepared");
     let (_, settings) = l
         .files
@@ -437,6 +437,55 @@ fn an_agents_own_reports_are_installed_with_its_own_credential() {
     );
     // Without fleetd's binary (a launcher in a test), nothing reports: the screen is read.
     let l = plan(&cfg(), "cx", &codex, Member::new("g3", "00ff"), &parent()).expect("planned");
-    assert!(!l.agent.as_ref().is_some_and(AgentPrep::reports));
+    assert!(!l.reports);
     assert!(!l.env.contains_key("FLEET_MCP_URL"));
+}
+
+/// An opencode member reports through fleetd's plugin, named by path in its config with the
+/// reporter's paths written in as JSON strings; `reports = false` installs nothing.
+#[test]
+fn an_opencode_member_reports_through_its_plugin_unless_told_not_to() {
+    let mut c = cfg();
+    c.report_bin = Some(PathBuf::from("/usr/local/bin/fleetd"));
+    let opencode = Profile {
+        kind: Kind::OpenCode {
+            bin: "opencode".into(),
+            model: None,
+            base_url: None,
+            args: vec![],
+        },
+        ..claude("https://llm.internal.example/v1")
+    };
+    let boxed = Member {
+        boxed: Some(Network::Host),
+        ..Member::new("g4", "00aa")
+    };
+    let l = plan(&c, "oc", &opencode, boxed, &parent()).expect("planned");
+    assert!(l.reports);
+    let file = |name: &str| {
+        l.files
+            .iter()
+            .find(|(p, _)| p.ends_with(name))
+            .map(|(_, t)| t.clone())
+            .unwrap_or_else(|| panic!("no {name}"))
+    };
+    let config: serde_json::Value = serde_json::from_str(&file("opencode.json")).expect("json");
+    assert_eq!(
+        config["plugin"],
+        serde_json::json!(["/run/fleetd/members/g4/fleet-report.js"])
+    );
+    let js = file("fleet-report.js");
+    assert!(
+        js.contains(r#"const REPORT_BIN = "/run/fleetd/fleetd", SEQ_FILE = "/run/fleetd/members/g4/home/.fleet-report-seq";"#),
+        "{js}"
+    );
+    // In its own home, the plugin's dependency is marked present: no npm install first.
+    assert!(file(".config/opencode/package-lock.json").contains("@opencode-ai/plugin"));
+    let off = Profile {
+        reports: false,
+        ..opencode
+    };
+    let l = plan(&c, "oc", &off, Member::new("g5", "00aa"), &parent()).expect("planned");
+    assert!(!l.reports);
+    assert!(l.files.iter().all(|(p, _)| !p.ends_with("fleet-report.js")));
 }
