@@ -159,6 +159,27 @@ impl Digest {
     }
 }
 
+impl Trouble {
+    /// The health state it is, and why, in the agent's words.
+    pub fn health(&self) -> (crate::health::Health, String) {
+        use crate::health::Health;
+        match self {
+            Trouble::WaitingOnPerson(w) => (
+                Health::WaitingOnPerson,
+                format!("its agent waits on a person: {w}"),
+            ),
+            Trouble::UsageLimited(w) => (
+                Health::UsageLimited,
+                format!("its agent's provider refused on a limit: {w}"),
+            ),
+            Trouble::ProviderError(w) => (
+                Health::ProviderError,
+                format!("its agent's provider failed: {w}"),
+            ),
+        }
+    }
+}
+
 /// Which brief a report speaks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {

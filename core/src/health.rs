@@ -386,23 +386,12 @@ fn findings(e: &Evidence, t: Thresholds) -> Vec<Finding> {
     {
         hold(Health::ErrorOnScreen, format!("its screen says: {line}"));
     }
+    if let Some((state, why)) = e
+        .reported
+        .as_ref()
+        .map(crate::agent_report::Trouble::health)
     {
-        use crate::agent_report::Trouble;
-        match &e.reported {
-            Some(Trouble::WaitingOnPerson(w)) => hold(
-                Health::WaitingOnPerson,
-                format!("its agent waits on a person: {w}"),
-            ),
-            Some(Trouble::UsageLimited(w)) => hold(
-                Health::UsageLimited,
-                format!("its agent's provider refused on a limit: {w}"),
-            ),
-            Some(Trouble::ProviderError(w)) => hold(
-                Health::ProviderError,
-                format!("its agent's provider failed: {w}"),
-            ),
-            None => {}
-        }
+        hold(state, why);
     }
     if !e.link_up {
         hold(
