@@ -342,7 +342,8 @@ broker_unavailable or stop_unconfirmed otherwise. Leads are not stopped."
     #[tool(
         description = "What waits on you, oldest first: your members' questions (answer one \
 with fleet_send {turnId}), results you have not collected (fleet_poll), your members that \
-cannot go on by themselves (BLOCKED, NEVER_READY, STALL_SUSPECTED, ERROR_ON_SCREEN), and this \
+cannot go on by themselves (BLOCKED, NEVER_READY, STALL_SUSPECTED, ERROR_ON_SCREEN, or whose agent \
+waits on a person, hit a usage limit or a provider error), and this \
 host's own troubles (a credential cooling down, the broker link down). Each says how long it has \
 waited; `elsewhere` counts what waits on you at other hosts."
     )]
